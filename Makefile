@@ -1,0 +1,60 @@
+# deltarl — the two commands a new user types are `make iterate` and `make test`;
+# both set up everything they need (idempotently) on first use.
+
+SHELL := /bin/bash
+CACHE      ?= $(HOME)/.cache/deltarl
+DELTARL_VENV ?= $(CACHE)/venv
+TORCH_VERSION := 2.13.0
+PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy
+export CARGO_TARGET_DIR ?= $(CACHE)/target
+# torch-sys finds libtorch through the venv's python (it runs `python` when VIRTUAL_ENV is set).
+export VIRTUAL_ENV := $(DELTARL_VENV)
+export PATH := $(DELTARL_VENV)/bin:$(PATH)
+export LIBTORCH_USE_PYTORCH := 1
+export DELTARL_PYTHON := $(DELTARL_VENV)/bin/python
+# One profile for everything (tests included) so a fresh machine builds the workspace once.
+PROFILE := release
+CARGO := cargo
+BIN := $(CARGO_TARGET_DIR)/$(PROFILE)/deltarl
+
+CONFIG ?= configs/tiny-arith.toml
+RUN    ?= tiny-arith
+ITERS  ?= 1
+
+.PHONY: setup venv build iterate test lint fmt clean-runs bench
+
+setup: venv build
+
+venv: $(DELTARL_VENV)/.deltarl-ok
+
+$(DELTARL_VENV)/.deltarl-ok:
+	@mkdir -p $(CACHE)
+	@test -x $(DELTARL_VENV)/bin/python || python3 -m venv $(DELTARL_VENV)
+	$(DELTARL_VENV)/bin/pip install --quiet --upgrade pip
+	$(DELTARL_VENV)/bin/pip install --quiet $(PY_PACKAGES)
+	@touch $@
+
+build: venv
+	$(CARGO) build --profile $(PROFILE) --workspace --bins
+	@mkdir -p bin && ln -sf $(BIN) bin/deltarl
+
+iterate: setup
+	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)
+
+test: setup
+	$(CARGO) test --profile $(PROFILE) --workspace
+
+lint: venv
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --profile $(PROFILE) --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+bench: setup
+	bin/deltarl bench coeffs
+	bin/deltarl bench verify
+	bin/deltarl bench rollout
+
+clean-runs:
+	rm -rf runs

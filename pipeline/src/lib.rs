@@ -1,0 +1,1 @@
+//! deltarl pipeline

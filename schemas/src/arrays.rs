@@ -1,0 +1,224 @@
+//! Column builders and typed column accessors shared by the table definitions.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, FixedSizeListArray, Float32Array, Float64Array, ListArray,
+    StringArray, UInt32Array, UInt64Array,
+};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field};
+use arrow::record_batch::RecordBatch;
+
+use crate::{Error, Result};
+
+pub(crate) fn item(dt: DataType) -> Arc<Field> {
+    Arc::new(Field::new("item", dt, false))
+}
+
+pub(crate) fn list_of(dt: DataType) -> DataType {
+    DataType::List(item(dt))
+}
+
+pub(crate) fn vectors_of(dim: i32) -> DataType {
+    DataType::List(item(DataType::FixedSizeList(item(DataType::Float32), dim)))
+}
+
+pub(crate) fn strings<'a>(v: impl Iterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(StringArray::from_iter_values(v))
+}
+
+pub(crate) fn opt_strings<'a>(v: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+    Arc::new(StringArray::from_iter(v))
+}
+
+pub(crate) fn u32s(v: impl Iterator<Item = u32>) -> ArrayRef {
+    Arc::new(UInt32Array::from_iter_values(v))
+}
+
+pub(crate) fn u64s(v: impl Iterator<Item = u64>) -> ArrayRef {
+    Arc::new(UInt64Array::from_iter_values(v))
+}
+
+pub(crate) fn f32s(v: impl Iterator<Item = f32>) -> ArrayRef {
+    Arc::new(Float32Array::from_iter_values(v))
+}
+
+pub(crate) fn f64s(v: impl Iterator<Item = f64>) -> ArrayRef {
+    Arc::new(Float64Array::from_iter_values(v))
+}
+
+pub(crate) fn bools(v: impl Iterator<Item = bool>) -> ArrayRef {
+    Arc::new(BooleanArray::from_iter(v.map(Some)))
+}
+
+/// A `list<uint32>` column built from one slice per row.
+pub(crate) fn list_u32<'a>(rows: impl Iterator<Item = &'a [u32]> + Clone) -> ArrayRef {
+    let offsets = OffsetBuffer::from_lengths(rows.clone().map(<[u32]>::len));
+    let values = UInt32Array::from_iter_values(rows.flat_map(|r| r.iter().copied()));
+    Arc::new(ListArray::new(
+        item(DataType::UInt32),
+        offsets,
+        Arc::new(values),
+        None,
+    ))
+}
+
+/// A `list<float32>` column built from one slice per row.
+pub(crate) fn list_f32<'a>(rows: impl Iterator<Item = &'a [f32]> + Clone) -> ArrayRef {
+    let offsets = OffsetBuffer::from_lengths(rows.clone().map(<[f32]>::len));
+    let values = Float32Array::from_iter_values(rows.flat_map(|r| r.iter().copied()));
+    Arc::new(ListArray::new(
+        item(DataType::Float32),
+        offsets,
+        Arc::new(values),
+        None,
+    ))
+}
+
+/// A `list<fixed_size_list<float32, dim>>` column; each row is a flat slice of
+/// `tokens * dim` floats.
+pub(crate) fn list_vectors<'a>(
+    dim: usize,
+    rows: impl Iterator<Item = &'a [f32]> + Clone,
+) -> Result<ArrayRef> {
+    let dim_i32 = i32::try_from(dim).map_err(|_| Error::Build {
+        table: "features".into(),
+        message: format!("vector dimension {dim} too large"),
+    })?;
+    let offsets = OffsetBuffer::from_lengths(rows.clone().map(|r| r.len() / dim.max(1)));
+    let values = Float32Array::from_iter_values(rows.flat_map(|r| r.iter().copied()));
+    let inner = FixedSizeListArray::new(item(DataType::Float32), dim_i32, Arc::new(values), None);
+    Ok(Arc::new(ListArray::new(
+        item(DataType::FixedSizeList(item(DataType::Float32), dim_i32)),
+        offsets,
+        Arc::new(inner),
+        None,
+    )))
+}
+
+/// Typed, null-checked access to the columns of one record batch.
+pub(crate) struct Columns<'a> {
+    pub batch: &'a RecordBatch,
+    pub file: &'a str,
+}
+
+impl<'a> Columns<'a> {
+    fn column(&self, name: &str) -> Result<&'a ArrayRef> {
+        self.batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::MissingColumn {
+                file: self.file.to_string(),
+                table: String::new(),
+                column: name.to_string(),
+            })
+    }
+
+    fn typed<T: Array + 'static>(&self, name: &str, required: bool) -> Result<&'a T> {
+        let col = self.column(name)?;
+        if required && col.null_count() > 0 {
+            let row = (0..col.len()).find(|&i| col.is_null(i)).unwrap_or(0);
+            return Err(Error::Null {
+                file: self.file.to_string(),
+                column: name.to_string(),
+                row,
+            });
+        }
+        col.as_any()
+            .downcast_ref::<T>()
+            .ok_or_else(|| Error::ColumnType {
+                file: self.file.to_string(),
+                column: name.to_string(),
+                expected: std::any::type_name::<T>()
+                    .rsplit("::")
+                    .next()
+                    .unwrap_or("?")
+                    .to_string(),
+                found: col.data_type().to_string(),
+            })
+    }
+
+    pub fn str(&self, name: &str) -> Result<Vec<String>> {
+        let a = self.typed::<StringArray>(name, true)?;
+        Ok(a.iter().map(|s| s.unwrap_or_default().to_string()).collect())
+    }
+
+    pub fn opt_str(&self, name: &str) -> Result<Vec<Option<String>>> {
+        let a = self.typed::<StringArray>(name, false)?;
+        Ok(a.iter().map(|s| s.map(str::to_string)).collect())
+    }
+
+    pub fn u32(&self, name: &str) -> Result<Vec<u32>> {
+        Ok(self.typed::<UInt32Array>(name, true)?.values().to_vec())
+    }
+
+    pub fn u64(&self, name: &str) -> Result<Vec<u64>> {
+        Ok(self.typed::<UInt64Array>(name, true)?.values().to_vec())
+    }
+
+    pub fn f32(&self, name: &str) -> Result<Vec<f32>> {
+        Ok(self.typed::<Float32Array>(name, true)?.values().to_vec())
+    }
+
+    pub fn f64(&self, name: &str) -> Result<Vec<f64>> {
+        Ok(self.typed::<Float64Array>(name, true)?.values().to_vec())
+    }
+
+    pub fn bool(&self, name: &str) -> Result<Vec<bool>> {
+        let a = self.typed::<BooleanArray>(name, true)?;
+        Ok((0..a.len()).map(|i| a.value(i)).collect())
+    }
+
+    fn list_parts<T: Array + 'static>(&self, name: &str) -> Result<(Vec<usize>, &'a T)> {
+        let list = self.typed::<ListArray>(name, true)?;
+        let offsets: Vec<usize> = list.value_offsets().iter().map(|&o| o as usize).collect();
+        let values = list
+            .values()
+            .as_any()
+            .downcast_ref::<T>()
+            .ok_or_else(|| Error::ColumnType {
+                file: self.file.to_string(),
+                column: name.to_string(),
+                expected: format!("list of {}", std::any::type_name::<T>()),
+                found: list.data_type().to_string(),
+            })?;
+        Ok((offsets, values))
+    }
+
+    pub fn list_u32(&self, name: &str) -> Result<Vec<Vec<u32>>> {
+        let (offsets, values) = self.list_parts::<UInt32Array>(name)?;
+        let v = values.values();
+        Ok(offsets.windows(2).map(|w| v[w[0]..w[1]].to_vec()).collect())
+    }
+
+    pub fn list_f32(&self, name: &str) -> Result<Vec<Vec<f32>>> {
+        let (offsets, values) = self.list_parts::<Float32Array>(name)?;
+        let v = values.values();
+        Ok(offsets.windows(2).map(|w| v[w[0]..w[1]].to_vec()).collect())
+    }
+
+    /// Returns the vector dimension and one flat `tokens * dim` vector per row.
+    pub fn list_vectors(&self, name: &str) -> Result<(usize, Vec<Vec<f32>>)> {
+        let (offsets, inner) = self.list_parts::<FixedSizeListArray>(name)?;
+        let dim = inner.value_length() as usize;
+        let floats = inner
+            .values()
+            .as_any()
+            .downcast_ref::<Float32Array>()
+            .ok_or_else(|| Error::ColumnType {
+                file: self.file.to_string(),
+                column: name.to_string(),
+                expected: "list<fixed_size_list<float32, k>>".into(),
+                found: inner.data_type().to_string(),
+            })?;
+        let v = floats.values();
+        let base = inner.offset();
+        Ok((
+            dim,
+            offsets
+                .windows(2)
+                .map(|w| v[(base + w[0]) * dim..(base + w[1]) * dim].to_vec())
+                .collect(),
+        ))
+    }
+}

@@ -1,0 +1,85 @@
+//! Crash-safe file commits: write to a temporary name beside the target, fsync, rename,
+//! fsync the directory. A killed process leaves at most a temporary file, never a partial
+//! file under the final name.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::{Error, Result};
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        file: path.display().to_string(),
+        source,
+    }
+}
+
+/// The temporary name used while `path` is being written.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// Writes `path` through `fill`, atomically. On error the temporary file is removed and
+/// any existing file at `path` is left untouched.
+pub fn atomic_write<F>(path: &Path, fill: F) -> Result<()>
+where
+    F: FnOnce(&mut BufWriter<File>) -> Result<()>,
+{
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let tmp = temp_path(path);
+    let result = (|| {
+        let file = File::create(&tmp).map_err(io_err(&tmp))?;
+        let mut w = BufWriter::new(file);
+        fill(&mut w)?;
+        w.flush().map_err(io_err(&tmp))?;
+        let file = w.into_inner().map_err(|e| io_err(&tmp)(e.into_error()))?;
+        file.sync_all().map_err(io_err(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(io_err(path))?;
+        // The rename is durable only once the directory entry is on disk.
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(dir))?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Writes bytes to `path` atomically.
+pub fn atomic_write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
+    atomic_write(path, |w| w.write_all(bytes).map_err(io_err(path)))
+}
+
+/// Lower-case hex SHA-256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Lower-case hex SHA-256 of a file's contents, streamed.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let mut file = File::open(path).map_err(io_err(path))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf).map_err(io_err(path))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}

@@ -1,0 +1,292 @@
+//! Parquet writer and checked reader for [`Table`]s.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use crate::{atomic_write, Error, Result, Table, SCHEMA_VERSION, TOOL_VERSION};
+
+const KEY_VERSION: &str = "deltarl.schema_version";
+const KEY_STAGE: &str = "deltarl.stage";
+const KEY_CONFIG: &str = "deltarl.config_hash";
+const KEY_TOOL: &str = "deltarl.version";
+const PREFIX: &str = "deltarl.";
+
+/// Rows per row group: small enough that a reader can stream, large enough to compress.
+const ROW_GROUP_ROWS: usize = 2048;
+
+/// The key-value metadata of a deltarl file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FileMeta {
+    /// The stage that wrote the file.
+    pub stage: String,
+    /// Hash of the resolved configuration the stage ran with.
+    pub config_hash: String,
+    /// Tool version that wrote the file (filled in by the writer).
+    pub version: String,
+    /// Further entries (settings JSON, summaries), stored as `deltarl.<key>`.
+    pub extra: BTreeMap<String, String>,
+}
+
+impl FileMeta {
+    pub fn new(stage: &str, config_hash: &str) -> Self {
+        FileMeta {
+            stage: stage.to_string(),
+            config_hash: config_hash.to_string(),
+            version: TOOL_VERSION.to_string(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.extra.insert(key.to_string(), value.into());
+        self
+    }
+
+    fn to_kv(&self) -> Vec<KeyValue> {
+        let mut kv = vec![
+            KeyValue::new(KEY_VERSION.into(), SCHEMA_VERSION.to_string()),
+            KeyValue::new(KEY_STAGE.into(), self.stage.clone()),
+            KeyValue::new(KEY_CONFIG.into(), self.config_hash.clone()),
+            KeyValue::new(KEY_TOOL.into(), TOOL_VERSION.to_string()),
+        ];
+        kv.extend(
+            self.extra
+                .iter()
+                .map(|(k, v)| KeyValue::new(format!("{PREFIX}{k}"), v.clone())),
+        );
+        kv
+    }
+
+    fn from_kv(kv: &[KeyValue]) -> (Option<String>, Self) {
+        let mut meta = FileMeta::default();
+        let mut version = None;
+        for e in kv {
+            let v = e.value.clone().unwrap_or_default();
+            match e.key.as_str() {
+                KEY_VERSION => version = Some(v),
+                KEY_STAGE => meta.stage = v,
+                KEY_CONFIG => meta.config_hash = v,
+                KEY_TOOL => meta.version = v,
+                k => {
+                    if let Some(rest) = k.strip_prefix(PREFIX) {
+                        meta.extra.insert(rest.to_string(), v);
+                    }
+                }
+            }
+        }
+        (version, meta)
+    }
+}
+
+/// Writes `rows` as one zstd-compressed Parquet file with deltarl metadata.
+pub fn write_table<T: Table, W: Write + Send>(w: W, rows: &[T], meta: &FileMeta) -> Result<()> {
+    let err = |e: parquet::errors::ParquetError| Error::Build {
+        table: T::NAME.into(),
+        message: e.to_string(),
+    };
+    let schema = Arc::new(T::schema(T::dim(rows)?));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(err)?))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_key_value_metadata(Some(meta.to_kv()))
+        .build();
+    let mut writer = ArrowWriter::try_new(w, schema, Some(props)).map_err(err)?;
+    for chunk in rows.chunks(ROW_GROUP_ROWS) {
+        writer.write(&T::to_batch(chunk)?).map_err(err)?;
+    }
+    writer.close().map_err(err)?;
+    Ok(())
+}
+
+/// Writes a table to `path` atomically (temporary name, fsync, rename).
+pub fn write_path<T: Table>(path: &Path, rows: &[T], meta: &FileMeta) -> Result<()> {
+    atomic_write(path, |f| write_table(f, rows, meta))
+}
+
+/// How strictly to check a file's deltarl metadata.
+fn check_version(file: &str, found: Option<String>) -> Result<()> {
+    if found.as_deref() != Some(SCHEMA_VERSION) {
+        return Err(Error::Version {
+            file: file.to_string(),
+            found,
+            expected: SCHEMA_VERSION.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn same_shape(expected: &DataType, found: &DataType) -> bool {
+    match (expected, found) {
+        (DataType::List(a), DataType::List(b) | DataType::LargeList(b)) => {
+            same_shape(a.data_type(), b.data_type())
+        }
+        (DataType::FixedSizeList(a, _), DataType::FixedSizeList(b, _)) => {
+            same_shape(a.data_type(), b.data_type())
+        }
+        (DataType::Utf8, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => true,
+        (a, b) => a == b,
+    }
+}
+
+/// Casts large/view variants (as written by polars or pyarrow) to the canonical types and
+/// fixes the fixed-size-list dimension to the file's.
+fn canonical_type(expected: &DataType, found: &DataType) -> DataType {
+    match (expected, found) {
+        (DataType::List(a), DataType::List(b) | DataType::LargeList(b)) => DataType::List(Arc::new(
+            Field::new("item", canonical_type(a.data_type(), b.data_type()), b.is_nullable()),
+        )),
+        (DataType::FixedSizeList(a, _), DataType::FixedSizeList(b, n)) => DataType::FixedSizeList(
+            Arc::new(Field::new(
+                "item",
+                canonical_type(a.data_type(), b.data_type()),
+                b.is_nullable(),
+            )),
+            *n,
+        ),
+        (e, _) => e.clone(),
+    }
+}
+
+fn check_columns<T: Table>(file: &str, schema: &Schema) -> Result<()> {
+    for field in T::fields(0) {
+        let found = schema
+            .field_with_name(field.name())
+            .map_err(|_| Error::MissingColumn {
+                file: file.to_string(),
+                table: T::NAME.to_string(),
+                column: field.name().clone(),
+            })?;
+        if !same_shape(field.data_type(), found.data_type()) {
+            return Err(Error::ColumnType {
+                file: file.to_string(),
+                column: field.name().clone(),
+                expected: field.data_type().to_string(),
+                found: found.data_type().to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Result<RecordBatch> {
+    let mut fields = Vec::new();
+    let mut cols: Vec<ArrayRef> = Vec::new();
+    for field in T::fields(0) {
+        let col = batch
+            .column_by_name(field.name())
+            .ok_or_else(|| Error::MissingColumn {
+                file: file.to_string(),
+                table: T::NAME.to_string(),
+                column: field.name().clone(),
+            })?;
+        let target = canonical_type(field.data_type(), col.data_type());
+        let col = if &target == col.data_type() {
+            col.clone()
+        } else {
+            arrow::compute::cast(col, &target).map_err(|e| Error::ColumnType {
+                file: file.to_string(),
+                column: field.name().clone(),
+                expected: target.to_string(),
+                found: format!("{} ({e})", col.data_type()),
+            })?
+        };
+        fields.push(Field::new(field.name(), target, true));
+        cols.push(col);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| Error::Parquet {
+        file: file.to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn read_impl<T: Table>(data: Bytes, file: &str, versioned: bool) -> Result<(Vec<T>, FileMeta)> {
+    let perr = |e: parquet::errors::ParquetError| Error::Parquet {
+        file: file.to_string(),
+        message: e.to_string(),
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(perr)?;
+    let kv = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let (version, meta) = FileMeta::from_kv(&kv);
+    if versioned {
+        check_version(file, version)?;
+    }
+    check_columns::<T>(file, builder.schema())?;
+    let reader = builder.build().map_err(perr)?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::Parquet {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?;
+        rows.extend(T::from_batch(&canonical_batch::<T>(file, &batch)?, file)?);
+    }
+    Ok((rows, meta))
+}
+
+/// Reads a deltarl table from any reader; `file` names it in errors. Fails on a missing
+/// or wrong schema version, a missing column or a wrongly typed column.
+pub fn read_table<T: Table, R: Read>(mut r: R, file: &str) -> Result<(Vec<T>, FileMeta)> {
+    let mut buf = Vec::new();
+    r.read_to_end(&mut buf).map_err(|source| Error::Io {
+        file: file.to_string(),
+        source,
+    })?;
+    read_impl(Bytes::from(buf), file, true)
+}
+
+fn load(path: &Path) -> Result<Bytes> {
+    std::fs::read(path)
+        .map(Bytes::from)
+        .map_err(|source| Error::Io {
+            file: path.display().to_string(),
+            source,
+        })
+}
+
+/// Reads a deltarl table from a path (version and columns checked).
+pub fn read_path<T: Table>(path: &Path) -> Result<(Vec<T>, FileMeta)> {
+    read_impl(load(path)?, &path.display().to_string(), true)
+}
+
+/// Reads a table written by another tool (no deltarl metadata required), e.g. a prompt
+/// file made with polars or pyarrow. Columns are still checked.
+pub fn read_foreign_path<T: Table>(path: &Path) -> Result<Vec<T>> {
+    Ok(read_impl(load(path)?, &path.display().to_string(), false)?.0)
+}
+
+/// Reads only the deltarl metadata of a file, checking its version.
+pub fn read_meta(path: &Path) -> Result<FileMeta> {
+    let file = path.display().to_string();
+    let builder = ParquetRecordBatchReaderBuilder::try_new(load(path)?).map_err(|e| {
+        Error::Parquet {
+            file: file.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    let kv = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned()
+        .unwrap_or_default();
+    let (version, meta) = FileMeta::from_kv(&kv);
+    check_version(&file, version)?;
+    Ok(meta)
+}

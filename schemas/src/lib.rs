@@ -1,0 +1,31 @@
+//! Arrow schemas, typed rows and Parquet I/O for every table a deltarl iteration writes.
+//!
+//! Schemas are defined once, here. Every file carries its schema version, stage, config
+//! hash and tool version in the Parquet key-value metadata; readers refuse files with an
+//! unknown version or a missing column and name the file and column in the error.
+//!
+//! This crate never links libtorch, so it compiles and tests in seconds.
+
+mod arrays;
+mod atomic;
+mod error;
+mod io;
+mod manifest;
+pub mod seed;
+mod tables;
+
+pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
+pub use error::{Error, Result};
+pub use io::{
+    read_foreign_path, read_meta, read_path, read_table, write_path, write_table, FileMeta,
+};
+pub use manifest::Manifest;
+pub use tables::{
+    CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table,
+    UpdateRow,
+};
+
+/// The schema version written into every file and required by every reader.
+pub const SCHEMA_VERSION: &str = "1";
+/// The tool version recorded in files and manifests.
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,254 @@
+//! Token-coefficient estimation: DelTA (discriminative token credit assignment) and the
+//! baselines that share its interface, so that an ablation changes only the coefficients.
+//!
+//! The math follows `DESIGN.md` 1.4. Everything here is a pure function of (features,
+//! advantages, settings); the Parquet shell is in [`shell`]. No libtorch.
+//!
+//! Determinism: responses are put in (`prompt_id`, `sample_idx`) order first, every sum is
+//! formed per response and the per-response partials are added in that fixed order, so the
+//! coefficients do not depend on row order or the rayon thread count.
+
+mod delta;
+mod error;
+pub mod shell;
+mod summary;
+
+pub use delta::{delta_coefficients, DeltaStats};
+pub use error::{Error, Result};
+pub use summary::{Quantiles, Summary, TokenRef};
+
+use serde::Serialize;
+
+/// How token coefficients are estimated.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "estimator", rename_all = "kebab-case")]
+pub enum Estimator {
+    /// Every coefficient 1: plain DAPO / GRPO.
+    Uniform,
+    /// Keep the highest-entropy `keep` fraction of valid tokens (the "80/20" baseline):
+    /// kept tokens get `1 / keep`, the others 0, so the mean coefficient is 1.
+    TopEntropy { keep: f64 },
+    /// DelTA (DESIGN.md 1.4).
+    Delta(DeltaSettings),
+}
+
+/// DelTA's hyper-parameters, validated at construction.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DeltaSettings {
+    /// Refinement passes (K).
+    pub refine_steps: u32,
+    pub lam_min: f64,
+    pub lam_max: f64,
+    pub scope: Scope,
+}
+
+impl Default for DeltaSettings {
+    fn default() -> Self {
+        DeltaSettings {
+            refine_steps: 1,
+            lam_min: 0.8,
+            lam_max: 1.2,
+            scope: Scope::Batch,
+        }
+    }
+}
+
+/// The set of tokens whose statistics (centroids, gamma, normalisation) are pooled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// The whole iteration batch (deterministic whatever the hardware).
+    Batch,
+    /// Each prompt group on its own.
+    Group,
+}
+
+/// Validated estimation settings.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Settings {
+    pub estimator: Estimator,
+}
+
+impl Settings {
+    /// Validates the estimator's parameters once, so the hot loops never check them.
+    pub fn new(estimator: Estimator) -> Result<Self> {
+        match estimator {
+            Estimator::Uniform => {}
+            Estimator::TopEntropy { keep } => {
+                if !(keep > 0.0 && keep <= 1.0) {
+                    return Err(Error::Setting(format!(
+                        "top-entropy keep fraction {keep} must be in (0, 1]"
+                    )));
+                }
+            }
+            Estimator::Delta(d) => {
+                if !(d.lam_min.is_finite() && d.lam_max.is_finite())
+                    || d.lam_min <= 0.0
+                    || d.lam_min > d.lam_max
+                {
+                    return Err(Error::Setting(format!(
+                        "need 0 < lam_min <= lam_max, got lam_min = {}, lam_max = {}",
+                        d.lam_min, d.lam_max
+                    )));
+                }
+                if d.refine_steps > 100 {
+                    return Err(Error::Setting(format!(
+                        "refine_steps = {} is more than 100",
+                        d.refine_steps
+                    )));
+                }
+            }
+        }
+        Ok(Settings { estimator })
+    }
+}
+
+/// One response as the estimators see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Response<'a> {
+    pub prompt_id: &'a str,
+    pub sample_idx: u32,
+    /// Sequence advantage `A_i`.
+    pub advantage: f32,
+    /// False when dynamic sampling excluded the response: it gets coefficients 0 and takes
+    /// no part in the estimation.
+    pub kept: bool,
+    /// `tokens * dim` floats, token-major.
+    pub features: &'a [f32],
+    /// Per-token entropy (used by `top-entropy`).
+    pub entropy: &'a [f32],
+}
+
+impl Response<'_> {
+    pub fn tokens(&self) -> usize {
+        self.entropy.len()
+    }
+}
+
+/// Per-response coefficients (in input order) and the diagnostics.
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub coeffs: Vec<Vec<f32>>,
+    pub summary: Summary,
+}
+
+/// Checks the inputs (finite values, consistent lengths) and names the offending response.
+fn validate(dim: usize, responses: &[Response<'_>]) -> Result<()> {
+    for r in responses {
+        let at = || format!("prompt_id {:?}, sample_idx {}", r.prompt_id, r.sample_idx);
+        if r.features.len() != r.tokens() * dim {
+            return Err(Error::Input(format!(
+                "{}: {} feature floats for {} tokens of dimension {dim}",
+                at(),
+                r.features.len(),
+                r.tokens()
+            )));
+        }
+        if !r.advantage.is_finite() {
+            return Err(Error::Input(format!("{}: advantage is {}", at(), r.advantage)));
+        }
+        if let Some(i) = r.features.iter().position(|x| !x.is_finite()) {
+            return Err(Error::Input(format!(
+                "{}: feature of token {} is {}",
+                at(),
+                i / dim.max(1),
+                r.features[i]
+            )));
+        }
+        if let Some(i) = r.entropy.iter().position(|x| !x.is_finite()) {
+            return Err(Error::Input(format!(
+                "{}: entropy of token {i} is {}",
+                at(),
+                r.entropy[i]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Estimates the coefficient of every response token.
+///
+/// Returns one vector per response, in the order given, each as long as the response.
+pub fn estimate(settings: &Settings, dim: usize, responses: &[Response<'_>]) -> Result<Output> {
+    validate(dim, responses)?;
+    // Fixed processing order: (prompt_id, sample_idx).
+    let mut order: Vec<usize> = (0..responses.len()).collect();
+    order.sort_by(|&a, &b| {
+        (responses[a].prompt_id, responses[a].sample_idx)
+            .cmp(&(responses[b].prompt_id, responses[b].sample_idx))
+    });
+    for w in order.windows(2) {
+        let (a, b) = (&responses[w[0]], &responses[w[1]]);
+        if a.prompt_id == b.prompt_id && a.sample_idx == b.sample_idx {
+            return Err(Error::Input(format!(
+                "duplicate response prompt_id {:?}, sample_idx {}",
+                a.prompt_id, a.sample_idx
+            )));
+        }
+    }
+    let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
+
+    let (sorted_coeffs, stats) = match settings.estimator {
+        Estimator::Uniform => (
+            sorted
+                .iter()
+                .map(|r| vec![if r.kept { 1.0 } else { 0.0 }; r.tokens()])
+                .collect(),
+            Vec::new(),
+        ),
+        Estimator::TopEntropy { keep } => (top_entropy(keep, &sorted), Vec::new()),
+        Estimator::Delta(d) => match d.scope {
+            Scope::Batch => {
+                let (c, s) = delta_coefficients(&d, dim, &sorted);
+                (c, vec![s])
+            }
+            Scope::Group => {
+                use rayon::prelude::*;
+                let mut bounds = vec![0];
+                for i in 1..sorted.len() {
+                    if sorted[i].prompt_id != sorted[i - 1].prompt_id {
+                        bounds.push(i);
+                    }
+                }
+                bounds.push(sorted.len());
+                let parts: Vec<(Vec<Vec<f32>>, DeltaStats)> = bounds
+                    .par_windows(2)
+                    .map(|w| delta_coefficients(&d, dim, &sorted[w[0]..w[1]]))
+                    .collect();
+                let mut coeffs = Vec::with_capacity(sorted.len());
+                let mut stats = Vec::with_capacity(parts.len());
+                for (c, s) in parts {
+                    coeffs.extend(c);
+                    stats.push(s);
+                }
+                (coeffs, stats)
+            }
+        },
+    };
+
+    let summary = summary::summarize(dim, &sorted, &sorted_coeffs, &stats);
+    let mut coeffs = vec![Vec::new(); responses.len()];
+    for (c, &i) in sorted_coeffs.into_iter().zip(&order) {
+        coeffs[i] = c;
+    }
+    Ok(Output { coeffs, summary })
+}
+
+/// The "80/20" baseline: the top `keep` fraction of valid tokens by entropy get `1/keep`.
+/// Ties are broken by position in the fixed order, so the selection is deterministic.
+fn top_entropy(keep: f64, sorted: &[Response<'_>]) -> Vec<Vec<f32>> {
+    let mut all: Vec<(f32, usize, usize)> = Vec::new();
+    for (i, r) in sorted.iter().enumerate() {
+        if r.kept {
+            all.extend(r.entropy.iter().enumerate().map(|(t, &e)| (e, i, t)));
+        }
+    }
+    let n_keep = ((all.len() as f64) * keep).ceil() as usize;
+    all.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let mut out: Vec<Vec<f32>> = sorted.iter().map(|r| vec![0.0; r.tokens()]).collect();
+    let weight = (1.0 / keep) as f32;
+    for &(_, i, t) in all.iter().take(n_keep) {
+        out[i][t] = weight;
+    }
+    out
+}

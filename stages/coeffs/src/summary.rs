@@ -1,0 +1,148 @@
+//! Diagnostics of one estimation: centroid cosines, scales, quantiles, extreme tokens.
+
+use serde::Serialize;
+
+use crate::delta::{initial_centroids, side, weighted_centroids, DeltaStats, Side};
+use crate::Response;
+
+/// How many highest- and lowest-coefficient tokens the summary lists.
+pub const EXTREMES: usize = 20;
+
+/// Quantiles of the coefficients of one side.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Quantiles {
+    pub count: usize,
+    pub min: f64,
+    pub p10: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Quantiles {
+    fn of(mut xs: Vec<f64>) -> Self {
+        if xs.is_empty() {
+            return Quantiles::default();
+        }
+        xs.sort_by(f64::total_cmp);
+        let q = |p: f64| xs[((xs.len() - 1) as f64 * p).round() as usize];
+        Quantiles {
+            count: xs.len(),
+            min: xs[0],
+            p10: q(0.1),
+            p50: q(0.5),
+            p90: q(0.9),
+            max: xs[xs.len() - 1],
+            mean: xs.iter().sum::<f64>() / xs.len() as f64,
+        }
+    }
+}
+
+/// One token singled out by the summary; `text` is filled in by whoever has a tokenizer.
+#[derive(Clone, Debug, Serialize)]
+pub struct TokenRef {
+    pub prompt_id: String,
+    pub sample_idx: u32,
+    pub position: usize,
+    pub coeff: f32,
+    pub advantage: f32,
+    pub text: String,
+    pub context: String,
+}
+
+/// What the coefficient stage reports (file metadata and log line).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    /// cos(mu+, mu-) of the advantage-weighted centroids (before reweighting).
+    pub cos_before: f64,
+    /// cos of the effective centroids weighted by the coefficients (after reweighting).
+    pub cos_after: f64,
+    pub gamma_pos: f64,
+    pub gamma_neg: f64,
+    /// Self-normalisation scalar (mean over scopes for `group`).
+    pub norm: f64,
+    pub scopes: usize,
+    pub tokens_pos: usize,
+    pub tokens_neg: usize,
+    pub tokens_zero: usize,
+    pub tokens_excluded: usize,
+    pub coeff_pos: Quantiles,
+    pub coeff_neg: Quantiles,
+    /// Highest-coefficient tokens of non-zero-advantage responses, highest first.
+    pub top: Vec<TokenRef>,
+    /// Lowest-coefficient tokens of non-zero-advantage responses, lowest first.
+    pub bottom: Vec<TokenRef>,
+}
+
+fn cosine(a: &[f64], b: &[f64]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na * nb)
+    }
+}
+
+pub(crate) fn summarize(
+    dim: usize,
+    sorted: &[Response<'_>],
+    coeffs: &[Vec<f32>],
+    stats: &[DeltaStats],
+) -> Summary {
+    let (p0, n0) = initial_centroids(dim, sorted);
+    let (p1, n1) = weighted_centroids(dim, sorted, coeffs);
+    let mean = |f: &dyn Fn(&DeltaStats) -> f64| {
+        if stats.is_empty() {
+            0.0
+        } else {
+            stats.iter().map(f).sum::<f64>() / stats.len() as f64
+        }
+    };
+    let mut s = Summary {
+        cos_before: cosine(&p0, &n0),
+        cos_after: cosine(&p1, &n1),
+        gamma_pos: mean(&|d| d.gamma_pos),
+        gamma_neg: mean(&|d| d.gamma_neg),
+        norm: if stats.is_empty() { 1.0 } else { mean(&|d| d.norm) },
+        scopes: stats.len(),
+        ..Summary::default()
+    };
+    let (mut pos, mut neg) = (Vec::new(), Vec::new());
+    let mut ranked: Vec<(f32, usize, usize)> = Vec::new();
+    for (i, (r, c)) in sorted.iter().zip(coeffs).enumerate() {
+        match side(r) {
+            Side::Pos => {
+                s.tokens_pos += c.len();
+                pos.extend(c.iter().map(|&x| f64::from(x)));
+            }
+            Side::Neg => {
+                s.tokens_neg += c.len();
+                neg.extend(c.iter().map(|&x| f64::from(x)));
+            }
+            Side::None if r.kept => s.tokens_zero += c.len(),
+            Side::None => s.tokens_excluded += c.len(),
+        }
+        if matches!(side(r), Side::Pos | Side::Neg) {
+            ranked.extend(c.iter().enumerate().map(|(t, &x)| (x, i, t)));
+        }
+    }
+    s.coeff_pos = Quantiles::of(pos);
+    s.coeff_neg = Quantiles::of(neg);
+    // Total order: coefficient, then the fixed (response, position) order.
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let token = |&(c, i, t): &(f32, usize, usize)| TokenRef {
+        prompt_id: sorted[i].prompt_id.to_string(),
+        sample_idx: sorted[i].sample_idx,
+        position: t,
+        coeff: c,
+        advantage: sorted[i].advantage,
+        text: String::new(),
+        context: String::new(),
+    };
+    s.bottom = ranked.iter().take(EXTREMES).map(token).collect();
+    s.top = ranked.iter().rev().take(EXTREMES).map(token).collect();
+    s
+}

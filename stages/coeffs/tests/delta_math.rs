@@ -1,0 +1,254 @@
+//! Tests that pin the DelTA math (DESIGN.md 1.4). Golden numbers come from
+//! `reference.py` (a plain numpy implementation), checked by hand where noted.
+
+use deltarl_coeffs::{
+    delta_coefficients, estimate, DeltaSettings, Estimator, Response, Scope, Settings,
+};
+
+fn resp<'a>(pid: &'a str, idx: u32, adv: f32, f: &'a [f32], e: &'a [f32]) -> Response<'a> {
+    Response {
+        prompt_id: pid,
+        sample_idx: idx,
+        advantage: adv,
+        kept: true,
+        features: f,
+        entropy: e,
+    }
+}
+
+const F0: [f32; 6] = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+const F1: [f32; 6] = [0.0, 0.0, 2.0, 0.0, 0.0, -1.0];
+const E3: [f32; 3] = [0.5, 1.0, 1.5];
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+#[test]
+fn hand_computed_case() {
+    // Response 0 (A = +1): (1,0) (0,1) (1,1); response 1 (A = -1): (0,0) (2,0) (0,-1).
+    // By hand: mu+ = (2/3, 2/3), mu- = (2/3, -1/3). Token (1,0) is positive:
+    // D+ = 1/9 + 4/9 = 5/9, D- = 1/9 + 1/9 = 2/9, m = D- - D+ = -1/3.
+    // The positive margins are (-1/3, 5/3, 5/3): mean 1, population var 8/9, so
+    // gamma+ = sqrt(8/9) = 0.942809...
+    let rs = [resp("p", 0, 1.0, &F0, &E3), resp("p", 1, -1.0, &F1, &E3)];
+    let (c, st) = delta_coefficients(&DeltaSettings::default(), 2, &rs);
+    let tol = 1e-6;
+    assert!(close(st.mu_pos_init[0], 2.0 / 3.0, tol) && close(st.mu_pos_init[1], 2.0 / 3.0, tol));
+    assert!(close(st.mu_neg_init[0], 2.0 / 3.0, tol) && close(st.mu_neg_init[1], -1.0 / 3.0, tol));
+    assert!(close(st.gamma_pos, (8.0f64 / 9.0).sqrt(), tol));
+    assert!(close(st.gamma_neg, 0.9428090415820631, tol));
+    assert!(close(st.mu_pos[0], 0.597252296704, tol) && close(st.mu_pos[1], 0.805495406591, tol));
+    assert!(close(st.mu_neg[0], 0.560218890359, tol) && close(st.mu_neg[1], -0.439781109641, tol));
+    assert!(close(st.norm, 0.9167768593606632, tol));
+    let want = [
+        [0.876208920327, 1.060590634211, 1.063277884059],
+        [0.96413192836, 0.950438724845, 1.085351908196],
+    ];
+    for (got, want) in c.iter().zip(want) {
+        for (g, w) in got.iter().zip(want) {
+            assert!(close(f64::from(*g), w, tol), "{g} vs {w}");
+        }
+    }
+    let mean: f64 = c.iter().flatten().map(|&x| f64::from(x)).sum::<f64>() / 6.0;
+    assert!(close(mean, 1.0, 1e-6));
+}
+
+#[test]
+fn lam_one_gives_exactly_one() {
+    let d = DeltaSettings {
+        lam_min: 1.0,
+        lam_max: 1.0,
+        ..DeltaSettings::default()
+    };
+    let zero = [0.0f32; 6];
+    let rs = [
+        resp("p", 0, 1.0, &F0, &E3),
+        resp("p", 1, -1.0, &F1, &E3),
+        resp("q", 0, 0.0, &zero, &E3),
+    ];
+    let (c, _) = delta_coefficients(&d, 2, &rs);
+    assert!(c.iter().flatten().all(|&x| x.to_bits() == 1.0f32.to_bits()));
+}
+
+/// A deterministic pseudo-random batch: `n` responses of varying length in `g` groups.
+fn batch(n: usize, g: usize, dim: usize) -> Vec<(String, u32, f32, Vec<f32>, Vec<f32>)> {
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    (0..n)
+        .map(|i| {
+            let len = 1 + (next() * 40.0) as usize;
+            let adv = (next() * 2.0 - 1.0) as f32;
+            let f: Vec<f32> = (0..len * dim).map(|_| (next() * 2.0 - 1.0) as f32).collect();
+            let e: Vec<f32> = (0..len).map(|_| next() as f32).collect();
+            (format!("g{}", i % g), (i / g) as u32, adv, f, e)
+        })
+        .collect()
+}
+
+fn as_responses(b: &[(String, u32, f32, Vec<f32>, Vec<f32>)]) -> Vec<Response<'_>> {
+    b.iter()
+        .map(|(p, i, a, f, e)| resp(p, *i, *a, f, e))
+        .collect()
+}
+
+#[test]
+fn independent_of_row_order_and_threads() {
+    let dim = 8;
+    let b = batch(200, 10, dim);
+    for scope in [Scope::Batch, Scope::Group] {
+        let s = Settings::new(Estimator::Delta(DeltaSettings {
+            scope,
+            ..DeltaSettings::default()
+        }))
+        .unwrap();
+        let rs = as_responses(&b);
+        let base = estimate(&s, dim, &rs).unwrap().coeffs;
+        // Reversed input order: same coefficient for the same response, bit for bit.
+        let rev: Vec<Response<'_>> = rs.iter().rev().copied().collect();
+        let out = estimate(&s, dim, &rev).unwrap().coeffs;
+        for (i, c) in out.iter().rev().enumerate() {
+            assert_eq!(c, &base[i]);
+        }
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let out = pool.install(|| estimate(&s, dim, &rs).unwrap().coeffs);
+            assert_eq!(out, base, "{threads} threads, {scope:?}");
+        }
+    }
+}
+
+#[test]
+fn normalised_mean_is_one_and_in_range() {
+    let dim = 4;
+    let b = batch(100, 5, dim);
+    let rs = as_responses(&b);
+    let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+    let out = estimate(&s, dim, &rs).unwrap();
+    let all: Vec<f64> = out.coeffs.iter().flatten().map(|&x| f64::from(x)).collect();
+    let mean = all.iter().sum::<f64>() / all.len() as f64;
+    assert!(close(mean, 1.0, 1e-5), "mean {mean}");
+    let g = out.summary.norm;
+    assert!(all.iter().all(|&c| c >= 0.8 * g - 1e-5 && c <= 1.2 * g + 1e-5));
+}
+
+#[test]
+fn discriminative_direction_is_amplified() {
+    // Every token has a large shared component on axis 0 (boilerplate both sides emit).
+    // Half the positive tokens also carry +1 on axis 1, half the negative ones -1: those
+    // are the discriminative tokens.
+    let dim = 2;
+    let mut data = Vec::new();
+    for i in 0..8u32 {
+        let adv = if i < 4 { 1.0f32 } else { -1.0 };
+        let sign = adv;
+        let mut f = Vec::new();
+        for t in 0..10 {
+            let disc = if t % 2 == 0 { sign } else { 0.0 };
+            f.extend([5.0, disc]);
+        }
+        data.push(("p".to_string(), i, adv, f, vec![1.0f32; 10]));
+    }
+    let rs = as_responses(&data);
+    let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+    let out = estimate(&s, dim, &rs).unwrap();
+    assert!(
+        out.summary.cos_after < out.summary.cos_before,
+        "cos before {} after {}",
+        out.summary.cos_before,
+        out.summary.cos_after
+    );
+    for c in &out.coeffs {
+        for t in (0..10).step_by(2) {
+            assert!(c[t] > c[t + 1], "discriminative {} vs shared {}", c[t], c[t + 1]);
+        }
+    }
+}
+
+#[test]
+fn degenerate_batches_are_finite() {
+    let dim = 2;
+    let zero = [0.0f32; 6];
+    let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+    // No negative responses; all-zero advantages; an empty response; an excluded one.
+    let cases: Vec<Vec<Response<'_>>> = vec![
+        vec![resp("p", 0, 1.0, &F0, &E3), resp("p", 1, 0.5, &F1, &E3)],
+        vec![resp("p", 0, -1.0, &F0, &E3)],
+        vec![resp("p", 0, 0.0, &F0, &E3), resp("p", 1, 0.0, &zero, &E3)],
+        vec![resp("p", 0, 1.0, &[], &[]), resp("p", 1, -1.0, &F1, &E3)],
+        vec![],
+    ];
+    for rs in cases {
+        let out = estimate(&s, dim, &rs).unwrap();
+        for (r, c) in rs.iter().zip(&out.coeffs) {
+            assert_eq!(c.len(), r.tokens());
+            assert!(c.iter().all(|x| x.is_finite()));
+        }
+        let n: usize = rs.iter().map(|r| r.tokens()).sum();
+        if n > 0 {
+            let mean = out.coeffs.iter().flatten().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+            assert!(close(mean, 1.0, 1e-5));
+        }
+    }
+    // All-zero advantages: every coefficient is lam_min * (1 / lam_min) = 1.
+    let rs = [resp("p", 0, 0.0, &F0, &E3)];
+    let out = estimate(&s, dim, &rs).unwrap();
+    assert!(out.coeffs[0].iter().all(|&x| close(f64::from(x), 1.0, 1e-6)));
+    // Excluded responses get 0 and do not count.
+    let mut ex = resp("p", 1, -1.0, &F1, &E3);
+    ex.kept = false;
+    let out = estimate(&s, dim, &[resp("p", 0, 1.0, &F0, &E3), ex]).unwrap();
+    assert!(out.coeffs[1].iter().all(|&x| x == 0.0));
+    assert_eq!(out.summary.tokens_excluded, 3);
+}
+
+#[test]
+fn bad_inputs_are_errors_naming_the_response() {
+    let dim = 2;
+    let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+    let nan = [1.0f32, f32::NAN, 0.0, 0.0, 1.0, 1.0];
+    let err = estimate(&s, dim, &[resp("bad", 7, 1.0, &nan, &E3)]).unwrap_err();
+    assert!(err.to_string().contains("\"bad\", sample_idx 7"), "{err}");
+    let err = estimate(&s, dim, &[resp("p", 0, f32::INFINITY, &F0, &E3)]).unwrap_err();
+    assert!(err.to_string().contains("advantage is inf"), "{err}");
+    let err = estimate(&s, dim, &[resp("p", 0, 1.0, &F0[..4], &E3)]).unwrap_err();
+    assert!(err.to_string().contains("4 feature floats for 3 tokens"), "{err}");
+    let err = estimate(
+        &s,
+        dim,
+        &[resp("p", 0, 1.0, &F0, &E3), resp("p", 0, 1.0, &F0, &E3)],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("duplicate"), "{err}");
+    for (lo, hi) in [(1.2, 0.8), (0.0, 1.0), (f64::NAN, 1.0)] {
+        let bad = Settings::new(Estimator::Delta(DeltaSettings {
+            lam_min: lo,
+            lam_max: hi,
+            ..DeltaSettings::default()
+        }));
+        assert!(bad.is_err());
+    }
+    assert!(Settings::new(Estimator::TopEntropy { keep: 0.0 }).is_err());
+}
+
+#[test]
+fn top_entropy_keeps_the_fraction() {
+    let e0 = [0.1f32, 0.9, 0.5];
+    let e1 = [0.8f32, 0.2, 0.3];
+    let f = [0.0f32; 6];
+    let s = Settings::new(Estimator::TopEntropy { keep: 0.5 }).unwrap();
+    let out = estimate(&s, 2, &[resp("p", 0, 1.0, &f, &e0), resp("p", 1, -1.0, &f, &e1)]).unwrap();
+    // Six tokens, keep three: entropies 0.9, 0.8 and 0.5, each with weight 2.
+    assert_eq!(out.coeffs, vec![vec![0.0, 2.0, 2.0], vec![2.0, 0.0, 0.0]]);
+    let u = Settings::new(Estimator::Uniform).unwrap();
+    let out = estimate(&u, 2, &[resp("p", 0, 1.0, &f, &e0)]).unwrap();
+    assert_eq!(out.coeffs, vec![vec![1.0; 3]]);
+}

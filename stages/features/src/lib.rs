@@ -1,0 +1,1 @@
+//! The features stage: per-token gradient proxies.

@@ -1,0 +1,91 @@
+//! Grouped-query self-attention with per-head q/k RMSNorm and a KV cache.
+
+use tch::{nn, nn::Module, Kind, Tensor};
+
+use crate::norm::RmsNorm;
+use crate::rope::Rope;
+
+#[derive(Debug)]
+pub struct Attention {
+    q_proj: nn::Linear,
+    k_proj: nn::Linear,
+    v_proj: nn::Linear,
+    o_proj: nn::Linear,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    heads: i64,
+    kv_heads: i64,
+    head_dim: i64,
+}
+
+impl Attention {
+    pub fn new(p: nn::Path, hidden: i64, heads: i64, kv_heads: i64, head_dim: i64, eps: f64) -> Self {
+        let c = nn::LinearConfig {
+            bias: false,
+            ..Default::default()
+        };
+        Attention {
+            q_proj: nn::linear(&p / "q_proj", hidden, heads * head_dim, c),
+            k_proj: nn::linear(&p / "k_proj", hidden, kv_heads * head_dim, c),
+            v_proj: nn::linear(&p / "v_proj", hidden, kv_heads * head_dim, c),
+            o_proj: nn::linear(&p / "o_proj", heads * head_dim, hidden, c),
+            q_norm: RmsNorm::new(&p / "q_norm", head_dim, eps),
+            k_norm: RmsNorm::new(&p / "k_norm", head_dim, eps),
+            heads,
+            kv_heads,
+            head_dim,
+        }
+    }
+
+    /// x: [B, T, hidden] at positions `past..past+T`, where `past` is the cached length.
+    /// Returns [B, T, hidden] and appends this step's keys and values to `cache`.
+    pub fn forward(&self, x: &Tensor, rope: &Rope, cache: &mut Option<(Tensor, Tensor)>) -> Tensor {
+        let (b, t) = (x.size()[0], x.size()[1]);
+        let past = cache.as_ref().map_or(0, |(k, _)| k.size()[2]);
+
+        // 1. Projections, split into heads: [B, T, heads, d].
+        let q = self.q_proj.forward(x).view([b, t, self.heads, self.head_dim]);
+        let k = self.k_proj.forward(x).view([b, t, self.kv_heads, self.head_dim]);
+        let v = self.v_proj.forward(x).view([b, t, self.kv_heads, self.head_dim]);
+
+        // 2. Per-head RMSNorm on q and k, then heads first: [B, heads, T, d].
+        let q = self.q_norm.forward(&q).transpose(1, 2);
+        let k = self.k_norm.forward(&k).transpose(1, 2);
+        let v = v.transpose(1, 2);
+
+        // 3. Rotary embeddings at the absolute positions.
+        let q = rope.apply(&q, past);
+        let k = rope.apply(&k, past);
+
+        // 4. Extend the cache: [B, kv_heads, past + T, d].
+        let (k, v) = match cache.take() {
+            Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2), Tensor::cat(&[&cv, &v], 2)),
+            None => (k, v),
+        };
+        *cache = Some((k.shallow_clone(), v.shallow_clone()));
+
+        // 5. Grouped-query attention: each kv head serves heads / kv_heads query heads.
+        let rep = self.heads / self.kv_heads;
+        let (k, v) = if rep > 1 {
+            (
+                k.repeat_interleave_self_int(rep, 1, None),
+                v.repeat_interleave_self_int(rep, 1, None),
+            )
+        } else {
+            (k, v)
+        };
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let out = if t > 1 && past > 0 {
+            // Causal mask aligned to the end: query i sees keys 0..=past+i.
+            let s = past + t;
+            let mask = Tensor::ones([t, s], (Kind::Bool, x.device())).tril(past);
+            Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, scale, false)
+        } else {
+            Tensor::scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, t > 1, scale, false)
+        };
+
+        // 6. Merge heads and project back: [B, T, hidden].
+        let out = out.transpose(1, 2).contiguous().view([b, t, self.heads * self.head_dim]);
+        self.o_proj.forward(&out)
+    }
+}

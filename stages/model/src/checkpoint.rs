@@ -1,0 +1,260 @@
+//! Hugging Face checkpoint folders: `config.json`, `model.safetensors` (or a sharded
+//! `model.safetensors.index.json`), `tokenizer.json`. Loading checks every tensor's name and
+//! shape; saving writes the same layout atomically, so transformers opens it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use safetensors::tensor::{Dtype as StDtype, TensorView};
+use tch::{nn, Device, Kind, Tensor};
+
+use crate::{Dtype, Error, Qwen3, Qwen3Config, Result, Tokenizer};
+
+/// A loaded policy: variables, model, config and tokenizer.
+pub struct Policy {
+    pub vs: nn::VarStore,
+    pub model: Qwen3,
+    pub tokenizer: Tokenizer,
+    pub dtype: Dtype,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("config", &self.model.config)
+            .field("tokenizer", &self.tokenizer)
+            .finish()
+    }
+}
+
+fn file_err(path: &Path, message: impl Into<String>) -> Error {
+    Error::File {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Reads and validates `config.json` in `dir`.
+pub fn read_config(dir: &Path) -> Result<Qwen3Config> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| file_err(&path, e.to_string()))?;
+    let cfg: Qwen3Config =
+        serde_json::from_str(&text).map_err(|e| file_err(&path, format!("invalid config: {e}")))?;
+    cfg.validate().map_err(|e| file_err(&path, e.to_string()))?;
+    Ok(cfg)
+}
+
+/// The safetensors files of a checkpoint (one file, or the shards of an index).
+fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let single = dir.join("model.safetensors");
+    if single.exists() {
+        return Ok(vec![single]);
+    }
+    let index = dir.join("model.safetensors.index.json");
+    let text = std::fs::read_to_string(&index).map_err(|_| {
+        file_err(
+            dir,
+            "no model.safetensors or model.safetensors.index.json in the model folder",
+        )
+    })?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| file_err(&index, e.to_string()))?;
+    let map = v
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| file_err(&index, "no `weight_map` object"))?;
+    let mut files: Vec<String> = map
+        .values()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect();
+    files.sort();
+    files.dedup();
+    Ok(files.into_iter().map(|f| dir.join(f)).collect())
+}
+
+/// Builds a model with fresh variables on `device`.
+pub fn build(
+    cfg: &Qwen3Config,
+    tokenizer: Tokenizer,
+    device: Device,
+    dtype: Dtype,
+) -> Result<Policy> {
+    if tokenizer.vocab_size() > cfg.vocab_size {
+        return Err(Error::Tokenizer {
+            path: tokenizer.path.clone(),
+            message: format!(
+                "{} tokens, but the model's vocab_size is {}",
+                tokenizer.vocab_size(),
+                cfg.vocab_size
+            ),
+        });
+    }
+    let vs = nn::VarStore::new(device);
+    let model = Qwen3::new(&vs.root(), cfg, device);
+    let mut policy = Policy {
+        vs,
+        model,
+        tokenizer,
+        dtype: Dtype::F32,
+    };
+    if dtype == Dtype::Bf16 {
+        policy.vs.bfloat16();
+        policy.dtype = Dtype::Bf16;
+    }
+    Ok(policy)
+}
+
+/// Initialises every weight as transformers does for a new model: normal(0, 0.02) for
+/// matrices, ones for norms. Deterministic given `seed`.
+pub fn init_weights(policy: &mut Policy, seed: u64) {
+    tch::manual_seed(seed as i64);
+    let mut vars: Vec<(String, Tensor)> = policy.vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    tch::no_grad(|| {
+        for (name, mut v) in vars {
+            if name.ends_with("norm.weight") {
+                let _ = v.fill_(1.0);
+            } else {
+                let r = Tensor::randn(v.size(), (Kind::Float, Device::Cpu)) * 0.02;
+                v.copy_(&r.to_kind(v.kind()).to_device(v.device()));
+            }
+        }
+    });
+}
+
+/// Loads a checkpoint folder onto `device` in `dtype`.
+pub fn load(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
+    let cfg = read_config(dir)?;
+    let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json"))?;
+    let policy = build(&cfg, tokenizer, device, dtype)?;
+    let mut vars = policy.vs.variables();
+    let mut seen = std::collections::HashSet::new();
+    for file in weight_files(dir)? {
+        let named = Tensor::read_safetensors(&file).map_err(|e| file_err(&file, e.to_string()))?;
+        for (name, t) in named {
+            let Some(var) = vars.get_mut(&name) else {
+                // A tied checkpoint may still carry lm_head.weight; rotary caches are derived.
+                if name == "lm_head.weight" || name.contains("rotary_emb") {
+                    continue;
+                }
+                return Err(Error::Tensor {
+                    path: file.clone(),
+                    name,
+                    message: "not a parameter of Qwen3ForCausalLM with this config".into(),
+                });
+            };
+            if var.size() != t.size() {
+                return Err(Error::Tensor {
+                    path: file.clone(),
+                    name,
+                    message: format!("shape {:?}, the config implies {:?}", t.size(), var.size()),
+                });
+            }
+            if !matches!(t.kind(), Kind::Float | Kind::BFloat16 | Kind::Half) {
+                return Err(Error::Tensor {
+                    path: file.clone(),
+                    name,
+                    message: format!("unsupported dtype {:?}", t.kind()),
+                });
+            }
+            tch::no_grad(|| var.copy_(&t.to_kind(var.kind()).to_device(device)));
+            seen.insert(name);
+        }
+    }
+    let mut missing: Vec<&String> = vars.keys().filter(|k| !seen.contains(*k)).collect();
+    missing.sort();
+    if let Some(name) = missing.first() {
+        return Err(Error::Tensor {
+            path: dir.to_path_buf(),
+            name: (*name).clone(),
+            message: format!("missing from the checkpoint ({} missing in all)", missing.len()),
+        });
+    }
+    Ok(policy)
+}
+
+fn st_dtype(kind: Kind) -> Result<StDtype> {
+    match kind {
+        Kind::Float => Ok(StDtype::F32),
+        Kind::BFloat16 => Ok(StDtype::BF16),
+        Kind::Half => Ok(StDtype::F16),
+        k => Err(Error::Config(format!("cannot save dtype {k:?}"))),
+    }
+}
+
+/// Writes named tensors as one safetensors file with `format = pt` metadata, atomically.
+pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
+    let mut data: BTreeMap<String, (StDtype, Vec<usize>, Vec<u8>)> = BTreeMap::new();
+    for (name, t) in tensors {
+        let t = t.to_device(Device::Cpu).contiguous();
+        let bytes_len = t.numel() * t.kind().elt_size_in_bytes();
+        let mut buf = vec![0u8; bytes_len];
+        t.f_copy_data_u8(&mut buf, t.numel())?;
+        let shape = t.size().iter().map(|&x| x as usize).collect();
+        data.insert(name.clone(), (st_dtype(t.kind())?, shape, buf));
+    }
+    let views: Vec<(String, TensorView<'_>)> = data
+        .iter()
+        .map(|(n, (dt, shape, buf))| {
+            TensorView::new(*dt, shape.clone(), buf)
+                .map(|v| (n.clone(), v))
+                .map_err(|e| file_err(path, format!("tensor {n}: {e:?}")))
+        })
+        .collect::<Result<_>>()?;
+    let meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
+    let bytes = safetensors::tensor::serialize(views, &Some(meta))
+        .map_err(|e| file_err(path, format!("{e:?}")))?;
+    deltarl_atomic_write(path, &bytes)
+}
+
+fn deltarl_atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let res = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res.map_err(|e| file_err(path, e.to_string()))
+}
+
+/// Saves the policy as a Hugging Face folder: `model.safetensors`, `config.json`,
+/// `tokenizer.json` (and `tokenizer_config.json` when the source had one). Tied
+/// embeddings are stored once, as transformers does.
+pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| file_err(dir, e.to_string()))?;
+    let mut named: Vec<(String, Tensor)> = policy
+        .vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (n, t.detach()))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    write_tensors(&dir.join("model.safetensors"), &named)?;
+    let mut cfg = policy.model.config.clone();
+    cfg.torch_dtype = Some(
+        match policy.dtype {
+            Dtype::F32 => "float32",
+            Dtype::Bf16 => "bfloat16",
+        }
+        .into(),
+    );
+    let json = serde_json::to_vec_pretty(&cfg).map_err(|e| Error::Config(e.to_string()))?;
+    deltarl_atomic_write(&dir.join("config.json"), &json)?;
+    let src_dir = policy.tokenizer.path.parent().map(Path::to_path_buf);
+    for name in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"] {
+        let Some(src) = src_dir.as_ref().map(|d| d.join(name)) else {
+            continue;
+        };
+        let dst = dir.join(name);
+        if src.exists() && src != dst {
+            let bytes = std::fs::read(&src).map_err(|e| file_err(&src, e.to_string()))?;
+            deltarl_atomic_write(&dst, &bytes)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! `config.json` of a Qwen3 checkpoint.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// The subset of transformers' `Qwen3Config` the model needs. Unknown keys are kept
+/// (HF configs carry many) and written back unchanged.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Qwen3Config {
+    #[serde(default)]
+    pub architectures: Vec<String>,
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    #[serde(default)]
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    #[serde(default = "default_theta")]
+    pub rope_theta: f64,
+    #[serde(default = "default_max_pos")]
+    pub max_position_embeddings: usize,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    #[serde(default)]
+    pub attention_bias: bool,
+    #[serde(default = "default_act")]
+    pub hidden_act: String,
+    #[serde(default)]
+    pub eos_token_id: Option<serde_json::Value>,
+    #[serde(default)]
+    pub bos_token_id: Option<serde_json::Value>,
+    #[serde(default)]
+    pub torch_dtype: Option<String>,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+fn default_model_type() -> String {
+    "qwen3".into()
+}
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_theta() -> f64 {
+    1_000_000.0
+}
+fn default_max_pos() -> usize {
+    40_960
+}
+fn default_act() -> String {
+    "silu".into()
+}
+
+/// Parameter dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    F32,
+    Bf16,
+}
+
+impl Dtype {
+    pub fn kind(self) -> tch::Kind {
+        match self {
+            Dtype::F32 => tch::Kind::Float,
+            Dtype::Bf16 => tch::Kind::BFloat16,
+        }
+    }
+}
+
+impl Qwen3Config {
+    pub fn head_dim(&self) -> usize {
+        self.head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+    }
+
+    /// The end-of-sequence token ids (a number or a list in HF configs).
+    pub fn eos_ids(&self) -> Vec<u32> {
+        match &self.eos_token_id {
+            Some(serde_json::Value::Number(n)) => n.as_u64().map(|x| x as u32).into_iter().collect(),
+            Some(serde_json::Value::Array(a)) => {
+                a.iter().filter_map(|v| v.as_u64()).map(|x| x as u32).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Checks what this implementation supports; run once at load.
+    pub fn validate(&self) -> Result<()> {
+        let err = |m: String| Err(Error::Config(m));
+        if self.model_type != "qwen3" {
+            return err(format!(
+                "model_type {:?} is not supported (only \"qwen3\")",
+                self.model_type
+            ));
+        }
+        if let Some(a) = self.architectures.first() {
+            if a != "Qwen3ForCausalLM" {
+                return err(format!("architecture {a:?} is not supported (Qwen3ForCausalLM)"));
+            }
+        }
+        if self.hidden_act != "silu" {
+            return err(format!("hidden_act {:?} is not supported (silu)", self.hidden_act));
+        }
+        if self.attention_bias {
+            return err("attention_bias = true is not supported".into());
+        }
+        if self.num_attention_heads == 0
+            || self.num_key_value_heads == 0
+            || self.num_attention_heads % self.num_key_value_heads != 0
+        {
+            return err(format!(
+                "num_attention_heads {} must be a multiple of num_key_value_heads {}",
+                self.num_attention_heads, self.num_key_value_heads
+            ));
+        }
+        if self.head_dim() % 2 != 0 || self.head_dim() == 0 {
+            return err(format!("head_dim {} must be even", self.head_dim()));
+        }
+        if self.vocab_size == 0 || self.hidden_size == 0 || self.num_hidden_layers == 0 {
+            return err("vocab_size, hidden_size and num_hidden_layers must be positive".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! Batched sampling with a KV cache.
+//!
+//! Groups (one prompt, G samples) are bucketed by prompt length so a batch never needs
+//! padding; each prompt is prefilled once and its cache fanned out to its G rows. Every
+//! row draws from its own generator, seeded by the caller from (run seed, iteration,
+//! prompt id, sample index), so a sample does not depend on which other rows share its
+//! batch. Log-probabilities are recorded under the full distribution at the sampling
+//! temperature (before top-k / top-p truncation), which is what the update's ratio uses.
+
+use deltarl_schemas::seed::Rng;
+use tch::{Device, Kind, Tensor};
+
+use crate::{Error, KvCache, Qwen3, Result, Tokenizer};
+
+/// Sampling settings, validated by the caller's configuration layer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampleSettings {
+    /// 0 means greedy.
+    pub temperature: f64,
+    /// 1.0 disables nucleus sampling.
+    pub top_p: f64,
+    /// 0 disables top-k.
+    pub top_k: usize,
+    pub max_new_tokens: usize,
+    /// Token ids that end a response (kept as its last token).
+    pub eos_ids: Vec<u32>,
+    /// Strings that end a response once they appear in its decoded text.
+    pub stop_strings: Vec<String>,
+    /// Rows decoded together at most.
+    pub max_batch_rows: usize,
+    /// Recompute the whole sequence each step instead of using the cache (benchmarks).
+    pub use_cache: bool,
+}
+
+/// One prompt and the seeds of its samples (one per sample).
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub prompt_ids: Vec<u32>,
+    pub seeds: Vec<u64>,
+}
+
+/// Why a sample ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    Stop,
+    Length,
+}
+
+/// One generated response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub tokens: Vec<u32>,
+    pub logprobs: Vec<f32>,
+    pub finish: Finish,
+}
+
+/// Draws one token from a row of logits. Returns (token, log-prob at the temperature).
+pub fn sample_row(logits: &[f32], s: &SampleSettings, rng: &mut Rng) -> (u32, f32) {
+    let t = if s.temperature > 0.0 { s.temperature } else { 1.0 };
+    let z: Vec<f64> = logits.iter().map(|&x| f64::from(x) / t).collect();
+    let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lse = max + z.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
+    let logp = |i: usize| (z[i] - lse) as f32;
+    if s.temperature <= 0.0 {
+        // Greedy: first maximal index, as torch.argmax does.
+        let mut best = 0;
+        for i in 1..z.len() {
+            if z[i] > z[best] {
+                best = i;
+            }
+        }
+        return (best as u32, logp(best));
+    }
+    let mut cand: Vec<(usize, f64)> = z.iter().map(|x| (x - lse).exp()).enumerate().collect();
+    if s.top_k > 0 || s.top_p < 1.0 {
+        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if s.top_k > 0 {
+            cand.truncate(s.top_k);
+        }
+        if s.top_p < 1.0 {
+            let mut acc = 0.0;
+            let mut keep = cand.len();
+            for (i, &(_, p)) in cand.iter().enumerate() {
+                acc += p;
+                if acc >= s.top_p {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            cand.truncate(keep.max(1));
+        }
+    }
+    let total: f64 = cand.iter().map(|c| c.1).sum();
+    let mut u = rng.uniform() * total;
+    for &(i, p) in &cand {
+        if u < p {
+            return (i as u32, logp(i));
+        }
+        u -= p;
+    }
+    let i = cand.last().map_or(0, |c| c.0);
+    (i as u32, logp(i))
+}
+
+struct Row {
+    group: usize,
+    sample: usize,
+    rng: Rng,
+    tokens: Vec<u32>,
+    logprobs: Vec<f32>,
+    finish: Option<Finish>,
+}
+
+fn ids_tensor(ids: &[Vec<u32>], device: Device) -> Tensor {
+    let flat: Vec<i64> = ids.iter().flatten().map(|&x| i64::from(x)).collect();
+    Tensor::from_slice(&flat)
+        .view([ids.len() as i64, ids.first().map_or(0, Vec::len) as i64])
+        .to_device(device)
+}
+
+/// Last-position logits of a [R, T] batch as CPU f32 rows.
+fn last_logits(model: &Qwen3, hidden: &Tensor) -> Result<Vec<Vec<f32>>> {
+    let t = hidden.size()[1];
+    let logits = model
+        .logits(&hidden.narrow(1, t - 1, 1).squeeze_dim(1))
+        .to_kind(Kind::Float)
+        .to_device(Device::Cpu);
+    Ok(Vec::<Vec<f32>>::try_from(logits)?)
+}
+
+/// Generates `seeds.len()` samples for every request. `progress(rows_done, tokens)` is
+/// called after each batch.
+pub fn generate(
+    model: &Qwen3,
+    tokenizer: &Tokenizer,
+    requests: &[Request],
+    s: &SampleSettings,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Vec<Sample>>> {
+    let device = model.lm_head_weight().device();
+    let ctx = model.max_positions() as usize;
+    for (i, r) in requests.iter().enumerate() {
+        if r.prompt_ids.is_empty() {
+            return Err(Error::Generate(format!("request {i}: empty prompt")));
+        }
+        if r.prompt_ids.len() + s.max_new_tokens > ctx {
+            return Err(Error::Generate(format!(
+                "request {i}: prompt of {} tokens + max_new_tokens {} exceeds the context of {ctx}",
+                r.prompt_ids.len(),
+                s.max_new_tokens
+            )));
+        }
+    }
+    // Buckets of equal prompt length, in a fixed order, cut to at most max_batch_rows rows.
+    let mut order: Vec<usize> = (0..requests.len()).collect();
+    order.sort_by_key(|&i| (requests[i].prompt_ids.len(), i));
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    for &i in &order {
+        let fits = batches.last().is_some_and(|b: &Vec<usize>| {
+            let rows: usize = b.iter().map(|&j| requests[j].seeds.len()).sum();
+            requests[b[0]].prompt_ids.len() == requests[i].prompt_ids.len()
+                && rows + requests[i].seeds.len() <= s.max_batch_rows.max(1)
+        });
+        match batches.last_mut() {
+            Some(b) if fits => b.push(i),
+            _ => batches.push(vec![i]),
+        }
+    }
+    let mut out: Vec<Vec<Sample>> = requests.iter().map(|_| Vec::new()).collect();
+    let mut done_rows = 0;
+    for batch in batches {
+        let samples = tch::no_grad(|| generate_batch(model, tokenizer, requests, &batch, s, device))?;
+        for (g, group) in batch.iter().zip(samples) {
+            done_rows += group.len();
+            out[*g] = group;
+        }
+        let tokens: usize = out.iter().flatten().map(|x| x.tokens.len()).sum();
+        progress(done_rows, tokens);
+    }
+    Ok(out)
+}
+
+fn generate_batch(
+    model: &Qwen3,
+    tokenizer: &Tokenizer,
+    requests: &[Request],
+    batch: &[usize],
+    s: &SampleSettings,
+    device: Device,
+) -> Result<Vec<Vec<Sample>>> {
+    let prompts: Vec<Vec<u32>> = batch.iter().map(|&g| requests[g].prompt_ids.clone()).collect();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut fan: Vec<i64> = Vec::new();
+    for (gi, &g) in batch.iter().enumerate() {
+        for (k, &seed) in requests[g].seeds.iter().enumerate() {
+            rows.push(Row {
+                group: gi,
+                sample: k,
+                rng: Rng::new(seed),
+                tokens: Vec::new(),
+                logprobs: Vec::new(),
+                finish: None,
+            });
+            fan.push(gi as i64);
+        }
+    }
+    // 1. Prefill each prompt once: [groups, L] -> cache, last logits [groups, V].
+    let mut cache = KvCache::new(model.config.num_hidden_layers);
+    let hidden = model.hidden(&ids_tensor(&prompts, device), Some(&mut cache));
+    let group_logits = last_logits(model, &hidden)?;
+    // 2. Fan the cache out to the G rows of each group.
+    cache.select(&Tensor::from_slice(&fan).to_device(device));
+    let mut active: Vec<usize> = (0..rows.len()).collect();
+    let mut logits: Vec<Vec<f32>> = rows.iter().map(|r| group_logits[r.group].clone()).collect();
+    for step in 0..s.max_new_tokens {
+        // 3. Sample one token per active row.
+        let mut next = Vec::with_capacity(active.len());
+        for (a, &ri) in active.iter().enumerate() {
+            let row = &mut rows[ri];
+            let (tok, lp) = sample_row(&logits[a], s, &mut row.rng);
+            row.tokens.push(tok);
+            row.logprobs.push(lp);
+            if s.eos_ids.contains(&tok) {
+                row.finish = Some(Finish::Stop);
+            } else if !s.stop_strings.is_empty() {
+                let text = tokenizer.decode(&row.tokens);
+                if s.stop_strings.iter().any(|st| text.contains(st.as_str())) {
+                    row.finish = Some(Finish::Stop);
+                }
+            }
+            if row.finish.is_none() && step + 1 == s.max_new_tokens {
+                row.finish = Some(Finish::Length);
+            }
+            next.push(i64::from(tok));
+        }
+        // 4. Drop finished rows from the batch (and the cache).
+        let keep: Vec<usize> = (0..active.len())
+            .filter(|&a| rows[active[a]].finish.is_none())
+            .collect();
+        if keep.is_empty() {
+            break;
+        }
+        if keep.len() < active.len() {
+            let idx: Vec<i64> = keep.iter().map(|&a| a as i64).collect();
+            cache.select(&Tensor::from_slice(&idx).to_device(device));
+            next = keep.iter().map(|&a| next[a]).collect();
+            active = keep.iter().map(|&a| active[a]).collect();
+        }
+        // 5. One decoding step: [R, 1] -> logits [R, V].
+        let hidden = if s.use_cache {
+            model.hidden(
+                &Tensor::from_slice(&next)
+                    .view([next.len() as i64, 1])
+                    .to_device(device),
+                Some(&mut cache),
+            )
+        } else {
+            let seqs: Vec<Vec<u32>> = active
+                .iter()
+                .map(|&ri| {
+                    let mut v = prompts[rows[ri].group].clone();
+                    v.extend(&rows[ri].tokens);
+                    v
+                })
+                .collect();
+            model.hidden(&ids_tensor(&seqs, device), None)
+        };
+        logits = last_logits(model, &hidden)?;
+    }
+    let mut out: Vec<Vec<Sample>> = batch.iter().map(|&g| Vec::with_capacity(requests[g].seeds.len())).collect();
+    for r in rows {
+        out[r.group].push(Sample {
+            tokens: r.tokens,
+            logprobs: r.logprobs,
+            finish: r.finish.unwrap_or(Finish::Length),
+        });
+        debug_assert_eq!(out[r.group].len(), r.sample + 1);
+    }
+    Ok(out)
+}

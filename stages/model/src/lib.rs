@@ -1,0 +1,27 @@
+//! The Qwen3-family policy model on tch: blocks, Hugging Face checkpoints and generation.
+//!
+//! Layout follows candle's `qwen3.rs`: one small file per block, numbered steps with shape
+//! comments. Tensor names match transformers' `Qwen3ForCausalLM`, so our checkpoints load
+//! there and theirs load here.
+
+mod attention;
+mod checkpoint;
+mod config;
+mod error;
+pub mod generate;
+mod mlp;
+mod model;
+mod norm;
+mod rope;
+mod tokenizer;
+
+pub use checkpoint::{build, init_weights, load, read_config, save, write_tensors, Policy};
+pub use config::{Dtype, Qwen3Config};
+pub use error::{Error, Result};
+pub use model::{KvCache, Qwen3};
+pub use tokenizer::Tokenizer;
+
+/// The device to run on: the first CUDA device when present, else the CPU.
+pub fn default_device() -> tch::Device {
+    tch::Device::cuda_if_available()
+}

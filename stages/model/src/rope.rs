@@ -1,0 +1,46 @@
+//! Rotary position embeddings in transformers' "rotate half" layout.
+
+use tch::{Device, Kind, Tensor};
+
+#[derive(Debug)]
+pub struct Rope {
+    /// [max_pos, head_dim]
+    cos: Tensor,
+    sin: Tensor,
+}
+
+impl Rope {
+    pub fn new(head_dim: i64, max_pos: i64, theta: f64, device: Device) -> Self {
+        // inv_freq[i] = theta^(-2i / d), computed in f32 as transformers does.
+        let idx = Tensor::arange_start_step(0, head_dim, 2, (Kind::Int64, device))
+            .to_kind(Kind::Float);
+        let inv_freq = (idx * (-(theta.ln()) / head_dim as f64)).exp();
+        let t = Tensor::arange(max_pos, (Kind::Float, device));
+        let freqs = t.outer(&inv_freq); // [max_pos, d/2]
+        let emb = Tensor::cat(&[&freqs, &freqs], -1); // [max_pos, d]
+        Rope {
+            cos: emb.cos(),
+            sin: emb.sin(),
+        }
+    }
+
+    pub fn max_positions(&self) -> i64 {
+        self.cos.size()[0]
+    }
+
+    fn rotate_half(x: &Tensor) -> Tensor {
+        let half = x.size()[x.dim() - 1] / 2;
+        let x1 = x.narrow(-1, 0, half);
+        let x2 = x.narrow(-1, half, half);
+        Tensor::cat(&[&x2.neg(), &x1], -1)
+    }
+
+    /// x: [B, heads, T, d], positions `start..start+T` -> [B, heads, T, d]
+    pub fn apply(&self, x: &Tensor, start: i64) -> Tensor {
+        let t = x.size()[2];
+        let kind = x.kind();
+        let cos = self.cos.narrow(0, start, t).to_kind(kind);
+        let sin = self.sin.narrow(0, start, t).to_kind(kind);
+        x * &cos + Self::rotate_half(x) * &sin
+    }
+}

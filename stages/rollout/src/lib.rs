@@ -1,0 +1,1 @@
+//! The rollout stage: sample G responses per prompt.

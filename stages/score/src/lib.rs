@@ -1,0 +1,1 @@
+//! The score stage: verification, rewards, group advantages (no libtorch).

@@ -1,0 +1,1 @@
+//! The update stage: the clipped policy-gradient loss family and AdamW.

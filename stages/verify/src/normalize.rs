@@ -1,0 +1,178 @@
+//! LaTeX normalisation: a canonical spelling of an answer, before any parsing.
+
+/// Replaces `\cmd{x}` by `x` (content kept) for text-like commands.
+fn unwrap_command(s: &str, cmd: &str, drop_units: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(pos) = rest.find(cmd) {
+        let after = &rest[pos + cmd.len()..];
+        if !after.starts_with('{') {
+            out.push_str(&rest[..pos + cmd.len()]);
+            rest = after;
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = None;
+        for (i, c) in after.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(end) = end else {
+            out.push_str(rest);
+            return out;
+        };
+        let inner = &after[1..end];
+        let before = &rest[..pos];
+        out.push_str(before);
+        // A word after a number is a unit ("5 \text{ cm}"): drop it.
+        let is_unit = drop_units
+            && !out.trim().is_empty()
+            && out.trim_end().ends_with(|c: char| c.is_ascii_digit() || c == '}')
+            && inner.trim().chars().all(|c| c.is_alphabetic() || c == ' ' || c == '^')
+            && !inner.trim().is_empty();
+        if !is_unit {
+            out.push_str(inner);
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `\frac12` -> `\frac{1}{2}`, `\sqrt2` -> `\sqrt{2}`.
+fn brace_short_args(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let rest: String = chars[i..chars.len().min(i + 6)].iter().collect();
+        let (cmd, nargs) = if rest.starts_with("\\frac") {
+            ("\\frac", 2)
+        } else if rest.starts_with("\\sqrt") {
+            ("\\sqrt", 1)
+        } else {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        };
+        out.push_str(cmd);
+        i += cmd.len();
+        for _ in 0..nargs {
+            match chars.get(i) {
+                Some('{') | Some('[') | None => break,
+                Some(c) if c.is_ascii_alphanumeric() => {
+                    out.push('{');
+                    out.push(*c);
+                    out.push('}');
+                    i += 1;
+                }
+                _ => break,
+            }
+        }
+    }
+    out
+}
+
+fn strip_thousands(s: &str) -> String {
+    // Only when the whole answer is a number written with groups of three.
+    let t = s.trim_start_matches('-');
+    let int_part = t.split('.').next().unwrap_or("");
+    let groups: Vec<&str> = int_part.split(',').collect();
+    let ok = groups.len() > 1
+        && !groups[0].is_empty()
+        && groups[0].len() <= 3
+        && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()))
+        && groups[1..].iter().all(|g| g.len() == 3)
+        && t[int_part.len()..]
+            .trim_start_matches('.')
+            .chars()
+            .all(|c| c.is_ascii_digit());
+    if ok {
+        s.replace(',', "")
+    } else {
+        s.to_string()
+    }
+}
+
+/// Canonical spelling of an answer: no delimiters, spacing, units, degrees, percent,
+/// dollar signs, thousands separators or trailing punctuation; `\dfrac`/`\tfrac` as
+/// `\frac`; no spaces.
+pub fn normalize(s: &str) -> String {
+    let mut t = s.trim().to_string();
+    for (from, to) in [
+        ("\\dfrac", "\\frac"),
+        ("\\tfrac", "\\frac"),
+        ("\\left", ""),
+        ("\\right", ""),
+        ("\\displaystyle", ""),
+        ("\\!", ""),
+        ("\\,", ""),
+        ("\\;", ""),
+        ("\\:", ""),
+        ("\\qquad", ""),
+        ("\\quad", ""),
+        ("\\ ", ""),
+        ("~", ""),
+        ("^{\\circ}", ""),
+        ("^\\circ", ""),
+        ("\\circ", ""),
+        ("\\degree", ""),
+        ("°", ""),
+        ("\\%", ""),
+        ("%", ""),
+        ("\\$", ""),
+        ("$", ""),
+        ("\\(", ""),
+        ("\\)", ""),
+        ("\\[", ""),
+        ("\\]", ""),
+        ("\\cdot", "*"),
+        ("\\times", "*"),
+        ("\\div", "/"),
+        ("\\le", "<="),
+        ("\\ge", ">="),
+        ("\\neq", "!="),
+        ("−", "-"),
+        ("\\infty", "oo"),
+        ("\\lbrace", "{"),
+        ("\\rbrace", "}"),
+        ("\\{", "{"),
+        ("\\}", "}"),
+    ] {
+        if t.contains(from) {
+            t = t.replace(from, to);
+        }
+    }
+    for cmd in ["\\textbf", "\\mathbf", "\\mathrm", "\\textrm", "\\mbox", "\\text"] {
+        if t.contains(cmd) {
+            t = unwrap_command(&t, cmd, true);
+        }
+    }
+    t.retain(|c| !c.is_whitespace());
+    // "x \in [1, 2]" -> "[1, 2]".
+    if let Some(pos) = t.find("\\in") {
+        if !t[pos + 3..].starts_with(|c: char| c.is_ascii_alphabetic()) {
+            t = t[pos + 3..].to_string();
+        }
+    }
+    let t = t.trim_end_matches(['.', ',', ';']).to_string();
+    let t = brace_short_args(&t);
+    let t = strip_thousands(&t);
+    // "\text{(B)}" -> "(B)"; a lone capital letter compares case-insensitively.
+    if t.len() <= 3 && t.chars().any(|c| c.is_ascii_uppercase()) {
+        let inner = t.trim_matches(|c| c == '(' || c == ')');
+        if inner.len() == 1 {
+            return inner.to_ascii_lowercase();
+        }
+    }
+    t
+}

@@ -1,0 +1,84 @@
+use super::*;
+
+fn eq(p: &str, g: &str) -> bool {
+    equivalent(p, g)
+}
+
+#[test]
+fn extraction_is_strict_and_balanced() {
+    let o = ExtractOptions::default();
+    let r = "so x = 3. \\boxed{\\frac{1}{2}} and then \\boxed{\\frac{\\sqrt{3}}{2}}";
+    assert_eq!(extract(r, &o).unwrap().answer, "\\frac{\\sqrt{3}}{2}");
+    assert!(extract("the answer is 5", &o).is_none());
+    let lax = ExtractOptions {
+        answer_is: true,
+        ..o
+    };
+    assert_eq!(extract("The answer is 5.", &lax).unwrap().answer, "5");
+    // A truncated last box falls back to the previous complete one.
+    assert_eq!(extract("\\boxed{4} then \\boxed{5", &o).unwrap().answer, "4");
+    assert_eq!(extract("\\fbox{7}", &o).unwrap().answer, "7");
+    let h = ExtractOptions { hashes: true, ..o };
+    assert_eq!(extract("blah\n#### 1,234", &h).unwrap().answer, "1,234");
+}
+
+#[test]
+fn numbers() {
+    assert!(eq("0.5", "\\frac{1}{2}"));
+    assert!(eq("\\dfrac12", "1/2"));
+    assert!(eq("1,000", "1000"));
+    assert!(eq("3\\frac{1}{2}", "7/2"));
+    assert!(eq("1.5e3", "1500"));
+    assert!(eq("1.5\\times10^{3}", "1500"));
+    assert!(eq("50\\%", "50"));
+    assert!(eq("\\$18.90", "18.9"));
+    assert!(eq("90^\\circ", "90"));
+    assert!(eq("12\\text{ cm}", "12"));
+    assert!(eq("-7", "-7."));
+    assert!(!eq("0.333", "\\frac{1}{3}"));
+    assert!(!eq("12", "13"));
+    let big = "9".repeat(300);
+    assert!(eq(&big, &big));
+}
+
+#[test]
+fn expressions_and_structures() {
+    assert!(eq("\\frac{\\sqrt{2}}{2}", "\\sqrt2/2"));
+    assert!(eq("2\\pi", "\\pi*2"));
+    assert!(eq("x^2+2x+1", "(x+1)^2"));
+    assert!(!eq("x^2+1", "(x+1)^2"));
+    assert!(eq("x = 3", "3"));
+    assert!(eq("(1, 2)", "(1,2)"));
+    assert!(!eq("(1,2)", "(2,1)"));
+    assert!(eq("\\{1, 2\\}", "\\{2,1\\}"));
+    assert!(!eq("[1, 2)", "[1,2]"));
+    assert!(eq("(-\\infty, 3]", "(-\\infty,3]"));
+    assert!(eq("\\text{(B)}", "B"));
+    assert!(!eq("A", "B"));
+}
+
+#[test]
+fn pathological_inputs_are_bounded() {
+    let o = ExtractOptions::default();
+    let huge = "a".repeat(1 << 20) + "\\boxed{5}";
+    assert_eq!(grade(&huge, "5", &o), (Some("5".into()), true));
+    let nested = "{".repeat(10_000) + &"}".repeat(10_000);
+    assert!(!verify(&format!("\\boxed{{{nested}}}"), "1"));
+    assert!(!eq("10^{10^{10}}", "1"));
+    let million = "7".repeat(1_000_000);
+    assert!(!eq(&million, &million));
+    assert!(!eq(&"(".repeat(5000), "1"));
+    assert!(!eq("1/0", "1"));
+}
+
+#[test]
+fn thread_safe() {
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            std::thread::spawn(move || {
+                (0..200).all(|k| verify(&format!("\\boxed{{{}}}", k + i), &format!("{}", k + i)))
+            })
+        })
+        .collect();
+    assert!(handles.into_iter().all(|h| h.join().unwrap()));
+}
