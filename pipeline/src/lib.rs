@@ -1,1 +1,9 @@
-//! deltarl pipeline
+//! deltarl: configuration, run directory, stage graph, resume, and the CLI's commands.
+
+pub mod cli;
+pub mod config;
+pub mod data;
+pub mod eval;
+pub mod run;
+pub mod rundir;
+pub mod warmstart;

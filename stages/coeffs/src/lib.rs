@@ -17,7 +17,7 @@ pub use delta::{delta_coefficients, DeltaStats};
 pub use error::{Error, Result};
 pub use summary::{Quantiles, Summary, TokenRef};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How token coefficients are estimated.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -54,7 +54,7 @@ impl Default for DeltaSettings {
 }
 
 /// The set of tokens whose statistics (centroids, gamma, normalisation) are pooled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scope {
     /// The whole iteration batch (deterministic whatever the hardware).

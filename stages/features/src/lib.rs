@@ -1,1 +1,222 @@
-//! The features stage: per-token gradient proxies.
+//! The features stage: per-token gradient proxies (DESIGN.md 1.3).
+//!
+//! For response token `y_t`, `h_t` is the final normed hidden state that predicts it and
+//! `p_t = pi(y_t | prefix)` at the rollout temperature. The derivative of `log p_t` with
+//! respect to the LM-head row of `y_t` is `(1 - p_t) h_t` (the logit of `y_t` is
+//! `w_y . h_t / T`, so the row gradient is `(1 - p_t) h_t / T`; the constant `1/T` is
+//! dropped as in the reference), hence the default proxy `v_t = (1 - p_t) h_t`.
+
+use std::io::Write;
+
+use deltarl_model::Qwen3;
+use deltarl_schemas::seed::Rng;
+use deltarl_schemas::{write_table, FeatureRow, FileMeta, RolloutRow};
+use serde::Serialize;
+use tch::{Device, Kind, Tensor};
+
+/// Which per-token vector stands in for the token's gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Proxy {
+    /// `(1 - p) h`: the gradient of log p w.r.t. the token's LM-head row (reference).
+    LmHeadRow,
+    /// `h` alone.
+    Hidden,
+}
+
+/// Validated feature settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub proxy: Proxy,
+    /// Project to this many dimensions when the hidden size is larger (None = never).
+    pub project_dim: Option<usize>,
+    /// Seed of the Gaussian projection matrix.
+    pub projection_seed: u64,
+    /// The rollout temperature (probabilities are measured at it).
+    pub temperature: f64,
+    /// Responses per forward pass: memory is bounded by the chunk, not the batch.
+    pub chunk_rows: usize,
+}
+
+/// Errors of the features stage.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+    #[error(transparent)]
+    Table(#[from] deltarl_schemas::Error),
+    #[error("prompt_id {prompt_id:?}, sample_idx {sample_idx}: {message}")]
+    Row {
+        prompt_id: String,
+        sample_idx: u32,
+        message: String,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The seeded Gaussian projection `[hidden, k]` with entries N(0, 1/k) (Johnson-
+/// Lindenstrauss: squared distances are preserved in expectation), or None when
+/// `hidden <= k`.
+pub fn projection(hidden: usize, s: &Settings) -> Option<Tensor> {
+    let k = s.project_dim?;
+    if hidden <= k {
+        return None;
+    }
+    let mut rng = Rng::new(s.projection_seed);
+    let scale = 1.0 / (k as f64).sqrt();
+    let data: Vec<f32> = (0..hidden * k).map(|_| (rng.normal() * scale) as f32).collect();
+    Some(Tensor::from_slice(&data).view([hidden as i64, k as i64]))
+}
+
+/// Per-token outputs of one teacher-forced pass over a chunk of responses.
+pub struct TokenStats {
+    /// [N, H] final normed hidden states predicting each response token.
+    pub hidden: Tensor,
+    /// [N] log-probabilities at the temperature, with grad when the model has it.
+    pub logprob: Tensor,
+    /// [N] entropy of the next-token distribution at the temperature.
+    pub entropy: Tensor,
+    /// Number of response tokens per row.
+    pub lengths: Vec<usize>,
+}
+
+/// Teacher-forced forward over `rows` (prompt + response, right-padded; causal attention
+/// means padding never reaches a real position). Gathers, for every response token, the
+/// state at the position before it.
+pub fn token_stats(
+    model: &Qwen3,
+    rows: &[(&[u32], &[u32])],
+    temperature: f64,
+    device: Device,
+) -> TokenStats {
+    let lens: Vec<usize> = rows.iter().map(|(p, r)| p.len() + r.len()).collect();
+    let t_max = lens.iter().copied().max().unwrap_or(1).max(1);
+    let mut ids = vec![0i64; rows.len() * t_max];
+    let mut gather = Vec::new();
+    let mut targets = Vec::new();
+    let mut lengths = Vec::with_capacity(rows.len());
+    for (b, (prompt, response)) in rows.iter().enumerate() {
+        for (t, &tok) in prompt.iter().chain(response.iter()).enumerate() {
+            ids[b * t_max + t] = i64::from(tok);
+        }
+        let lp = prompt.len();
+        for (j, &tok) in response.iter().enumerate() {
+            // The state at position lp + j - 1 predicts response token j.
+            gather.push((b * t_max + lp + j - 1) as i64);
+            targets.push(i64::from(tok));
+        }
+        lengths.push(response.len());
+    }
+    // 1. Hidden states: [B, T, H] -> the predicting positions [N, H].
+    let input = Tensor::from_slice(&ids).view([rows.len() as i64, t_max as i64]).to_device(device);
+    let h = model.hidden(&input, None);
+    let hdim = h.size()[2];
+    let h = h
+        .view([-1, hdim])
+        .index_select(0, &Tensor::from_slice(&gather).to_device(device));
+    // 2. Log-probs and entropy at the rollout temperature: [N, V] -> [N].
+    let logits = model.logits(&h).to_kind(Kind::Float) / temperature;
+    let logp_all = logits.log_softmax(-1, Kind::Float);
+    let tgt = Tensor::from_slice(&targets).to_device(device);
+    let logprob = logp_all.gather(1, &tgt.unsqueeze(1), false).squeeze_dim(1);
+    let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Float);
+    TokenStats {
+        hidden: h,
+        logprob,
+        entropy,
+        lengths,
+    }
+}
+
+fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
+    Ok(Vec::<f32>::try_from(t.to_kind(Kind::Float).to_device(Device::Cpu).contiguous().view([-1]))?)
+}
+
+/// Pure core: one feature row per rollout row, in the same order.
+pub fn run(s: &Settings, model: &Qwen3, rollouts: &[RolloutRow]) -> Result<Vec<FeatureRow>> {
+    let device = model.lm_head_weight().device();
+    let hidden = model.config.hidden_size;
+    let proj = projection(hidden, s).map(|p| p.to_device(device));
+    let dim = proj.as_ref().map_or(hidden, |p| p.size()[1] as usize);
+    for r in rollouts {
+        if r.prompt_token_ids.is_empty() {
+            return Err(Error::Row {
+                prompt_id: r.prompt_id.clone(),
+                sample_idx: r.sample_idx,
+                message: "empty prompt_token_ids".into(),
+            });
+        }
+        if let Some(&bad) = r
+            .prompt_token_ids
+            .iter()
+            .chain(&r.response_token_ids)
+            .find(|&&t| t as usize >= model.config.vocab_size)
+        {
+            return Err(Error::Row {
+                prompt_id: r.prompt_id.clone(),
+                sample_idx: r.sample_idx,
+                message: format!("token id {bad} >= vocab_size {}", model.config.vocab_size),
+            });
+        }
+    }
+    let mut out = Vec::with_capacity(rollouts.len());
+    let refs: Vec<&RolloutRow> = rollouts.iter().collect();
+    for chunk in refs.chunks(s.chunk_rows.max(1)) {
+        let chunk_out = tch::no_grad(|| -> Result<Vec<FeatureRow>> {
+            let pairs: Vec<(&[u32], &[u32])> = chunk
+                .iter()
+                .map(|r| (r.prompt_token_ids.as_slice(), r.response_token_ids.as_slice()))
+                .collect();
+            let st = token_stats(model, &pairs, s.temperature, device);
+            let p = st.logprob.exp();
+            // 3. The proxy: [N, H].
+            let v = match s.proxy {
+                Proxy::LmHeadRow => (-&p + 1.0).unsqueeze(1) * st.hidden.to_kind(Kind::Float),
+                Proxy::Hidden => st.hidden.to_kind(Kind::Float),
+            };
+            // 4. Optional projection: [N, H] x [H, k] -> [N, k].
+            let v = match &proj {
+                Some(m) => v.matmul(m),
+                None => v,
+            };
+            let (feats, probs) = (to_vec(&v)?, to_vec(&p)?);
+            let (logp, ent) = (to_vec(&st.logprob)?, to_vec(&st.entropy)?);
+            let mut rows = Vec::with_capacity(chunk.len());
+            let mut off = 0;
+            for (r, &n) in chunk.iter().zip(&st.lengths) {
+                rows.push(FeatureRow {
+                    prompt_id: r.prompt_id.clone(),
+                    sample_idx: r.sample_idx,
+                    dim: dim as u32,
+                    features: feats[off * dim..(off + n) * dim].to_vec(),
+                    token_prob: probs[off..off + n].to_vec(),
+                    logprob: logp[off..off + n].to_vec(),
+                    entropy: ent[off..off + n].to_vec(),
+                });
+                off += n;
+            }
+            Ok(rows)
+        })?;
+        out.extend(chunk_out);
+    }
+    Ok(out)
+}
+
+/// Thin Parquet shell around [`run`]; records proxy, k and the projection seed.
+pub fn run_io<W: Write + Send>(
+    s: &Settings,
+    model: &Qwen3,
+    rollouts: &[RolloutRow],
+    out: W,
+    meta: FileMeta,
+) -> Result<Vec<FeatureRow>> {
+    let rows = run(s, model, rollouts)?;
+    let k = rows.first().map_or(0, |r| r.dim);
+    let meta = meta
+        .with("settings", serde_json::to_string(s).unwrap_or_default())
+        .with("k", k.to_string())
+        .with("projected", (k as usize != model.config.hidden_size).to_string());
+    write_table(out, &rows, &meta)?;
+    Ok(rows)
+}

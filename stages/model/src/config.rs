@@ -22,8 +22,9 @@ pub struct Qwen3Config {
     pub head_dim: Option<usize>,
     #[serde(default = "default_eps")]
     pub rms_norm_eps: f64,
-    #[serde(default = "default_theta")]
-    pub rope_theta: f64,
+    /// Legacy spelling; transformers 5 writes `rope_parameters.rope_theta` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_theta: Option<f64>,
     #[serde(default = "default_max_pos")]
     pub max_position_embeddings: usize,
     #[serde(default)]
@@ -48,9 +49,8 @@ fn default_model_type() -> String {
 fn default_eps() -> f64 {
     1e-6
 }
-fn default_theta() -> f64 {
-    1_000_000.0
-}
+/// transformers' default when a config names no theta.
+const DEFAULT_THETA: f64 = 10_000.0;
 fn default_max_pos() -> usize {
     40_960
 }
@@ -81,6 +81,18 @@ impl Qwen3Config {
             .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
     }
 
+    /// RoPE base, from `rope_theta` or `rope_parameters.rope_theta`.
+    pub fn rope_theta(&self) -> f64 {
+        self.rope_theta
+            .or_else(|| {
+                self.extra
+                    .get("rope_parameters")
+                    .and_then(|p| p.get("rope_theta"))
+                    .and_then(|t| t.as_f64())
+            })
+            .unwrap_or(DEFAULT_THETA)
+    }
+
     /// The end-of-sequence token ids (a number or a list in HF configs).
     pub fn eos_ids(&self) -> Vec<u32> {
         match &self.eos_token_id {
@@ -105,6 +117,21 @@ impl Qwen3Config {
             if a != "Qwen3ForCausalLM" {
                 return err(format!("architecture {a:?} is not supported (Qwen3ForCausalLM)"));
             }
+        }
+        for key in ["rope_parameters", "rope_scaling"] {
+            if let Some(kind) = self
+                .extra
+                .get(key)
+                .and_then(|p| p.get("rope_type").or_else(|| p.get("type")))
+                .and_then(|t| t.as_str())
+            {
+                if kind != "default" {
+                    return err(format!("{key}.rope_type {kind:?} is not supported (default only)"));
+                }
+            }
+        }
+        if self.extra.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(true) {
+            return err("use_sliding_window = true is not supported".into());
         }
         if self.hidden_act != "silu" {
             return err(format!("hidden_act {:?} is not supported (silu)", self.hidden_act));

@@ -115,7 +115,7 @@ impl Qwen3 {
         let rope = Rope::new(
             c.head_dim() as i64,
             c.max_position_embeddings as i64,
-            c.rope_theta,
+            c.rope_theta(),
             device,
         );
         Qwen3 {

@@ -1,1 +1,123 @@
-//! The rollout stage: sample G responses per prompt.
+//! The rollout stage: sample G responses per prompt with the policy of the previous
+//! iteration and record what the update needs (token ids, old log-probs, finish reason).
+
+use std::io::Write;
+
+use deltarl_model::generate::{generate, Finish, Request, SampleSettings};
+use deltarl_model::Policy;
+use deltarl_schemas::seed::seed_for;
+use deltarl_schemas::{write_table, FileMeta, FinishReason, PromptRow, RolloutRow};
+
+/// Validated rollout settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Responses per prompt (G).
+    pub samples_per_prompt: u32,
+    /// Prompt template with a `{question}` placeholder.
+    pub template: String,
+    pub sampling: SampleSettings,
+    pub run_seed: u64,
+    pub iter: u32,
+    /// The iteration whose policy samples (iter - 1; 0 = base).
+    pub policy_iter: u32,
+}
+
+/// Errors of the rollout stage.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Model(#[from] deltarl_model::Error),
+    #[error(transparent)]
+    Table(#[from] deltarl_schemas::Error),
+    #[error("prompt {id:?}: {message}")]
+    Prompt { id: String, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The stage name used in seeds and metadata.
+pub const STAGE: &str = "rollout";
+
+/// Renders the template; `{question}` must appear exactly where the problem goes.
+pub fn render(template: &str, problem: &str) -> String {
+    template.replace("{question}", problem)
+}
+
+/// Pure core: prompts in, one row per (prompt, sample) out, in prompt order.
+pub fn run(
+    s: &Settings,
+    policy: &Policy,
+    prompts: &[PromptRow],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<RolloutRow>> {
+    let mut texts = Vec::with_capacity(prompts.len());
+    let mut requests = Vec::with_capacity(prompts.len());
+    for p in prompts {
+        let text = render(&s.template, &p.problem);
+        let ids = policy.tokenizer.encode(&text).map_err(Error::from)?;
+        if ids.is_empty() {
+            return Err(Error::Prompt {
+                id: p.id.clone(),
+                message: "encodes to no tokens".into(),
+            });
+        }
+        let seeds = (0..s.samples_per_prompt)
+            .map(|k| seed_for(s.run_seed, s.iter, STAGE, &p.id, k))
+            .collect();
+        requests.push(Request {
+            prompt_ids: ids,
+            seeds,
+        });
+        texts.push(text);
+    }
+    let samples = generate(&policy.model, &policy.tokenizer, &requests, &s.sampling, progress)
+        .map_err(|e| match e {
+            deltarl_model::Error::Generate(m) => {
+                // Name the prompt: the engine reports its index.
+                let id = m
+                    .strip_prefix("request ")
+                    .and_then(|r| r.split(':').next())
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .and_then(|i| prompts.get(i))
+                    .map(|p| p.id.clone())
+                    .unwrap_or_default();
+                Error::Prompt { id, message: m }
+            }
+            e => Error::Model(e),
+        })?;
+    let mut rows = Vec::with_capacity(prompts.len() * s.samples_per_prompt as usize);
+    for ((p, req), (text, group)) in prompts.iter().zip(&requests).zip(texts.into_iter().zip(samples)) {
+        for (k, smp) in group.into_iter().enumerate() {
+            rows.push(RolloutRow {
+                prompt_id: p.id.clone(),
+                sample_idx: k as u32,
+                prompt: text.clone(),
+                prompt_token_ids: req.prompt_ids.clone(),
+                response_text: policy.tokenizer.decode(&smp.tokens),
+                response_token_ids: smp.tokens,
+                old_logprobs: smp.logprobs,
+                finish_reason: match smp.finish {
+                    Finish::Stop => FinishReason::Stop,
+                    Finish::Length => FinishReason::Length,
+                },
+                policy_iter: s.policy_iter,
+                gold: p.answer.clone(),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Thin Parquet shell: runs [`run`] and writes rollouts.parquet to `out`.
+pub fn run_io<W: Write + Send>(
+    s: &Settings,
+    policy: &Policy,
+    prompts: &[PromptRow],
+    out: W,
+    meta: FileMeta,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<RolloutRow>> {
+    let rows = run(s, policy, prompts, progress)?;
+    write_table(out, &rows, &meta)?;
+    Ok(rows)
+}

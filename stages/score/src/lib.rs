@@ -1,1 +1,201 @@
-//! The score stage: verification, rewards, group advantages (no libtorch).
+//! The score stage: verify every response (in parallel), rewards with the DAPO overlong
+//! penalty, group advantages (GRPO / Dr.GRPO) and the dynamic-sampling flag.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use deltarl_schemas::{read_table, write_table, FileMeta, RolloutRow, ScoreRow};
+use deltarl_verify::{grade, ExtractOptions};
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// Validated scoring settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    /// Divide by the group's unbiased std (+1e-6) (GRPO) or not (Dr.GRPO).
+    pub std_normalize: bool,
+    /// DAPO overlong penalty: (max response length, buffer, factor), None = off.
+    pub overlong: Option<(usize, usize, f64)>,
+    /// Drop groups whose rewards are all equal.
+    pub dynamic_sampling: bool,
+    #[serde(skip)]
+    pub extract: ExtractOptions,
+}
+
+/// Errors of the score stage.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Table(#[from] deltarl_schemas::Error),
+}
+
+/// `min(-(L - (Lmax - Lbuf)) / Lbuf * factor, 0)`.
+pub fn overlong_penalty(len: usize, max_len: usize, buffer: usize, factor: f64) -> f64 {
+    if buffer == 0 {
+        return 0.0;
+    }
+    let expected = max_len as f64 - buffer as f64;
+    (-(len as f64 - expected) / buffer as f64 * factor).min(0.0)
+}
+
+/// Group advantages: `(R - mean) / (std + 1e-6)` with the unbiased std, or `R - mean`.
+/// A group of one gets mean 0 and std 1 (as the reference does); a group whose rewards
+/// are all equal gets 0.
+pub fn advantages(rewards: &[f64], std_normalize: bool) -> Vec<f64> {
+    let n = rewards.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let (mean, std) = if n == 1 {
+        (0.0, 1.0)
+    } else {
+        let mean = rewards.iter().sum::<f64>() / n as f64;
+        let var = rewards.iter().map(|r| (r - mean) * (r - mean)).sum::<f64>() / (n - 1) as f64;
+        (mean, var.sqrt())
+    };
+    if n > 1 && rewards.iter().all(|&r| r == rewards[0]) {
+        return vec![0.0; n];
+    }
+    rewards
+        .iter()
+        .map(|r| {
+            if std_normalize {
+                (r - mean) / (std + 1e-6)
+            } else {
+                r - mean
+            }
+        })
+        .collect()
+}
+
+/// Pure core: one score row per rollout row, in the same order.
+pub fn run(s: &Settings, rollouts: &[RolloutRow], progress: &(dyn Fn(usize) + Sync)) -> Vec<ScoreRow> {
+    let graded: Vec<(Option<String>, bool)> = rollouts
+        .par_iter()
+        .map(|r| {
+            let g = grade(&r.response_text, &r.gold, &s.extract);
+            progress(1);
+            g
+        })
+        .collect();
+    let mut rows: Vec<ScoreRow> = rollouts
+        .iter()
+        .zip(graded)
+        .map(|(r, (extracted, correct))| {
+            let len = r.response_token_ids.len();
+            let penalty = s
+                .overlong
+                .map_or(0.0, |(max, buf, f)| overlong_penalty(len, max, buf, f));
+            ScoreRow {
+                prompt_id: r.prompt_id.clone(),
+                sample_idx: r.sample_idx,
+                gold: r.gold.clone(),
+                extracted,
+                correct,
+                reward: (if correct { 1.0 } else { 0.0 } + penalty) as f32,
+                advantage: 0.0,
+                kept: true,
+                response_len: len as u32,
+                overlong_penalty: penalty as f32,
+            }
+        })
+        .collect();
+    let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, r) in rollouts.iter().enumerate() {
+        groups.entry(r.prompt_id.as_str()).or_default().push(i);
+    }
+    for idx in groups.values() {
+        let rewards: Vec<f64> = idx.iter().map(|&i| f64::from(rows[i].reward)).collect();
+        let adv = advantages(&rewards, s.std_normalize);
+        let uniform = rewards.iter().all(|&r| r == rewards[0]);
+        for (&i, a) in idx.iter().zip(adv) {
+            rows[i].advantage = a as f32;
+            rows[i].kept = !(s.dynamic_sampling && uniform);
+        }
+    }
+    rows
+}
+
+/// Thin Parquet shell around [`run`].
+pub fn run_io<R: Read, W: Write + Send>(
+    s: &Settings,
+    rollouts: (R, &str),
+    out: W,
+    meta: FileMeta,
+    progress: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<ScoreRow>, Error> {
+    let (rows, _) = read_table::<RolloutRow, _>(rollouts.0, rollouts.1)?;
+    let scores = run(s, &rows, progress);
+    let meta = meta.with("settings", serde_json::to_string(s).unwrap_or_default());
+    write_table(out, &scores, &meta)?;
+    Ok(scores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deltarl_schemas::FinishReason;
+
+    #[test]
+    fn advantages_by_hand() {
+        // Rewards 1, 0, 0, 1: mean 0.5, unbiased std sqrt(1/3).
+        let a = advantages(&[1.0, 0.0, 0.0, 1.0], true);
+        let s = (1.0f64 / 3.0).sqrt();
+        assert!((a[0] - 0.5 / (s + 1e-6)).abs() < 1e-12 && (a[1] + 0.5 / (s + 1e-6)).abs() < 1e-12);
+        assert_eq!(advantages(&[1.0, 0.0], false), vec![0.5, -0.5]);
+        assert_eq!(advantages(&[1.0, 1.0, 1.0], true), vec![0.0; 3]);
+        // A group of one: mean 0, std 1.
+        assert_eq!(advantages(&[0.7], true), vec![0.7 / (1.0 + 1e-6)]);
+        assert!(advantages(&[], true).is_empty());
+    }
+
+    #[test]
+    fn overlong_penalty_by_hand() {
+        // Lmax 20, buffer 4: no penalty up to 16 tokens, -1 at 20.
+        assert_eq!(overlong_penalty(16, 20, 4, 1.0), 0.0);
+        assert_eq!(overlong_penalty(18, 20, 4, 1.0), -0.5);
+        assert_eq!(overlong_penalty(20, 20, 4, 1.0), -1.0);
+        assert_eq!(overlong_penalty(3, 20, 4, 1.0), 0.0);
+    }
+
+    fn row(pid: &str, k: u32, text: &str, len: usize) -> RolloutRow {
+        RolloutRow {
+            prompt_id: pid.into(),
+            sample_idx: k,
+            prompt: String::new(),
+            prompt_token_ids: vec![1],
+            response_token_ids: vec![5; len],
+            response_text: text.into(),
+            old_logprobs: vec![-1.0; len],
+            finish_reason: FinishReason::Stop,
+            policy_iter: 0,
+            gold: "7".into(),
+        }
+    }
+
+    #[test]
+    fn scores_groups_and_dynamic_sampling() {
+        let rollouts = vec![
+            row("a", 0, "\\boxed{7}", 5),
+            row("a", 1, "\\boxed{8}", 5),
+            row("b", 0, "\\boxed{7}", 5),
+            row("b", 1, "\\boxed{7}", 5),
+        ];
+        let s = Settings {
+            std_normalize: true,
+            overlong: None,
+            dynamic_sampling: true,
+            extract: ExtractOptions::default(),
+        };
+        let mut buf = Vec::new();
+        let mut src = Vec::new();
+        deltarl_schemas::write_table(&mut src, &rollouts, &FileMeta::new("rollout", "h")).unwrap();
+        let out = run_io(&s, (src.as_slice(), "rollouts.parquet"), &mut buf, FileMeta::new("score", "h"), &|_| {}).unwrap();
+        assert_eq!(out.iter().map(|r| r.correct).collect::<Vec<_>>(), [true, false, true, true]);
+        assert!(out[0].advantage > 0.0 && out[1].advantage < 0.0);
+        assert_eq!(out.iter().map(|r| r.kept).collect::<Vec<_>>(), [true, true, false, false]);
+        assert_eq!(out[2].advantage, 0.0);
+        let (back, _) = read_table::<ScoreRow, _>(buf.as_slice(), "scores.parquet").unwrap();
+        assert_eq!(back, out);
+    }
+}

@@ -1,0 +1,63 @@
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use deltarl_model::generate::{generate, Request, SampleSettings};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Hugging Face model folder.
+    #[arg(long)]
+    model: PathBuf,
+    /// Prompt text (used as is; no template).
+    #[arg(long)]
+    prompt: String,
+    #[arg(long, default_value_t = 64)]
+    max_new_tokens: usize,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Load in bf16 instead of f32.
+    #[arg(long)]
+    bf16: bool,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let dtype = if self.bf16 { deltarl_model::Dtype::Bf16 } else { deltarl_model::Dtype::F32 };
+        let policy = deltarl_model::load(&self.model, deltarl_model::default_device(), dtype)
+            .with_context(|| format!("cannot load {}", self.model.display()))?;
+        let ids = policy.tokenizer.encode(&self.prompt)?;
+        let mut eos = policy.model.config.eos_ids();
+        for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
+            if let Some(id) = policy.tokenizer.token_id(t) {
+                eos.push(id);
+            }
+        }
+        let s = SampleSettings {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            max_new_tokens: self.max_new_tokens,
+            eos_ids: eos,
+            stop_strings: Vec::new(),
+            max_batch_rows: 1,
+            use_cache: true,
+        };
+        let out = generate(
+            &policy.model,
+            &policy.tokenizer,
+            &[Request { prompt_ids: ids, seeds: vec![self.seed] }],
+            &s,
+            &mut |_, _| {},
+        )?;
+        let tokens = out.first().and_then(|g| g.first()).map(|s| s.tokens.clone()).unwrap_or_default();
+        println!("{}", policy.tokenizer.decode(&tokens));
+        Ok(())
+    }
+}

@@ -1,0 +1,28 @@
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use crate::run::Ctx;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Configuration file.
+    #[arg(long, default_value = "configs/tiny-arith.toml")]
+    config: PathBuf,
+    /// Run name (a folder under the runs directory).
+    #[arg(long, default_value = "tiny-arith")]
+    run: String,
+    /// Iterations to run.
+    #[arg(long, default_value_t = 1)]
+    iters: u32,
+    /// Continue a run made with another configuration.
+    #[arg(long)]
+    force: bool,
+}
+
+impl Args {
+    pub fn run(self, runs: &Path) -> Result<()> {
+        let ctx = Ctx::open(&self.config, runs, &self.run, self.force)?;
+        ctx.iterate(self.iters)
+    }
+}

@@ -1,0 +1,57 @@
+//! The `deltarl` command line (clap derive, one file per subcommand).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod generate;
+mod iterate;
+mod stage;
+mod status;
+mod verify;
+mod warmstart;
+
+/// deltarl: offline RLVR with DelTA token credit assignment.
+#[derive(Debug, Parser)]
+#[command(name = "deltarl", version, about)]
+pub struct Cli {
+    /// Folder holding the runs.
+    #[arg(long, global = true, default_value = "runs", env = "DELTARL_RUNS")]
+    pub runs_dir: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the next iteration(s), resuming wherever the last one stopped.
+    Iterate(iterate::Args),
+    /// Run (or rerun with --force) one stage of one iteration.
+    Stage(stage::Args),
+    /// Show each stage's state and timing, per iteration.
+    Status(status::Args),
+    /// Warm-start the tiny base policy of a run.
+    Warmstart(warmstart::Args),
+    /// Generate a continuation of a prompt with a model folder.
+    Generate(generate::Args),
+    /// Grade answers: one pair, or a JSONL file.
+    Verify(verify::Args),
+    /// Benchmarks side by side with a baseline.
+    Bench(bench::Args),
+}
+
+impl Cli {
+    pub fn run(self) -> Result<()> {
+        match self.command {
+            Command::Iterate(a) => a.run(&self.runs_dir),
+            Command::Stage(a) => a.run(&self.runs_dir),
+            Command::Status(a) => a.run(&self.runs_dir),
+            Command::Warmstart(a) => a.run(&self.runs_dir),
+            Command::Generate(a) => a.run(),
+            Command::Verify(a) => a.run(),
+            Command::Bench(a) => a.run(),
+        }
+    }
+}

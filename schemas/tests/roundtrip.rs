@@ -1,0 +1,250 @@
+//! Every table round-trips through `Vec<u8>`; bad files give errors naming file and column.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use deltarl_schemas::*;
+
+fn prompts() -> Vec<PromptRow> {
+    vec![
+        PromptRow {
+            id: "a".into(),
+            problem: "1+2*3=?".into(),
+            answer: "7".into(),
+            data_source: Some("tiny".into()),
+        },
+        PromptRow {
+            id: "b".into(),
+            problem: "x".into(),
+            answer: "\\frac{1}{2}".into(),
+            data_source: None,
+        },
+    ]
+}
+
+fn rollouts() -> Vec<RolloutRow> {
+    (0..3)
+        .map(|i| RolloutRow {
+            prompt_id: format!("p{}", i / 2),
+            sample_idx: i % 2,
+            prompt: "Q: 1+2*3=?\nA: ".into(),
+            prompt_token_ids: vec![1, 2, 3],
+            response_token_ids: (0..i + 1).collect(),
+            response_text: "x".repeat(i as usize + 1),
+            old_logprobs: (0..i + 1).map(|k| -(k as f32) * 0.5).collect(),
+            finish_reason: if i == 2 {
+                FinishReason::Length
+            } else {
+                FinishReason::Stop
+            },
+            policy_iter: 0,
+            gold: "7".into(),
+        })
+        .collect()
+}
+
+fn scores() -> Vec<ScoreRow> {
+    vec![ScoreRow {
+        prompt_id: "p0".into(),
+        sample_idx: 0,
+        gold: "7".into(),
+        extracted: None,
+        correct: false,
+        reward: -0.5,
+        advantage: -1.2,
+        kept: true,
+        response_len: 12,
+        overlong_penalty: -0.5,
+    }]
+}
+
+fn features() -> Vec<FeatureRow> {
+    vec![
+        FeatureRow {
+            prompt_id: "p0".into(),
+            sample_idx: 0,
+            dim: 3,
+            features: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            token_prob: vec![0.5, 0.25],
+            logprob: vec![-0.69, -1.38],
+            entropy: vec![1.0, 0.5],
+        },
+        FeatureRow {
+            prompt_id: "p0".into(),
+            sample_idx: 1,
+            dim: 3,
+            features: vec![],
+            token_prob: vec![],
+            logprob: vec![],
+            entropy: vec![],
+        },
+    ]
+}
+
+fn coeffs() -> Vec<CoeffRow> {
+    vec![CoeffRow {
+        prompt_id: "p0".into(),
+        sample_idx: 0,
+        coeff: vec![0.9, 1.1],
+        advantage: 1.0,
+    }]
+}
+
+fn updates() -> Vec<UpdateRow> {
+    vec![UpdateRow {
+        step: 1,
+        loss: 0.1,
+        clip_frac: 0.01,
+        grad_norm: 2.0,
+        entropy: 0.7,
+        tokens: 1234,
+        lr: 1e-6,
+        kl: 0.0,
+        approx_kl_old: 0.001,
+    }]
+}
+
+fn evals() -> Vec<EvalRow> {
+    vec![EvalRow {
+        benchmark: "aime24".into(),
+        problem_id: "1".into(),
+        sample_idx: 0,
+        correct: true,
+        response_len: 100,
+        extracted: Some("42".into()),
+        finish_reason: FinishReason::Stop,
+    }]
+}
+
+fn roundtrip<T: Table + PartialEq + std::fmt::Debug>(rows: Vec<T>) {
+    let meta = FileMeta::new("test", "abc").with("settings", "{\"k\":1}");
+    let mut buf = Vec::new();
+    write_table(&mut buf, &rows, &meta).unwrap();
+    let (back, m) = read_table::<T, _>(buf.as_slice(), "mem.parquet").unwrap();
+    assert_eq!(back, rows);
+    assert_eq!(m.stage, "test");
+    assert_eq!(m.config_hash, "abc");
+    assert_eq!(m.extra.get("settings").map(String::as_str), Some("{\"k\":1}"));
+    // Writing is deterministic: same rows, same bytes.
+    let mut again = Vec::new();
+    write_table(&mut again, &rows, &meta).unwrap();
+    assert_eq!(buf, again);
+}
+
+#[test]
+fn every_table_round_trips() {
+    roundtrip(prompts());
+    roundtrip(rollouts());
+    roundtrip(scores());
+    roundtrip(features());
+    roundtrip(coeffs());
+    roundtrip(updates());
+    roundtrip(evals());
+    roundtrip(Vec::<RolloutRow>::new());
+}
+
+#[test]
+fn truncated_file_is_a_clear_error() {
+    let mut buf = Vec::new();
+    write_table(&mut buf, &rollouts(), &FileMeta::new("rollout", "h")).unwrap();
+    buf.truncate(buf.len() / 2);
+    let err = read_table::<RolloutRow, _>(buf.as_slice(), "runs/x/rollouts.parquet").unwrap_err();
+    assert!(matches!(err, Error::Parquet { .. }), "{err}");
+    assert!(err.to_string().starts_with("runs/x/rollouts.parquet:"), "{err}");
+    let err = read_path::<RolloutRow>(&PathBuf::from("/nonexistent/rollouts.parquet")).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/rollouts.parquet"), "{err}");
+}
+
+#[test]
+fn missing_column_is_named() {
+    let mut buf = Vec::new();
+    write_table(&mut buf, &coeffs(), &FileMeta::new("coeffs", "h")).unwrap();
+    let err = read_table::<ScoreRow, _>(buf.as_slice(), "scores.parquet").unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("scores.parquet") && msg.contains("`gold`"), "{msg}");
+}
+
+#[test]
+fn wrong_version_is_refused() {
+    use arrow::array::{ArrayRef, StringArray};
+    use arrow::record_batch::RecordBatch;
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+    let col: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+    let batch = RecordBatch::try_from_iter([("prompt_id", col)]).unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "deltarl.schema_version".into(),
+            "999".to_string(),
+        )]))
+        .build();
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let err = read_table::<CoeffRow, _>(buf.as_slice(), "coeffs.parquet").unwrap_err();
+    assert!(err.to_string().contains("schema version Some(\"999\")"), "{err}");
+}
+
+#[test]
+fn atomic_write_failure_keeps_existing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("scores.parquet");
+    write_path(&path, &scores(), &FileMeta::new("score", "h")).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let res = atomic_write(&path, |_| {
+        Err(Error::Build {
+            table: "x".into(),
+            message: "simulated failure".into(),
+        })
+    });
+    assert!(res.is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "temporary file left behind");
+}
+
+fn python() -> String {
+    std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+#[test]
+fn every_table_opens_in_polars() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = |s: &str| FileMeta::new(s, "h");
+    write_path(&dir.path().join("prompts.parquet"), &prompts(), &m("prompts")).unwrap();
+    write_path(&dir.path().join("rollouts.parquet"), &rollouts(), &m("rollout")).unwrap();
+    write_path(&dir.path().join("scores.parquet"), &scores(), &m("score")).unwrap();
+    write_path(&dir.path().join("features.parquet"), &features(), &m("features")).unwrap();
+    write_path(&dir.path().join("coeffs.parquet"), &coeffs(), &m("coeffs")).unwrap();
+    write_path(&dir.path().join("update.parquet"), &updates(), &m("update")).unwrap();
+    write_path(&dir.path().join("eval.parquet"), &evals(), &m("eval")).unwrap();
+    let script = r#"
+import sys, polars as pl
+d = sys.argv[1]
+n = {t: pl.read_parquet(f"{d}/{t}.parquet").height for t in
+     ["prompts", "rollouts", "scores", "features", "coeffs", "update", "eval"]}
+assert n == {"prompts": 2, "rollouts": 3, "scores": 1, "features": 2, "coeffs": 1, "update": 1, "eval": 1}, n
+f = pl.read_parquet(f"{d}/features.parquet")
+assert f["features"][0].to_list() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], f["features"][0]
+j = pl.read_parquet(f"{d}/rollouts.parquet").join(
+    pl.read_parquet(f"{d}/scores.parquet"), on=["prompt_id", "sample_idx"])
+assert j.height == 1 and j["reward"][0] == -0.5
+assert pl.read_parquet(f"{d}/rollouts.parquet")["prompt_token_ids"].dtype == pl.List(pl.UInt32)
+print("polars ok")
+"#;
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .arg(dir.path())
+        .output()
+        .expect("python (set DELTARL_PYTHON to the venv's python; `make test` does)");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

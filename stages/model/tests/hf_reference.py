@@ -1,0 +1,74 @@
+"""Builds a small random Qwen3 checkpoint with transformers and records its logits and
+greedy decoding, for the parity tests in parity.rs.
+
+  python hf_reference.py make DIR TIED KV_HEADS   -> writes DIR (HF folder) and DIR/reference.json
+  python hf_reference.py logits DIR IDS_JSON      -> prints transformers' logits for a folder
+"""
+import json
+import sys
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
+
+
+def tokenizer_json():
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
+    for i, c in enumerate(CHARS):
+        vocab[c] = i + 3
+    special = lambda i, c: {"id": i, "content": c, "single_word": False, "lstrip": False,
+                            "rstrip": False, "normalized": False, "special": True}
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [special(0, "<pad>"), special(1, "<eos>"), special(2, "<unk>")],
+            "normalizer": None, "pre_tokenizer": None, "post_processor": None,
+            "decoder": {"type": "Fuse"},
+            "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+                      "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                      "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": vocab, "merges": []}}
+
+
+IDS = [[5, 17, 33, 2, 9, 41, 60, 12, 7, 3, 28, 50, 11, 4, 39, 22, 8, 61, 30, 14],
+       [40, 6, 19, 55, 27, 3, 45, 10, 33, 52, 1, 24, 18, 37, 9, 62, 21, 13, 48, 16]]
+
+
+def make(out, tied, kv):
+    torch.manual_seed(1234 + tied * 10 + kv)
+    cfg = Qwen3Config(vocab_size=len(CHARS) + 3, hidden_size=64, intermediate_size=96,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=kv,
+                      head_dim=16, max_position_embeddings=128, rope_theta=10000.0,
+                      rms_norm_eps=1e-6, tie_word_embeddings=bool(tied), eos_token_id=1,
+                      bos_token_id=1, pad_token_id=0, torch_dtype="float32")
+    model = Qwen3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "norm" in n:
+                p.uniform_(0.5, 1.5)  # not all ones, so the norms are really tested
+            else:
+                p.normal_(0.0, 0.2)
+    model.save_pretrained(out, safe_serialization=True)
+    with open(f"{out}/tokenizer.json", "w") as f:
+        json.dump(tokenizer_json(), f)
+    with torch.no_grad():
+        logits = model(torch.tensor(IDS)).logits
+        greedy = model.generate(torch.tensor(IDS[:1]), do_sample=False, max_new_tokens=32,
+                                min_new_tokens=32, eos_token_id=None, pad_token_id=0)
+    ref = {"ids": IDS, "logits": logits.flatten().tolist(), "shape": list(logits.shape),
+           "greedy": greedy[0, len(IDS[0]):].tolist()}
+    with open(f"{out}/reference.json", "w") as f:
+        json.dump(ref, f)
+
+
+def logits(folder, ids_json):
+    model = Qwen3ForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = model(torch.tensor(json.loads(ids_json))).logits
+    print(json.dumps(out.flatten().tolist()))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        logits(sys.argv[2], sys.argv[3])

@@ -1,0 +1,165 @@
+//! One iteration's policy update, written like nanochat's `chat_rl.py`: linear, with the
+//! normalisation choices commented where the division happens.
+
+use deltarl_features::token_stats;
+use deltarl_model::{Policy, Qwen3};
+use deltarl_schemas::seed::Rng;
+use deltarl_schemas::UpdateRow;
+use serde::Serialize;
+use tch::{Kind, Tensor};
+
+use crate::{token_loss, token_weights, AdamW, Error, LossSettings, Result};
+
+/// Validated update settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub loss: LossSettings,
+    /// Optimizer steps per iteration (the batch is split into this many mini-batches of
+    /// whole prompt groups).
+    pub optimizer_steps: usize,
+    /// Responses per forward/backward pass (gradient accumulation inside a mini-batch).
+    pub micro_batch_rows: usize,
+    /// Linear warm-up length in optimizer steps (counted over the whole run).
+    pub warmup_steps: u64,
+    pub lr: f64,
+    /// Gradient clipping by global norm (0 = off).
+    pub grad_clip: f64,
+    /// The rollout temperature (log-probs are measured at it, like the old ones).
+    pub temperature: f64,
+    /// Seed of the mini-batch shuffle.
+    pub seed: u64,
+}
+
+/// One response to train on: tokens, old log-probs, advantage and coefficients.
+#[derive(Clone, Debug)]
+pub struct TrainRow {
+    pub prompt_id: String,
+    pub prompt_ids: Vec<u32>,
+    pub response_ids: Vec<u32>,
+    pub old_logprobs: Vec<f32>,
+    pub advantage: f32,
+    pub coeff: Vec<f32>,
+}
+
+fn lr_at(s: &Settings, step: u64) -> f64 {
+    if s.warmup_steps == 0 {
+        s.lr
+    } else {
+        s.lr * ((step + 1) as f64 / s.warmup_steps as f64).min(1.0)
+    }
+}
+
+/// Splits the rows into `n` mini-batches of whole prompt groups, groups shuffled by `seed`.
+fn mini_batches(rows: &[TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        match groups.iter_mut().find(|g| g.0 == r.prompt_id) {
+            Some(g) => g.1.push(i),
+            None => groups.push((r.prompt_id.clone(), vec![i])),
+        }
+    }
+    let mut rng = Rng::new(seed);
+    for i in (1..groups.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        groups.swap(i, j);
+    }
+    let n = n.max(1).min(groups.len().max(1));
+    let per = groups.len().div_ceil(n);
+    groups
+        .chunks(per.max(1))
+        .map(|c| c.iter().flat_map(|g| g.1.iter().copied()).collect())
+        .collect()
+}
+
+/// Runs the configured optimizer steps over `rows` and returns one metrics row per step.
+/// `reference` is the base policy when KL is on.
+pub fn run(
+    s: &Settings,
+    policy: &Policy,
+    opt: &mut AdamW,
+    reference: Option<&Qwen3>,
+    rows: &[TrainRow],
+) -> Result<Vec<UpdateRow>> {
+    for r in rows {
+        if r.old_logprobs.len() != r.response_ids.len() || r.coeff.len() != r.response_ids.len() {
+            return Err(Error::Input(format!(
+                "prompt_id {:?}: {} response tokens, {} old log-probs, {} coefficients",
+                r.prompt_id,
+                r.response_ids.len(),
+                r.old_logprobs.len(),
+                r.coeff.len()
+            )));
+        }
+    }
+    let device = policy.model.lm_head_weight().device();
+    let rows: Vec<&TrainRow> = rows.iter().filter(|r| !r.response_ids.is_empty()).collect();
+    let owned: Vec<TrainRow> = rows.iter().map(|r| (*r).clone()).collect();
+    let mut out = Vec::new();
+    for mb in mini_batches(&owned, s.optimizer_steps, s.seed) {
+        let mb_tokens: usize = mb.iter().map(|&i| owned[i].response_ids.len()).sum();
+        let mb_seqs = mb.len();
+        opt.zero_grad();
+        let (mut loss_sum, mut clip_sum, mut ent_sum, mut kl_sum, mut akl_sum) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for micro in mb.chunks(s.micro_batch_rows.max(1)) {
+            let batch: Vec<&TrainRow> = micro.iter().map(|&i| &owned[i]).collect();
+            let pairs: Vec<(&[u32], &[u32])> = batch
+                .iter()
+                .map(|r| (r.prompt_ids.as_slice(), r.response_ids.as_slice()))
+                .collect();
+            // 1. Current log-probs and entropy of every response token: [N].
+            let st = token_stats(&policy.model, &pairs, s.temperature, device);
+            let flat = |f: &dyn Fn(&TrainRow) -> Vec<f32>| -> Tensor {
+                let v: Vec<f32> = batch.iter().flat_map(|r| f(r)).collect();
+                Tensor::from_slice(&v).to_device(device)
+            };
+            let old = flat(&|r| r.old_logprobs.clone());
+            // 2. The reweighted advantage A~ = A * c (coefficients are constants).
+            let adv = flat(&|r| r.coeff.iter().map(|c| r.advantage * c).collect());
+            // 3. Per-token clipped surrogate: [N].
+            let tl = token_loss(&st.logprob, &old, &adv, &s.loss);
+            let mut per_token = tl.loss.shallow_clone();
+            if s.loss.entropy_coef != 0.0 {
+                per_token = per_token - &st.entropy * s.loss.entropy_coef;
+            }
+            let mut kl_tok = None;
+            if let (Some(base), true) = (reference, s.loss.kl_coef != 0.0) {
+                let base_lp = tch::no_grad(|| token_stats(base, &pairs, s.temperature, device).logprob);
+                // k3 estimator: exp(ref - logp) - (ref - logp) - 1 >= 0.
+                let d = (&base_lp - &st.logprob).clamp(-20.0, 20.0);
+                let k3 = d.exp() - &d - 1.0;
+                per_token = per_token + &k3 * s.loss.kl_coef;
+                kl_tok = Some(k3);
+            }
+            // 4. Aggregation: per-token weights carry the mini-batch normalisation
+            //    (token-mean divides by the mini-batch token count, seq-mean-token-mean by
+            //    each length and the response count, sum-norm by a constant length).
+            let w = Tensor::from_slice(&token_weights(&s.loss, &st.lengths, mb_tokens, mb_seqs)).to_device(device);
+            let loss = (&per_token * &w).sum(Kind::Float);
+            loss.backward();
+            loss_sum += loss.double_value(&[]);
+            let tw = mb_tokens.max(1) as f64;
+            clip_sum += tl.clipped.sum(Kind::Double).double_value(&[]) / tw;
+            ent_sum += st.entropy.detach().sum(Kind::Double).double_value(&[]) / tw;
+            akl_sum += (st.logprob.detach() - &old).abs().sum(Kind::Double).double_value(&[]) / tw;
+            if let Some(k) = kl_tok {
+                kl_sum += k.detach().sum(Kind::Double).double_value(&[]) / tw;
+            }
+        }
+        // 5. Clip the global gradient norm, then one AdamW step.
+        let grad_norm = opt.clip_grad_norm(s.grad_clip);
+        let lr = lr_at(s, opt.step);
+        opt.step(lr);
+        out.push(UpdateRow {
+            step: opt.step as u32,
+            loss: loss_sum,
+            clip_frac: clip_sum,
+            grad_norm,
+            entropy: ent_sum,
+            tokens: mb_tokens as u64,
+            lr,
+            kl: kl_sum,
+            approx_kl_old: akl_sum,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,204 @@
+//! The loss family: hand-checked token losses, and DelTA with lam_min = lam_max = 1 gives
+//! exactly DAPO's loss, gradients and updated weights.
+
+use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response};
+use deltarl_model::{build, init_weights, Dtype, Qwen3Config, Tokenizer};
+use deltarl_update::{run, token_loss, token_weights, AdamW, AdamWSettings, Aggregation, LossSettings, Settings, TrainRow};
+use tch::{Device, Tensor};
+
+fn loss_settings(agg: Aggregation) -> LossSettings {
+    LossSettings {
+        eps_low: 0.2,
+        eps_high: 0.28,
+        dual_clip: Some(10.0),
+        aggregation: agg,
+        norm_len: 10.0,
+        kl_coef: 0.0,
+        entropy_coef: 0.0,
+    }
+}
+
+fn vals(t: &Tensor) -> Vec<f64> {
+    Vec::<f64>::try_from(t.to_kind(tch::Kind::Double)).unwrap()
+}
+
+#[test]
+fn token_loss_by_hand() {
+    let s = loss_settings(Aggregation::TokenMean);
+    // ratios 1.5, 1.5, 0.5, e^5 with advantages +1, -1, +1, -1.
+    let logp = Tensor::from_slice(&[1.5f64.ln(), 1.5f64.ln(), 0.5f64.ln(), 5.0]);
+    let old = Tensor::zeros([4], (tch::Kind::Double, Device::Cpu));
+    let adv = Tensor::from_slice(&[1.0f64, -1.0, 1.0, -1.0]);
+    let tl = token_loss(&logp, &old, &adv, &s);
+    let l = vals(&tl.loss);
+    // A > 0, rho 1.5: max(-1.5, -1.28) = -1.28 (clipped above at 1 + eps_high).
+    assert!((l[0] + 1.28).abs() < 1e-12);
+    // A < 0, rho 1.5: max(1.5, 1.28) = 1.5, under the dual clip 10.
+    assert!((l[1] - 1.5).abs() < 1e-12);
+    // A > 0, rho 0.5: max(-0.5, -0.8) = -0.5 (unclipped: pessimistic bound).
+    assert!((l[2] + 0.5).abs() < 1e-12);
+    // A < 0, rho e^5 = 148.4: the dual clip caps the loss at -A c = 10.
+    assert!((l[3] - 10.0).abs() < 1e-12);
+    assert_eq!(vals(&tl.clipped), vec![1.0, 0.0, 0.0, 0.0]);
+}
+
+#[test]
+fn aggregation_weights_by_hand() {
+    // Two responses of 2 and 3 tokens in a mini-batch of 10 tokens / 4 responses.
+    let w = token_weights(&loss_settings(Aggregation::TokenMean), &[2, 3], 10, 4);
+    assert_eq!(w, vec![0.1; 5]);
+    let w = token_weights(&loss_settings(Aggregation::SeqMeanTokenMean), &[2, 3], 10, 4);
+    assert_eq!(w, vec![0.125, 0.125, 1.0 / 12.0, 1.0 / 12.0, 1.0 / 12.0]);
+    let w = token_weights(&loss_settings(Aggregation::SeqMeanTokenSumNorm), &[2, 3], 10, 4);
+    assert_eq!(w, vec![0.025; 5]);
+}
+
+fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {
+    let dir = tempfile::tempdir().unwrap();
+    let tok = dir.path().join("tokenizer.json");
+    std::fs::write(&tok, deltarl_data::tokenizer_json()).unwrap();
+    let cfg: Qwen3Config = serde_json::from_value(serde_json::json!({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "vocab_size": deltarl_data::vocab_size(), "hidden_size": 32, "intermediate_size": 48,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 8, "max_position_embeddings": 64, "tie_word_embeddings": true,
+        "rope_theta": 10000.0
+    }))
+    .unwrap();
+    let mut p = build(&cfg, Tokenizer::from_file(&tok).unwrap(), Device::Cpu, Dtype::F32).unwrap();
+    init_weights(&mut p, 11);
+    (dir, p)
+}
+
+fn train_rows(coeffs: &[Vec<f32>]) -> Vec<TrainRow> {
+    (0..6)
+        .map(|i| TrainRow {
+            prompt_id: format!("p{}", i / 3),
+            prompt_ids: vec![3, 4, 5 + i as u32],
+            response_ids: (0..(3 + i)).map(|k| 6 + ((k * 5 + i) % 20) as u32).collect(),
+            old_logprobs: (0..(3 + i)).map(|k| -3.0 - 0.1 * k as f32).collect(),
+            advantage: if i % 2 == 0 { 1.0 } else { -0.7 },
+            coeff: coeffs[i].clone(),
+        })
+        .collect()
+}
+
+fn weights(p: &deltarl_model::Policy) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = p
+        .vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| {
+            let mut b = vec![0u8; t.numel() * 4];
+            t.copy_data_u8(&mut b, t.numel());
+            (n, b)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
+    let feats: Vec<Vec<f32>> = (0..6).map(|i| (0..(3 + i) * 4).map(|k| ((k * 37 + i) % 11) as f32 - 5.0).collect()).collect();
+    let ents: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
+    let ids: Vec<String> = (0..6).map(|i| format!("p{}", i / 3)).collect();
+    let rs: Vec<Response<'_>> = (0..6)
+        .map(|i| Response {
+            prompt_id: &ids[i],
+            sample_idx: (i % 3) as u32,
+            advantage: if i % 2 == 0 { 1.0 } else { -0.7 },
+            kept: true,
+            features: &feats[i],
+            entropy: &ents[i],
+        })
+        .collect();
+    let unit = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings { lam_min: 1.0, lam_max: 1.0, ..DeltaSettings::default() })).unwrap();
+    let dapo = deltarl_coeffs::Settings::new(Estimator::Uniform).unwrap();
+    let c_delta = estimate(&unit, 4, &rs).unwrap().coeffs;
+    let c_dapo = estimate(&dapo, 4, &rs).unwrap().coeffs;
+    // A real DelTA estimate differs (so the comparison below is not vacuous).
+    let full = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+    assert_ne!(estimate(&full, 4, &rs).unwrap().coeffs, c_dapo);
+
+    let s = Settings {
+        loss: loss_settings(Aggregation::TokenMean),
+        optimizer_steps: 2,
+        micro_batch_rows: 2,
+        warmup_steps: 0,
+        lr: 1e-2,
+        grad_clip: 1.0,
+        temperature: 1.0,
+        seed: 5,
+    };
+    let adam = AdamWSettings { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };
+    let mut results = Vec::new();
+    for coeffs in [&c_delta, &c_dapo] {
+        let (_d, p) = policy();
+        let mut opt = AdamW::new(&p.vs, adam);
+        let metrics = run(&s, &p, &mut opt, None, &train_rows(coeffs)).unwrap();
+        results.push((metrics, weights(&p)));
+    }
+    assert_eq!(results[0].0.len(), 2);
+    for (a, b) in results[0].0.iter().zip(&results[1].0) {
+        assert_eq!(a.loss.to_bits(), b.loss.to_bits());
+        assert_eq!(a.grad_norm.to_bits(), b.grad_norm.to_bits());
+    }
+    assert!(results[0].1 == results[1].1, "updated weights differ");
+    // And the update moved the weights.
+    let (_d, p0) = policy();
+    assert!(weights(&p0) != results[0].1);
+}
+
+#[test]
+fn micro_batching_does_not_change_the_objective() {
+    let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
+    for agg in [Aggregation::TokenMean, Aggregation::SeqMeanTokenMean, Aggregation::SeqMeanTokenSumNorm] {
+        let mut losses = Vec::new();
+        for micro in [1, 6] {
+            let (_d, p) = policy();
+            let mut opt = AdamW::new(&p.vs, AdamWSettings { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 });
+            let s = Settings {
+                loss: loss_settings(agg),
+                optimizer_steps: 1,
+                micro_batch_rows: micro,
+                warmup_steps: 0,
+                lr: 1e-3,
+                grad_clip: 0.0,
+                temperature: 1.0,
+                seed: 5,
+            };
+            let m = run(&s, &p, &mut opt, None, &train_rows(&coeffs)).unwrap();
+            losses.push((m[0].loss, m[0].grad_norm));
+        }
+        assert!((losses[0].0 - losses[1].0).abs() < 1e-6, "{agg:?}: {losses:?}");
+        assert!((losses[0].1 - losses[1].1).abs() < 1e-5 * losses[0].1.max(1.0), "{agg:?}: {losses:?}");
+    }
+}
+
+#[test]
+fn optimizer_state_round_trips() {
+    let (_d, p) = policy();
+    let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
+    let adam = AdamWSettings { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };
+    let mut opt = AdamW::new(&p.vs, adam);
+    let s = Settings {
+        loss: loss_settings(Aggregation::TokenMean),
+        optimizer_steps: 1,
+        micro_batch_rows: 6,
+        warmup_steps: 0,
+        lr: 1e-3,
+        grad_clip: 1.0,
+        temperature: 1.0,
+        seed: 1,
+    };
+    run(&s, &p, &mut opt, None, &train_rows(&coeffs)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    opt.save(dir.path()).unwrap();
+    let mut again = AdamW::new(&p.vs, adam);
+    again.load(dir.path()).unwrap();
+    assert_eq!(again.step, 1);
+    let bad = tempfile::tempdir().unwrap();
+    let err = again.load(bad.path()).unwrap_err().to_string();
+    assert!(err.contains("optimizer.safetensors"), "{err}");
+}

@@ -1,0 +1,239 @@
+//! End-to-end tests of the `deltarl` binary on a micro configuration: iterations, polars
+//! readability and joins, byte-identical reruns, crash safety and bad input.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn bin() -> PathBuf {
+    std::env::var_os("DELTARL_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("bin/deltarl"))
+}
+
+fn python() -> String {
+    std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// A micro configuration: a tiny model, a short warm start, 8 prompts x 4 samples.
+fn micro_config(dir: &Path) -> PathBuf {
+    let base = repo().join("configs/tiny-arith.toml").canonicalize().unwrap();
+    let text = format!(
+        r#"extends = "{}"
+[model.tiny]
+hidden_size = 32
+intermediate_size = 64
+num_hidden_layers = 2
+num_attention_heads = 2
+num_key_value_heads = 1
+max_position_embeddings = 64
+[warmstart]
+steps = 30
+batch_size = 32
+[rollout]
+prompts_per_iter = 8
+samples_per_prompt = 4
+max_new_tokens = 24
+[score]
+overlong_buffer = 4
+[eval]
+every = 2
+problems = 16
+"#,
+        base.display()
+    );
+    let path = dir.join("micro.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn deltarl(runs: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("DELTARL_RUNS", runs)
+        .env("DELTARL_NO_PROGRESS", "1")
+        .output()
+        .expect("run bin/deltarl (built by `make build`)")
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "deltarl failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Every Parquet file under a run, relative path -> bytes.
+fn parquet_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet" || x == "safetensors") {
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn two_iterations_open_and_join_in_polars() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let out = ok(deltarl(&runs, &["iterate", "--config", cfg.to_str().unwrap(), "--run", "m", "--iters", "2"]));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("coeffs") && log.contains("cos(mu+, mu-)"), "{log}");
+    let root = runs.join("m");
+    for it in ["iter-0001", "iter-0002"] {
+        for f in ["rollouts", "scores", "features", "coeffs", "update"] {
+            assert!(root.join(it).join(format!("{f}.parquet")).exists(), "{it}/{f}");
+        }
+        assert!(root.join(it).join("policy/model.safetensors").exists());
+        assert!(root.join(it).join("policy/optimizer.safetensors").exists());
+    }
+    assert!(root.join("iter-0002/eval.parquet").exists());
+    let script = r#"
+import sys, json, polars as pl, pyarrow
+d = sys.argv[1] + "/iter-0001/"
+key = ["prompt_id", "sample_idx"]
+r = pl.read_parquet(d + "rollouts.parquet")
+df = r.join(pl.read_parquet(d + "scores.parquet"), on=key).join(
+    pl.read_parquet(d + "features.parquet"), on=key).join(pl.read_parquet(d + "coeffs.parquet"), on=key)
+assert df.height == r.height == 32, df.height
+assert (df["response_token_ids"].list.len() == df["coeff"].list.len()).all()
+assert (df["response_token_ids"].list.len() == df["features"].list.len()).all()
+assert (df["response_token_ids"].list.len() == df["old_logprobs"].list.len()).all()
+c = df.filter(pl.col("kept"))["coeff"].explode()
+assert abs(c.mean() - 1.0) < 1e-4, c.mean()
+u = pl.read_parquet(d + "update.parquet")
+assert u.height == 1 and u["tokens"][0] > 0
+"#;
+    // pyarrow is optional; fall back to polars alone.
+    let script = script.replace(", pyarrow", "");
+    let out = Command::new(python()).arg("-c").arg(&script).arg(&root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status = ok(deltarl(&runs, &["status", "--run", "m"]));
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("iter-0002") && !text.contains("missing"), "{text}");
+}
+
+#[test]
+fn reruns_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "a"]));
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "b"]));
+    let a = parquet_files(&runs.join("a"));
+    assert_eq!(a, parquet_files(&runs.join("b")), "two runs of one config differ");
+    // Forcing each stage reproduces its output bit for bit.
+    for stage in ["rollout", "score", "features", "coeffs", "update"] {
+        ok(deltarl(&runs, &["stage", stage, "--run", "a", "--iter", "1", "--force"]));
+        let out = ok(deltarl(&runs, &["status", "--run", "a"]));
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if stage != "update" {
+            assert!(text.contains("stale"), "after forcing {stage}: {text}");
+        }
+        for s in ["rollout", "score", "features", "coeffs", "update"] {
+            ok(deltarl(&runs, &["stage", s, "--run", "a", "--iter", "1"]));
+        }
+        assert_eq!(parquet_files(&runs.join("a")), a, "forcing {stage} changed a file");
+    }
+}
+
+#[test]
+fn killed_runs_resume_to_identical_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    let t = Instant::now();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "ref"]));
+    let total = t.elapsed();
+    let reference = parquet_files(&runs.join("ref"));
+    // Kill at several points spread over a whole run (warm start and every stage).
+    for frac in [0.15, 0.45, 0.7, 0.9] {
+        let name = format!("k{}", (frac * 100.0) as u32);
+        let mut child = Command::new(bin())
+            .args(["iterate", "--config", c, "--run", &name])
+            .env("DELTARL_RUNS", &runs)
+            .env("DELTARL_NO_PROGRESS", "1")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs_f64(total.as_secs_f64() * frac));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        // No partial file under a final name: every Parquet file present is readable.
+        for (rel, bytes) in parquet_files(&runs.join(&name)) {
+            if rel.ends_with(".parquet") {
+                assert_eq!(&bytes[bytes.len() - 4..], b"PAR1", "{name}/{rel} is partial");
+            }
+        }
+        ok(deltarl(&runs, &["iterate", "--config", c, "--run", &name]));
+        assert_eq!(parquet_files(&runs.join(&name)), reference, "resume after kill at {frac}");
+    }
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    let out = deltarl(&runs, &["iterate", "--config", c, "--run", "../escape"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run name"));
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, format!("extends = {:?}\n[rollout]\ntemprature = 1.0\n", cfg.display().to_string())).unwrap();
+    let out = deltarl(&runs, &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("temprature"), "{err}");
+    std::fs::write(&bad, format!("extends = {:?}\n[rollout]\ntemperature = -1.0\n", cfg.display().to_string())).unwrap();
+    let out = deltarl(&runs, &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rollout.temperature") && err.contains("-1"), "{err}");
+    std::fs::write(&bad, "seed = [").unwrap();
+    let out = deltarl(&runs, &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("malformed TOML"));
+    // A run made with one config refuses another unless forced.
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "r", "--iters", "0"]));
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, format!("extends = {:?}\nseed = 2\n", cfg.display().to_string())).unwrap();
+    let out = deltarl(&runs, &["iterate", "--config", other.to_str().unwrap(), "--run", "r", "--iters", "0"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another configuration"));
+    // A second iterate while one holds the lock is refused.
+    let lock = runs.join("r/.lock");
+    let holder = Command::new("sleep").arg("30").spawn().unwrap();
+    std::fs::write(&lock, holder.id().to_string()).unwrap();
+    let out = deltarl(&runs, &["iterate", "--config", c, "--run", "r", "--iters", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let mut holder = holder;
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(err.contains("in use by process"), "{err}");
+    // A corrupted input file is named.
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "r", "--iters", "1"]));
+    let scores = runs.join("r/iter-0001/scores.parquet");
+    let bytes = std::fs::read(&scores).unwrap();
+    std::fs::write(&scores, &bytes[..bytes.len() / 2]).unwrap();
+    let coeffs_before = std::fs::read(runs.join("r/iter-0001/coeffs.parquet")).unwrap();
+    let out = deltarl(&runs, &["stage", "coeffs", "--run", "r", "--iter", "1", "--force"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("scores.parquet"), "{err}");
+    assert_eq!(std::fs::read(runs.join("r/iter-0001/coeffs.parquet")).unwrap(), coeffs_before);
+}
