@@ -6,8 +6,10 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod compare;
 mod generate;
 mod iterate;
+mod report;
 mod stage;
 mod status;
 mod verify;
@@ -40,6 +42,10 @@ pub enum Command {
     Verify(verify::Args),
     /// Benchmarks side by side with a baseline.
     Bench(bench::Args),
+    /// Per-iteration table of one or more runs (printed and written as CSV).
+    Report(report::Args),
+    /// Run variants x seeds and compare final held-out accuracy.
+    Compare(compare::Args),
 }
 
 impl Cli {
@@ -52,6 +58,8 @@ impl Cli {
             Command::Generate(a) => a.run(),
             Command::Verify(a) => a.run(),
             Command::Bench(a) => a.run(),
+            Command::Report(a) => a.run(&self.runs_dir),
+            Command::Compare(a) => a.run(&self.runs_dir),
         }
     }
 }

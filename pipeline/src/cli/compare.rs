@@ -1,0 +1,134 @@
+//! `deltarl compare`: each variant x seed as its own run from one shared warm-started base,
+//! then the final held-out accuracy per variant with a 95 % confidence interval.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use deltarl_schemas::{read_path, EvalRow};
+
+use crate::run::Ctx;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Base configuration; each variant sets only `algorithm` and `seed` over it.
+    #[arg(long, default_value = "configs/tiny-arith.toml")]
+    config: PathBuf,
+    /// Comma-separated algorithms (grpo, dapo, drgrpo, delta).
+    #[arg(long, default_value = "grpo,dapo,delta", value_delimiter = ',')]
+    variants: Vec<String>,
+    /// Seeds per variant (1..=N).
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// Iterations per run.
+    #[arg(long, default_value_t = 20)]
+    iters: u32,
+    /// Name prefix of the runs and of the comparison folder.
+    #[arg(long, default_value = "compare")]
+    name: String,
+}
+
+/// Two-sided 97.5 % Student-t quantiles for 1..=10 degrees of freedom (then normal).
+fn t975(df: usize) -> f64 {
+    const T: [f64; 10] = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228];
+    if df == 0 { f64::NAN } else { T.get(df - 1).copied().unwrap_or(1.96) }
+}
+
+/// Mean and half-width of the 95 % CI of the mean.
+pub fn mean_ci(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len();
+    let mean = xs.iter().sum::<f64>() / n.max(1) as f64;
+    if n < 2 {
+        return (mean, f64::NAN);
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    (mean, t975(n - 1) * (var / n as f64).sqrt())
+}
+
+fn accuracy(path: &Path) -> Result<f64> {
+    let (rows, _) = read_path::<EvalRow>(path)?;
+    Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
+}
+
+impl Args {
+    pub fn run(self, runs: &Path) -> Result<()> {
+        let folder = runs.join(&self.name);
+        std::fs::create_dir_all(folder.join("configs"))?;
+        let base_cfg = self.config.canonicalize().with_context(|| format!("config {}", self.config.display()))?;
+        let mut results: Vec<(String, u64, Vec<Option<f64>>, f64)> = Vec::new();
+        let mut shared_base: Option<PathBuf> = None;
+        for v in &self.variants {
+            if !matches!(v.as_str(), "grpo" | "dapo" | "drgrpo" | "delta") {
+                bail!("unknown variant {v:?} (grpo, dapo, drgrpo, delta)");
+            }
+            for seed in 1..=self.seeds {
+                let name = format!("{}-{v}-s{seed}", self.name);
+                let cfg = folder.join("configs").join(format!("{v}-s{seed}.toml"));
+                let text = format!("extends = {:?}\nalgorithm = {v:?}\nseed = {seed}\n", base_cfg.display().to_string());
+                deltarl_schemas::atomic_write_bytes(&cfg, text.as_bytes())?;
+                let ctx = Ctx::open(&cfg, runs, &name, false)?;
+                // Every run starts from one warm-started base, so runs differ only in the
+                // RL algorithm and seed.
+                if let Some(src) = &shared_base {
+                    if !ctx.run.base().exists() && ctx.cfg.opts.model.source == "tiny" {
+                        copy_dir(src, &ctx.run.base())?;
+                    }
+                }
+                eprintln!("== {name}");
+                ctx.iterate(self.iters.saturating_sub(ctx.next_iteration()? - 1))?;
+                if shared_base.is_none() && ctx.cfg.opts.model.source == "tiny" {
+                    shared_base = Some(ctx.run.base());
+                }
+                ctx.run_stage(self.iters, "eval", false)?;
+                let curve = (1..=self.iters)
+                    .map(|it| {
+                        let p = ctx.run.iter_dir(it).join("eval.parquet");
+                        p.exists().then(|| accuracy(&p).ok()).flatten()
+                    })
+                    .collect();
+                let last = accuracy(&ctx.run.iter_dir(self.iters).join("eval.parquet"))?;
+                results.push((v.clone(), seed, curve, last));
+            }
+        }
+        let base_acc = shared_base
+            .as_ref()
+            .and_then(|b| deltarl_schemas::Manifest::read(&b.join("manifest.json")).ok().flatten())
+            .and_then(|m| m.summary["heldout_greedy_accuracy"].as_f64());
+        let mut table = String::from("| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n|---|---|---|---|---|\n");
+        let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
+        for v in &self.variants {
+            let finals: Vec<f64> = results.iter().filter(|r| &r.0 == v).map(|r| r.3).collect();
+            let (m, ci) = mean_ci(&finals);
+            let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
+            table += &format!("| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n", finals.len(), per.join(", "));
+        }
+        for (v, seed, curve, _) in &results {
+            for (i, a) in curve.iter().enumerate() {
+                if let Some(a) = a {
+                    csv += &format!("{v},{seed},{},{a:.4}\n", i + 1);
+                }
+            }
+        }
+        if let Some(b) = base_acc {
+            table += &format!("\nShared warm-started base: held-out greedy accuracy {b:.3}.\n");
+        }
+        deltarl_schemas::atomic_write_bytes(&folder.join("compare.md"), table.as_bytes())?;
+        deltarl_schemas::atomic_write_bytes(&folder.join("compare.csv"), csv.as_bytes())?;
+        println!("{table}");
+        eprintln!("wrote {0}/compare.md and {0}/compare.csv", folder.display());
+        Ok(())
+    }
+}
+
+fn copy_dir(src: &Path, dst: &Path) -> Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        let to = dst.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to)?;
+        } else {
+            std::fs::copy(e.path(), &to)?;
+        }
+    }
+    Ok(())
+}
