@@ -1,47 +1,53 @@
-//! Evaluation: sample answers to benchmark problems and grade them.
+//! Evaluation: sample answers to benchmark problems, grade them, and summarise as
+//! avg@k, unbiased pass@k and maj@k with bootstrap confidence intervals over problems.
 
 use anyhow::Result;
-use deltarl_model::generate::{generate, Finish, Request};
+use deltarl_model::generate::{generate, Finish, Request, SampleSettings};
 use deltarl_model::Policy;
-use deltarl_schemas::seed::seed_for;
+use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::{EvalRow, FinishReason, PromptRow};
 
-use crate::run::Ctx;
+/// How to sample for evaluation.
+#[derive(Clone, Debug)]
+pub struct EvalSettings {
+    pub template: String,
+    pub samples: u32,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub max_new_tokens: usize,
+    pub stop: Vec<String>,
+    pub max_batch_rows: usize,
+    pub seed: u64,
+    pub iter: u32,
+}
 
 /// Generates `samples` answers per problem and grades them (strict extraction).
-pub fn evaluate(
-    ctx: &Ctx,
-    policy: &Policy,
-    bench: &str,
-    prompts: &[PromptRow],
-    samples: u32,
-    temperature: f64,
-    iter: u32,
-) -> Result<Vec<EvalRow>> {
-    let o = &ctx.cfg.opts;
+pub fn evaluate(policy: &Policy, bench: &str, prompts: &[PromptRow], s: &EvalSettings) -> Result<Vec<EvalRow>> {
     let mut reqs = Vec::with_capacity(prompts.len());
     for p in prompts {
-        let text = deltarl_rollout::render(&o.data.template, &p.problem);
+        let text = deltarl_rollout::render(&s.template, &p.problem);
         reqs.push(Request {
             prompt_ids: policy.tokenizer.encode(&text)?,
-            seeds: (0..samples).map(|k| seed_for(o.seed, iter, "eval", &p.id, k)).collect(),
+            seeds: (0..s.samples).map(|k| seed_for(s.seed, s.iter, "eval", &p.id, k)).collect(),
         });
     }
     let mut eos = policy.model.config.eos_ids();
-    if let Some(id) = policy.tokenizer.token_id("<eos>") {
-        eos.push(id);
+    for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
+        if let Some(id) = policy.tokenizer.token_id(t) {
+            eos.push(id);
+        }
     }
-    let s = deltarl_model::generate::SampleSettings {
-        temperature,
-        top_p: 1.0,
+    let sampling = SampleSettings {
+        temperature: s.temperature,
+        top_p: s.top_p,
         top_k: 0,
-        max_new_tokens: o.rollout.max_new_tokens,
+        max_new_tokens: s.max_new_tokens,
         eos_ids: eos,
-        stop_strings: o.rollout.stop.clone(),
-        max_batch_rows: o.rollout.max_batch_rows,
+        stop_strings: s.stop.clone(),
+        max_batch_rows: s.max_batch_rows,
         use_cache: true,
     };
-    let out = generate(&policy.model, &policy.tokenizer, &reqs, &s, &mut |_, _| {})?;
+    let out = generate(&policy.model, &policy.tokenizer, &reqs, &sampling, &mut |_, _| {})?;
     let opts = deltarl_verify::ExtractOptions::default();
     let mut rows = Vec::new();
     for (p, group) in prompts.iter().zip(out) {
@@ -63,4 +69,134 @@ pub fn evaluate(
         }
     }
     Ok(rows)
+}
+
+/// Unbiased pass@k from `n` samples with `c` correct: `1 - C(n - c, k) / C(n, k)`.
+pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
+    if k == 0 || k > n {
+        return f64::NAN;
+    }
+    if n - c < k {
+        return 1.0;
+    }
+    // prod_{i = n-c+1}^{n} (1 - k / i), the numerically stable form.
+    1.0 - ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product::<f64>()
+}
+
+/// Per-problem samples: (correct, extracted answer).
+pub type Problem = Vec<(bool, Option<String>)>;
+
+/// Majority vote: the most common extracted answer (grouped by equivalence, ties to the
+/// earliest) is graded; no answer counts as wrong.
+pub fn majority_correct(samples: &Problem) -> bool {
+    let mut groups: Vec<(String, usize, bool)> = Vec::new();
+    for (correct, ans) in samples {
+        let Some(a) = ans else { continue };
+        match groups.iter_mut().find(|g| deltarl_verify::equivalent(&g.0, a)) {
+            Some(g) => g.1 += 1,
+            None => groups.push((a.clone(), 1, *correct)),
+        }
+    }
+    let mut best: Option<&(String, usize, bool)> = None;
+    for g in &groups {
+        if best.is_none_or(|b| g.1 > b.1) {
+            best = Some(g);
+        }
+    }
+    best.is_some_and(|g| g.2)
+}
+
+/// A metric's mean over problems and its bootstrap 95 % interval.
+#[derive(Clone, Copy, Debug)]
+pub struct Estimate {
+    pub mean: f64,
+    pub lo: f64,
+    pub hi: f64,
+}
+
+/// Mean of per-problem scores with a seeded percentile bootstrap over problems.
+pub fn bootstrap(scores: &[f64], seed: u64) -> Estimate {
+    let n = scores.len();
+    let mean = scores.iter().sum::<f64>() / n.max(1) as f64;
+    if n == 0 {
+        return Estimate { mean: f64::NAN, lo: f64::NAN, hi: f64::NAN };
+    }
+    let mut rng = Rng::new(seed);
+    let mut means: Vec<f64> = (0..1000)
+        .map(|_| (0..n).map(|_| scores[rng.below(n as u64) as usize]).sum::<f64>() / n as f64)
+        .collect();
+    means.sort_by(f64::total_cmp);
+    Estimate { mean, lo: means[25], hi: means[974] }
+}
+
+/// The summary of one benchmark.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub benchmark: String,
+    pub problems: usize,
+    pub k: usize,
+    pub avg: Estimate,
+    pub pass: Estimate,
+    pub maj: Estimate,
+    pub mean_len: f64,
+    pub truncated: f64,
+}
+
+/// Summarises the rows of one benchmark.
+pub fn summarize(bench: &str, rows: &[EvalRow]) -> Summary {
+    let mut by: std::collections::BTreeMap<&str, Problem> = Default::default();
+    for r in rows {
+        by.entry(r.problem_id.as_str()).or_default().push((r.correct, r.extracted.clone()));
+    }
+    let k = by.values().map(Vec::len).min().unwrap_or(0);
+    let avg: Vec<f64> = by.values().map(|p| p.iter().filter(|s| s.0).count() as f64 / p.len().max(1) as f64).collect();
+    let pass: Vec<f64> = by.values().map(|p| pass_at_k(p.len(), p.iter().filter(|s| s.0).count(), k)).collect();
+    let maj: Vec<f64> = by.values().map(|p| f64::from(u8::from(majority_correct(p)))).collect();
+    let n = rows.len().max(1) as f64;
+    Summary {
+        benchmark: bench.to_string(),
+        problems: by.len(),
+        k,
+        avg: bootstrap(&avg, 1),
+        pass: bootstrap(&pass, 2),
+        maj: bootstrap(&maj, 3),
+        mean_len: rows.iter().map(|r| f64::from(r.response_len)).sum::<f64>() / n,
+        truncated: rows.iter().filter(|r| r.finish_reason == FinishReason::Length).count() as f64 / n,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_at_k_by_hand() {
+        // n = 4, c = 1: pass@1 = 1/4; pass@2 = 1 - C(3,2)/C(4,2) = 1 - 3/6 = 1/2.
+        assert!((pass_at_k(4, 1, 1) - 0.25).abs() < 1e-12);
+        assert!((pass_at_k(4, 1, 2) - 0.5).abs() < 1e-12);
+        // n = 5, c = 2, k = 3: 1 - C(3,3)/C(5,3) = 1 - 1/10.
+        assert!((pass_at_k(5, 2, 3) - 0.9).abs() < 1e-12);
+        assert_eq!(pass_at_k(4, 0, 2), 0.0);
+        assert_eq!(pass_at_k(4, 3, 2), 1.0);
+    }
+
+    #[test]
+    fn majority_groups_equivalent_answers() {
+        let p = vec![
+            (false, Some("3".to_string())),
+            (true, Some("\\frac{1}{2}".to_string())),
+            (true, Some("0.5".to_string())),
+            (false, None),
+        ];
+        assert!(majority_correct(&p));
+        let q = vec![(false, Some("3".to_string())), (false, Some("3".to_string())), (true, Some("2".to_string()))];
+        assert!(!majority_correct(&q));
+    }
+
+    #[test]
+    fn bootstrap_brackets_the_mean() {
+        let xs: Vec<f64> = (0..100).map(|i| f64::from(u8::from(i % 3 == 0))).collect();
+        let e = bootstrap(&xs, 7);
+        assert!(e.lo < e.mean && e.mean < e.hi && e.hi - e.lo < 0.25, "{e:?}");
+    }
 }

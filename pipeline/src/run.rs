@@ -552,10 +552,26 @@ impl Ctx {
         } else {
             bail!("the eval stage needs data.source = tiny-arith (use `deltarl eval --bench` for files)");
         };
-        let rows = crate::eval::evaluate(self, &policy, "tiny-arith-test", &prompts, o.eval.samples, o.eval.temperature, iter)?;
+        let rows = crate::eval::evaluate(&policy, "tiny-arith-test", &prompts, &self.eval_settings(iter))?;
         deltarl_schemas::write_path(&self.file(iter, "eval"), &rows, &self.meta("eval"))?;
         let acc = rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64;
         Ok((rows.len(), json!({"accuracy": acc}), Vec::new()))
+    }
+
+    /// Evaluation sampling for iteration `iter` (0 = the base).
+    pub fn eval_settings(&self, iter: u32) -> crate::eval::EvalSettings {
+        let o = &self.cfg.opts;
+        crate::eval::EvalSettings {
+            template: o.data.template.clone(),
+            samples: o.eval.samples,
+            temperature: o.eval.temperature,
+            top_p: 1.0,
+            max_new_tokens: o.rollout.max_new_tokens,
+            stop: o.rollout.stop.clone(),
+            max_batch_rows: o.rollout.max_batch_rows,
+            seed: o.seed,
+            iter,
+        }
     }
 
     /// The first iteration that is not complete (1 when there is none).

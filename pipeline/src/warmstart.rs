@@ -57,7 +57,10 @@ pub fn ensure_base(ctx: &Ctx) -> Result<()> {
 /// Greedy and sampled accuracy on held-out problems.
 pub fn held_out_accuracy(ctx: &Ctx, policy: &deltarl_model::Policy, n: usize, temperature: f64) -> Result<f64> {
     let prompts = crate::data::tiny_test_prompts(n);
-    let rows = crate::eval::evaluate(ctx, policy, "tiny-arith-test", &prompts, 1, temperature, 0)?;
+    let mut s = ctx.eval_settings(0);
+    s.samples = 1;
+    s.temperature = temperature;
+    let rows = crate::eval::evaluate(policy, "tiny-arith-test", &prompts, &s)?;
     Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
 }
 

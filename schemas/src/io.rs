@@ -159,8 +159,12 @@ fn canonical_type(expected: &DataType, found: &DataType) -> DataType {
     }
 }
 
-fn check_columns<T: Table>(file: &str, schema: &Schema) -> Result<()> {
+fn check_columns<T: Table>(file: &str, schema: &Schema, strict: bool) -> Result<()> {
     for field in T::fields(0) {
+        // Files from other tools may leave out optional columns (read as nulls).
+        if !strict && field.is_nullable() && schema.field_with_name(field.name()).is_err() {
+            continue;
+        }
         let found = schema
             .field_with_name(field.name())
             .map_err(|_| Error::MissingColumn {
@@ -184,6 +188,11 @@ fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Result<RecordBa
     let mut fields = Vec::new();
     let mut cols: Vec<ArrayRef> = Vec::new();
     for field in T::fields(0) {
+        if field.is_nullable() && batch.column_by_name(field.name()).is_none() {
+            fields.push(Field::new(field.name(), field.data_type().clone(), true));
+            cols.push(arrow::array::new_null_array(field.data_type(), batch.num_rows()));
+            continue;
+        }
         let col = batch
             .column_by_name(field.name())
             .ok_or_else(|| Error::MissingColumn {
@@ -227,7 +236,7 @@ fn read_impl<T: Table>(data: Bytes, file: &str, versioned: bool) -> Result<(Vec<
     if versioned {
         check_version(file, version)?;
     }
-    check_columns::<T>(file, builder.schema())?;
+    check_columns::<T>(file, builder.schema(), versioned)?;
     let reader = builder.build().map_err(perr)?;
     let mut rows = Vec::new();
     for batch in reader {

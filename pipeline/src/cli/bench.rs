@@ -32,6 +32,8 @@ enum What {
         #[arg(long, default_value_t = 128)]
         dim: usize,
     },
+    /// Verifications per second on the agreement case table vs HF math-verify.
+    Verify,
     /// Generation tokens/s vs transformers' generate and our decoder without KV cache.
     Rollout {
         /// Model folder (e.g. runs/tiny-arith/base).
@@ -124,6 +126,44 @@ impl Args {
                 println!("  deltarl  {ours:>9.4} s  ({:.2} M tokens/s)", tokens as f64 / ours / 1e6);
                 println!("  numpy    {numpy:>9.4} s  ({:.2} M tokens/s)", tokens as f64 / numpy / 1e6);
                 println!("  speed-up {:.2}x", numpy / ours);
+            }
+            What::Verify => {
+                let path = script("../stages/verify/tests/cases.jsonl");
+                let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+                let cases: Vec<(String, String, bool)> = text
+                    .lines()
+                    .map(|l| {
+                        let v: serde_json::Value = serde_json::from_str(l)?;
+                        Ok((
+                            v["pred"].as_str().unwrap_or_default().to_string(),
+                            v["gold"].as_str().unwrap_or_default().to_string(),
+                            v["expected"].as_bool().unwrap_or(false),
+                        ))
+                    })
+                    .collect::<Result<_>>()?;
+                let agree = cases.iter().filter(|(p, g, e)| deltarl_verify::verify(p, g) == *e).count();
+                // Single-threaded, like the Python baseline; the score stage adds rayon.
+                let ours = median(
+                    (0..reps)
+                        .map(|_| {
+                            let t = Instant::now();
+                            for (p, g, _) in &cases {
+                                std::hint::black_box(deltarl_verify::verify(p, g));
+                            }
+                            t.elapsed().as_secs_f64()
+                        })
+                        .collect(),
+                );
+                let theirs = run_python(&[
+                    script("../stages/verify/tests/bench_math_verify.py").display().to_string(),
+                    path.display().to_string(),
+                    reps.to_string(),
+                ])?;
+                let n = cases.len() as f64;
+                println!("verify: {} cases, one thread, median of {reps}", cases.len());
+                println!("  deltarl      {:>12.0} verifications/s  (agreement with math-verify {agree}/{})", n / ours, cases.len());
+                println!("  math-verify  {:>12.0} verifications/s", n / theirs);
+                println!("  speed-up {:.1}x", theirs / ours);
             }
             What::Rollout { model, batch, prompt_len, new_tokens } => {
                 let policy = deltarl_model::load(&model, tch::Device::Cpu, deltarl_model::Dtype::F32)?;

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod compare;
+mod eval;
 mod generate;
 mod iterate;
 mod report;
@@ -42,6 +43,8 @@ pub enum Command {
     Verify(verify::Args),
     /// Benchmarks side by side with a baseline.
     Bench(bench::Args),
+    /// Evaluate a model on benchmark files: avg@k, pass@k, maj@k with 95 % intervals.
+    Eval(eval::Args),
     /// Per-iteration table of one or more runs (printed and written as CSV).
     Report(report::Args),
     /// Run variants x seeds and compare final held-out accuracy.
@@ -58,6 +61,7 @@ impl Cli {
             Command::Generate(a) => a.run(),
             Command::Verify(a) => a.run(),
             Command::Bench(a) => a.run(),
+            Command::Eval(a) => a.run(),
             Command::Report(a) => a.run(&self.runs_dir),
             Command::Compare(a) => a.run(&self.runs_dir),
         }

@@ -2,7 +2,7 @@
 //! products, variables). Expressions are compared by evaluation at several points.
 
 /// Values assigned to free variables, one per evaluation point.
-const POINTS: [f64; 3] = [0.713_527, 1.391_876, 2.618_034];
+const POINTS: [f64; 3] = [0.313_527, 0.571_876, 1.138_034];
 const MAX_DEPTH: usize = 64;
 const MAX_STEPS: usize = 20_000;
 
@@ -151,9 +151,9 @@ impl Parser<'_> {
                 if c == b'e' {
                     return Some(std::f64::consts::E);
                 }
-                // Each distinct variable gets a different, irrational-looking value.
+                // Each distinct letter gets its own value (upper and lower case differ).
                 self.vars += 1;
-                Some(self.x * (1.0 + f64::from(c - b'a') * 0.137))
+                Some(self.x * (0.5 + f64::from((u32::from(c) * 37) % 17) * 0.03))
             }
             _ => None,
         }

@@ -7,6 +7,20 @@
 //!   tuples / intervals / sets element-wise, equations by their right-hand side, and
 //!   everything else as expressions evaluated numerically, or as normalised strings.
 //!
+//! # Agreement with HF math-verify
+//!
+//! `tests/cases.jsonl` (436 cases from the answer styles of math500, aime24/25, amc23,
+//! minerva_math, olympiadbench and gsm8k, made and labelled by `tests/make_cases.py`)
+//! agrees with math-verify on 435 of 436 (99.8 %). The one deliberate disagreement:
+//!
+//! | gold | prediction | math-verify | ours | why |
+//! |---|---|---|---|---|
+//! | `5.3e3` | `\boxed{5 . 3 e 3}` | false | true | LaTeX ignores spaces; `5 . 3 e 3` typesets as `5.3e3` |
+//!
+//! Digits separated only by spaces (`1 3`) are never joined into one number, as
+//! math-verify does not either. Every gold answer of the seven benchmark files verifies
+//! against itself when boxed (`tests/agreement.rs`).
+//!
 //! Every call is bounded: inputs over [`MAX_INPUT`] bytes and numbers over
 //! [`MAX_DIGITS`] digits are "not equal"; the expression evaluator has a step budget. No
 //! global state, so it is safe on any thread.

@@ -157,7 +157,24 @@ pub fn normalize(s: &str) -> String {
             t = unwrap_command(&t, cmd, true);
         }
     }
-    t.retain(|c| !c.is_whitespace());
+    // Digits separated only by spaces are not one number ("1 3" is not 13): keep a mark.
+    let chars: Vec<char> = t.chars().collect();
+    let mut spaced = String::with_capacity(t.len());
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_whitespace() {
+            let prev = chars[..i].iter().rev().find(|c| !c.is_whitespace());
+            let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+            if prev.is_some_and(char::is_ascii_digit)
+                && next.is_some_and(char::is_ascii_digit)
+                && !spaced.ends_with('#')
+            {
+                spaced.push('#');
+            }
+        } else {
+            spaced.push(c);
+        }
+    }
+    let mut t = spaced;
     // "x \in [1, 2]" -> "[1, 2]".
     if let Some(pos) = t.find("\\in") {
         if !t[pos + 3..].starts_with(|c: char| c.is_ascii_alphabetic()) {

@@ -1,0 +1,92 @@
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::eval::{evaluate, summarize, EvalSettings};
+
+/// The DelTA prompt template (DESIGN.md 1.4).
+pub const DELTA_TEMPLATE: &str =
+    "User:\n{question}\nPlease reason step by step, and put your final answer within \\boxed{}.\n\nAssistant:\n";
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Hugging Face model folder.
+    #[arg(long)]
+    model: PathBuf,
+    /// Benchmark files (JSONL or Parquet, simple or verl layout); repeat for several.
+    #[arg(long = "bench", required = true)]
+    benches: Vec<PathBuf>,
+    /// Samples per problem.
+    #[arg(long, default_value_t = 1)]
+    k: u32,
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    #[arg(long, default_value_t = 1024)]
+    max_new_tokens: usize,
+    /// Prompt template with `{question}` (default: the DelTA template).
+    #[arg(long)]
+    template: Option<String>,
+    /// Only the first N problems of each benchmark.
+    #[arg(long)]
+    limit: Option<usize>,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Rows decoded together at most.
+    #[arg(long, default_value_t = 256)]
+    max_batch_rows: usize,
+    /// Write every sample's verdict here (eval.parquet layout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+fn ci(e: crate::eval::Estimate) -> String {
+    format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi)
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let policy = deltarl_model::load(&self.model, deltarl_model::default_device(), deltarl_model::Dtype::F32)
+            .with_context(|| format!("cannot load {}", self.model.display()))?;
+        let s = EvalSettings {
+            template: self.template.clone().unwrap_or_else(|| DELTA_TEMPLATE.to_string()),
+            samples: self.k,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            max_new_tokens: self.max_new_tokens,
+            stop: Vec::new(),
+            max_batch_rows: self.max_batch_rows,
+            seed: self.seed,
+            iter: 0,
+        };
+        let mut all = Vec::new();
+        println!(
+            "{:<16} {:>8} {:>3}  {:<24} {:<24} {:<24} {:>8} {:>9}",
+            "benchmark", "problems", "k", "avg@k [95% CI]", "pass@k [95% CI]", "maj@k [95% CI]", "mean len", "truncated"
+        );
+        for path in &self.benches {
+            let mut prompts = crate::data::read_prompt_file(path)?;
+            if let Some(n) = self.limit {
+                prompts.truncate(n);
+            }
+            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let rows = evaluate(&policy, &name, &prompts, &s)?;
+            let m = summarize(&name, &rows);
+            println!(
+                "{:<16} {:>8} {:>3}  {:<24} {:<24} {:<24} {:>8.1} {:>8.1}%",
+                m.benchmark, m.problems, m.k, ci(m.avg), ci(m.pass), ci(m.maj), m.mean_len, 100.0 * m.truncated
+            );
+            all.extend(rows);
+        }
+        if let Some(out) = self.out {
+            let meta = deltarl_schemas::FileMeta::new("eval", "")
+                .with("model", self.model.display().to_string())
+                .with("k", self.k.to_string())
+                .with("temperature", self.temperature.to_string());
+            deltarl_schemas::write_path(&out, &all, &meta)?;
+        }
+        Ok(())
+    }
+}
