@@ -65,7 +65,10 @@ impl Problem {
         };
         let p = (i64::from(self.b * self.c) + off(0)).max(0);
         let s = (i64::from(self.a) + p + off(1)).max(0);
-        format!("{}*{}={p} {}+{p}={s} \\boxed{{{s}}}", self.b, self.c, self.a)
+        format!(
+            "{}*{}={p} {}+{p}={s} \\boxed{{{s}}}",
+            self.b, self.c, self.a
+        )
     }
 
     /// The stable id of this problem.
@@ -83,7 +86,7 @@ pub enum Split {
 
 /// Held-out problems are those whose id hashes into the lowest 10 %.
 pub fn split_of(p: &Problem) -> Split {
-    if hash_str(&p.id()) % 10 == 0 {
+    if hash_str(&p.id()).is_multiple_of(10) {
         Split::Test
     } else {
         Split::Train

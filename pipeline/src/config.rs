@@ -255,8 +255,8 @@ fn read_table(path: &Path, depth: usize) -> Result<toml::Table> {
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config {}", path.display()))?;
-    let mut table: toml::Table = toml::from_str(&text)
-        .with_context(|| format!("{}: malformed TOML", path.display()))?;
+    let mut table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("{}: malformed TOML", path.display()))?;
     if let Some(parent) = table.remove("extends") {
         let Some(rel) = parent.as_str() else {
             bail!("{}: `extends` must be a string", path.display());
@@ -340,25 +340,96 @@ impl Resolved {
                 scope: o.coeffs.scope,
             }),
         };
-        deltarl_coeffs::Settings::new(estimator).map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;
+        deltarl_coeffs::Settings::new(estimator)
+            .map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;
         let r = &o.rollout;
-        check(r.prompts_per_iter > 0, "rollout.prompts_per_iter", r.prompts_per_iter, "must be positive")?;
-        check(r.samples_per_prompt > 0, "rollout.samples_per_prompt", r.samples_per_prompt, "must be positive")?;
-        check(r.max_new_tokens > 0, "rollout.max_new_tokens", r.max_new_tokens, "must be positive")?;
-        check(r.temperature >= 0.0 && r.temperature.is_finite(), "rollout.temperature", r.temperature, "must be >= 0")?;
-        check(r.top_p > 0.0 && r.top_p <= 1.0, "rollout.top_p", r.top_p, "must be in (0, 1]")?;
-        check(r.max_batch_rows > 0, "rollout.max_batch_rows", r.max_batch_rows, "must be positive")?;
+        check(
+            r.prompts_per_iter > 0,
+            "rollout.prompts_per_iter",
+            r.prompts_per_iter,
+            "must be positive",
+        )?;
+        check(
+            r.samples_per_prompt > 0,
+            "rollout.samples_per_prompt",
+            r.samples_per_prompt,
+            "must be positive",
+        )?;
+        check(
+            r.max_new_tokens > 0,
+            "rollout.max_new_tokens",
+            r.max_new_tokens,
+            "must be positive",
+        )?;
+        check(
+            r.temperature >= 0.0 && r.temperature.is_finite(),
+            "rollout.temperature",
+            r.temperature,
+            "must be >= 0",
+        )?;
+        check(
+            r.top_p > 0.0 && r.top_p <= 1.0,
+            "rollout.top_p",
+            r.top_p,
+            "must be in (0, 1]",
+        )?;
+        check(
+            r.max_batch_rows > 0,
+            "rollout.max_batch_rows",
+            r.max_batch_rows,
+            "must be positive",
+        )?;
         let u = &o.update;
-        check(u.lr > 0.0 && u.lr.is_finite(), "update.lr", u.lr, "must be positive")?;
-        check((0.0..1.0).contains(&u.eps_low), "update.eps_low", u.eps_low, "must be in [0, 1)")?;
+        check(
+            u.lr > 0.0 && u.lr.is_finite(),
+            "update.lr",
+            u.lr,
+            "must be positive",
+        )?;
+        check(
+            (0.0..1.0).contains(&u.eps_low),
+            "update.eps_low",
+            u.eps_low,
+            "must be in [0, 1)",
+        )?;
         check(eps_high >= 0.0, "update.eps_high", eps_high, "must be >= 0")?;
-        check(u.dual_clip == 0.0 || u.dual_clip > 1.0, "update.dual_clip", u.dual_clip, "must be 0 (off) or > 1")?;
-        check(u.weight_decay >= 0.0, "update.weight_decay", u.weight_decay, "must be >= 0")?;
-        check(u.optimizer_steps > 0, "update.optimizer_steps", u.optimizer_steps, "must be positive")?;
-        check(u.micro_batch_rows > 0, "update.micro_batch_rows", u.micro_batch_rows, "must be positive")?;
-        check(u.grad_clip >= 0.0, "update.grad_clip", u.grad_clip, "must be >= 0")?;
+        check(
+            u.dual_clip == 0.0 || u.dual_clip > 1.0,
+            "update.dual_clip",
+            u.dual_clip,
+            "must be 0 (off) or > 1",
+        )?;
+        check(
+            u.weight_decay >= 0.0,
+            "update.weight_decay",
+            u.weight_decay,
+            "must be >= 0",
+        )?;
+        check(
+            u.optimizer_steps > 0,
+            "update.optimizer_steps",
+            u.optimizer_steps,
+            "must be positive",
+        )?;
+        check(
+            u.micro_batch_rows > 0,
+            "update.micro_batch_rows",
+            u.micro_batch_rows,
+            "must be positive",
+        )?;
+        check(
+            u.grad_clip >= 0.0,
+            "update.grad_clip",
+            u.grad_clip,
+            "must be >= 0",
+        )?;
         let s = &o.score;
-        check(s.overlong_buffer < r.max_new_tokens, "score.overlong_buffer", s.overlong_buffer, "must be smaller than rollout.max_new_tokens")?;
+        check(
+            s.overlong_buffer < r.max_new_tokens,
+            "score.overlong_buffer",
+            s.overlong_buffer,
+            "must be smaller than rollout.max_new_tokens",
+        )?;
         for f in &s.extract_fallbacks {
             check(
                 matches!(f.as_str(), "answer-is" | "hashes" | "last-number"),
@@ -367,12 +438,37 @@ impl Resolved {
                 "each must be answer-is, hashes or last-number",
             )?;
         }
-        check(o.features.chunk_rows > 0, "features.chunk_rows", o.features.chunk_rows, "must be positive")?;
-        check(o.data.template.contains("{question}"), "data.template", format!("{:?}", o.data.template), "must contain {question}")?;
+        check(
+            o.features.chunk_rows > 0,
+            "features.chunk_rows",
+            o.features.chunk_rows,
+            "must be positive",
+        )?;
+        check(
+            o.data.template.contains("{question}"),
+            "data.template",
+            format!("{:?}", o.data.template),
+            "must contain {question}",
+        )?;
         let w = &o.warmstart;
-        check((0.0..=1.0).contains(&w.wrong_frac), "warmstart.wrong_frac", w.wrong_frac, "must be in [0, 1]")?;
-        check(w.batch_size > 0, "warmstart.batch_size", w.batch_size, "must be positive")?;
-        check(o.eval.samples > 0, "eval.samples", o.eval.samples, "must be positive")?;
+        check(
+            (0.0..=1.0).contains(&w.wrong_frac),
+            "warmstart.wrong_frac",
+            w.wrong_frac,
+            "must be in [0, 1]",
+        )?;
+        check(
+            w.batch_size > 0,
+            "warmstart.batch_size",
+            w.batch_size,
+            "must be positive",
+        )?;
+        check(
+            o.eval.samples > 0,
+            "eval.samples",
+            o.eval.samples,
+            "must be positive",
+        )?;
         Ok(Resolved {
             advantage,
             overlong_penalty,

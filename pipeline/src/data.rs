@@ -16,7 +16,11 @@ const TINY_TEST_SEED: u64 = 7;
 /// Loads the training prompts named by `data.source`.
 pub fn load_prompts(source: &str, train_size: usize) -> Result<Vec<PromptRow>> {
     if source == "tiny-arith" {
-        return Ok(prompt_rows(&problems(Split::Train, train_size, TINY_DATA_SEED)));
+        return Ok(prompt_rows(&problems(
+            Split::Train,
+            train_size,
+            TINY_DATA_SEED,
+        )));
     }
     read_prompt_file(Path::new(source))
 }
@@ -41,7 +45,8 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRow>> {
     if path.extension().is_some_and(|e| e == "parquet") {
         return read_prompt_parquet(path);
     }
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read prompts {name}"))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read prompts {name}"))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -93,6 +98,159 @@ pub fn draw(prompts: &[PromptRow], per_iter: usize, seed: u64, iter: u32) -> Vec
     out
 }
 
+/// Parquet prompts: the simple layout (`id`, `problem`, `answer`) or verl's RL layout
+/// (`prompt` as a list of `{role, content}`, `reward_model.ground_truth`, `data_source`,
+/// `extra_info.index`), detected from the columns.
+pub fn read_prompt_parquet(path: &Path) -> Result<Vec<PromptRow>> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open prompts {name}"))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
+        .with_context(|| format!("{name}: not a readable Parquet file"))?;
+    let schema = builder.schema().clone();
+    let has = |c: &str| schema.field_with_name(c).is_ok();
+    if has("problem") || has("id") {
+        return deltarl_schemas::read_foreign_path::<PromptRow>(path).map_err(Into::into);
+    }
+    if !(has("prompt") && has("reward_model")) {
+        bail!(
+            "{name}: neither the simple layout (id, problem, answer) nor verl's (prompt, \
+             reward_model.ground_truth): missing field `{}`",
+            if has("prompt") {
+                "reward_model"
+            } else {
+                "prompt"
+            }
+        );
+    }
+    let mut out = Vec::new();
+    for batch in builder.build()? {
+        let batch = batch.with_context(|| format!("{name}: cannot decode"))?;
+        verl_rows(&name, &batch, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn strings(name: &str, field: &str, a: &arrow::array::ArrayRef) -> Result<Vec<Option<String>>> {
+    use arrow::array::{Array, StringArray};
+    use arrow::datatypes::DataType;
+    let c = arrow::compute::cast(a, &DataType::Utf8)
+        .with_context(|| format!("{name}: field `{field}` ({}) is not text", a.data_type()))?;
+    let s = c
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .with_context(|| format!("{name}: field `{field}` is not text"))?;
+    Ok((0..s.len())
+        .map(|i| s.is_valid(i).then(|| s.value(i).to_string()))
+        .collect())
+}
+
+fn struct_field(
+    name: &str,
+    col: &arrow::array::ArrayRef,
+    parent: &str,
+    field: &str,
+) -> Result<arrow::array::ArrayRef> {
+    use arrow::array::StructArray;
+    let st = col
+        .as_any()
+        .downcast_ref::<StructArray>()
+        .with_context(|| {
+            format!(
+                "{name}: field `{parent}` is {}, expected a struct",
+                col.data_type()
+            )
+        })?;
+    st.column_by_name(field)
+        .cloned()
+        .with_context(|| format!("{name}: missing field `{parent}.{field}`"))
+}
+
+fn verl_rows(
+    name: &str,
+    batch: &arrow::record_batch::RecordBatch,
+    out: &mut Vec<PromptRow>,
+) -> Result<()> {
+    use arrow::array::{Array, LargeListArray, ListArray};
+    let n = batch.num_rows();
+    let col = |c: &str| batch.column_by_name(c).cloned();
+    let prompt = col("prompt").with_context(|| format!("{name}: missing field `prompt`"))?;
+    // Offsets and flattened messages of the `prompt` list, whatever its offset width.
+    let (offsets, messages): (Vec<usize>, arrow::array::ArrayRef) =
+        if let Some(l) = prompt.as_any().downcast_ref::<ListArray>() {
+            (
+                l.value_offsets().iter().map(|&o| o as usize).collect(),
+                l.values().clone(),
+            )
+        } else if let Some(l) = prompt.as_any().downcast_ref::<LargeListArray>() {
+            (
+                l.value_offsets().iter().map(|&o| o as usize).collect(),
+                l.values().clone(),
+            )
+        } else {
+            bail!(
+                "{name}: field `prompt` is {}, expected a list of {{role, content}}",
+                prompt.data_type()
+            );
+        };
+    let roles = strings(
+        name,
+        "prompt.role",
+        &struct_field(name, &messages, "prompt", "role")?,
+    )?;
+    let contents = strings(
+        name,
+        "prompt.content",
+        &struct_field(name, &messages, "prompt", "content")?,
+    )?;
+    let rm =
+        col("reward_model").with_context(|| format!("{name}: missing field `reward_model`"))?;
+    let gold = strings(
+        name,
+        "reward_model.ground_truth",
+        &struct_field(name, &rm, "reward_model", "ground_truth")?,
+    )?;
+    let source = match col("data_source") {
+        Some(c) => strings(name, "data_source", &c)?,
+        None => vec![None; n],
+    };
+    let index = match col("extra_info") {
+        Some(c) => match struct_field(name, &c, "extra_info", "index") {
+            Ok(i) => strings(name, "extra_info.index", &i)?,
+            Err(_) => vec![None; n],
+        },
+        None => vec![None; n],
+    };
+    for i in 0..n {
+        let (lo, hi) = (offsets[i], offsets[i + 1]);
+        // The question is the last user message (verl prompts may carry a system turn).
+        let question = (lo..hi)
+            .rev()
+            .find(|&m| roles[m].as_deref() == Some("user"))
+            .or((lo < hi).then(|| hi - 1))
+            .and_then(|m| contents[m].clone())
+            .with_context(|| format!("{name}: row {}: `prompt` has no message", out.len()))?;
+        let answer = gold[i].clone().with_context(|| {
+            format!(
+                "{name}: row {}: null `reward_model.ground_truth`",
+                out.len()
+            )
+        })?;
+        let id = match (&source[i], &index[i]) {
+            (Some(s), Some(k)) => format!("{s}-{k}"),
+            (None, Some(k)) => k.clone(),
+            _ => format!("row-{}", out.len()),
+        };
+        out.push(PromptRow {
+            id,
+            problem: question,
+            answer,
+            data_source: source[i].clone(),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,7 +272,11 @@ mod tests {
     #[test]
     fn reads_simple_and_verl_parquet_written_by_polars() {
         let dir = tempfile::tempdir().unwrap();
-        let (simple, verl, bad) = (dir.path().join("s.parquet"), dir.path().join("v.parquet"), dir.path().join("b.parquet"));
+        let (simple, verl, bad) = (
+            dir.path().join("s.parquet"),
+            dir.path().join("v.parquet"),
+            dir.path().join("b.parquet"),
+        );
         let script = r#"
 import sys, polars as pl
 s, v, b = sys.argv[1:4]
@@ -129,127 +291,49 @@ pl.DataFrame({
 pl.DataFrame({"prompt": [[{"role": "user", "content": "x"}]]}).write_parquet(b)
 "#;
         let py = std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into());
-        let out = std::process::Command::new(py).arg("-c").arg(script).arg(&simple).arg(&verl).arg(&bad).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = std::process::Command::new(py)
+            .arg("-c")
+            .arg(script)
+            .arg(&simple)
+            .arg(&verl)
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let s = read_prompt_file(&simple).unwrap();
         assert_eq!((s[1].id.as_str(), s[1].answer.as_str()), ("b", "4"));
         let v = read_prompt_file(&verl).unwrap();
         assert_eq!(v.len(), 2);
-        assert_eq!((v[0].id.as_str(), v[0].problem.as_str(), v[0].answer.as_str()), ("gsm8k-0", "1+1?", "2"));
+        assert_eq!(
+            (
+                v[0].id.as_str(),
+                v[0].problem.as_str(),
+                v[0].answer.as_str()
+            ),
+            ("gsm8k-0", "1+1?", "2")
+        );
         assert_eq!(v[1].answer, "5");
         let err = format!("{:#}", read_prompt_file(&bad).unwrap_err());
-        assert!(err.contains("b.parquet") && err.contains("reward_model"), "{err}");
+        assert!(
+            err.contains("b.parquet") && err.contains("reward_model"),
+            "{err}"
+        );
     }
 
     #[test]
     fn jsonl_errors_name_line_and_field() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.jsonl");
-        std::fs::write(&p, "{\"id\": 1, \"problem\": \"a\", \"answer\": \"2\"}\n{\"id\": 2, \"problem\": \"b\"}\n").unwrap();
+        std::fs::write(
+            &p,
+            "{\"id\": 1, \"problem\": \"a\", \"answer\": \"2\"}\n{\"id\": 2, \"problem\": \"b\"}\n",
+        )
+        .unwrap();
         let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
         assert!(err.contains("x.jsonl:2: missing field `answer`"), "{err}");
     }
-}
-
-/// Parquet prompts: the simple layout (`id`, `problem`, `answer`) or verl's RL layout
-/// (`prompt` as a list of `{role, content}`, `reward_model.ground_truth`, `data_source`,
-/// `extra_info.index`), detected from the columns.
-pub fn read_prompt_parquet(path: &Path) -> Result<Vec<PromptRow>> {
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).with_context(|| format!("cannot open prompts {name}"))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .with_context(|| format!("{name}: not a readable Parquet file"))?;
-    let schema = builder.schema().clone();
-    let has = |c: &str| schema.field_with_name(c).is_ok();
-    if has("problem") || has("id") {
-        return deltarl_schemas::read_foreign_path::<PromptRow>(path).map_err(Into::into);
-    }
-    if !(has("prompt") && has("reward_model")) {
-        bail!(
-            "{name}: neither the simple layout (id, problem, answer) nor verl's (prompt, \
-             reward_model.ground_truth): missing field `{}`",
-            if has("prompt") { "reward_model" } else { "prompt" }
-        );
-    }
-    let mut out = Vec::new();
-    for batch in builder.build()? {
-        let batch = batch.with_context(|| format!("{name}: cannot decode"))?;
-        verl_rows(&name, &batch, &mut out)?;
-    }
-    Ok(out)
-}
-
-fn strings(name: &str, field: &str, a: &arrow::array::ArrayRef) -> Result<Vec<Option<String>>> {
-    use arrow::array::{Array, StringArray};
-    use arrow::datatypes::DataType;
-    let c = arrow::compute::cast(a, &DataType::Utf8)
-        .with_context(|| format!("{name}: field `{field}` ({}) is not text", a.data_type()))?;
-    let s = c
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .with_context(|| format!("{name}: field `{field}` is not text"))?;
-    Ok((0..s.len()).map(|i| s.is_valid(i).then(|| s.value(i).to_string())).collect())
-}
-
-fn struct_field(name: &str, col: &arrow::array::ArrayRef, parent: &str, field: &str) -> Result<arrow::array::ArrayRef> {
-    use arrow::array::StructArray;
-    let st = col
-        .as_any()
-        .downcast_ref::<StructArray>()
-        .with_context(|| format!("{name}: field `{parent}` is {}, expected a struct", col.data_type()))?;
-    st.column_by_name(field)
-        .cloned()
-        .with_context(|| format!("{name}: missing field `{parent}.{field}`"))
-}
-
-fn verl_rows(name: &str, batch: &arrow::record_batch::RecordBatch, out: &mut Vec<PromptRow>) -> Result<()> {
-    use arrow::array::{Array, LargeListArray, ListArray};
-    let n = batch.num_rows();
-    let col = |c: &str| batch.column_by_name(c).cloned();
-    let prompt = col("prompt").with_context(|| format!("{name}: missing field `prompt`"))?;
-    // Offsets and flattened messages of the `prompt` list, whatever its offset width.
-    let (offsets, messages): (Vec<usize>, arrow::array::ArrayRef) =
-        if let Some(l) = prompt.as_any().downcast_ref::<ListArray>() {
-            (l.value_offsets().iter().map(|&o| o as usize).collect(), l.values().clone())
-        } else if let Some(l) = prompt.as_any().downcast_ref::<LargeListArray>() {
-            (l.value_offsets().iter().map(|&o| o as usize).collect(), l.values().clone())
-        } else {
-            bail!("{name}: field `prompt` is {}, expected a list of {{role, content}}", prompt.data_type());
-        };
-    let roles = strings(name, "prompt.role", &struct_field(name, &messages, "prompt", "role")?)?;
-    let contents = strings(name, "prompt.content", &struct_field(name, &messages, "prompt", "content")?)?;
-    let rm = col("reward_model").with_context(|| format!("{name}: missing field `reward_model`"))?;
-    let gold = strings(name, "reward_model.ground_truth", &struct_field(name, &rm, "reward_model", "ground_truth")?)?;
-    let source = match col("data_source") {
-        Some(c) => strings(name, "data_source", &c)?,
-        None => vec![None; n],
-    };
-    let index = match col("extra_info") {
-        Some(c) => match struct_field(name, &c, "extra_info", "index") {
-            Ok(i) => strings(name, "extra_info.index", &i)?,
-            Err(_) => vec![None; n],
-        },
-        None => vec![None; n],
-    };
-    for i in 0..n {
-        let (lo, hi) = (offsets[i], offsets[i + 1]);
-        // The question is the last user message (verl prompts may carry a system turn).
-        let question = (lo..hi)
-            .rev()
-            .find(|&m| roles[m].as_deref() == Some("user"))
-            .or((lo < hi).then(|| hi - 1))
-            .and_then(|m| contents[m].clone())
-            .with_context(|| format!("{name}: row {}: `prompt` has no message", out.len()))?;
-        let answer = gold[i]
-            .clone()
-            .with_context(|| format!("{name}: row {}: null `reward_model.ground_truth`", out.len()))?;
-        let id = match (&source[i], &index[i]) {
-            (Some(s), Some(k)) => format!("{s}-{k}"),
-            (None, Some(k)) => k.clone(),
-            _ => format!("row-{}", out.len()),
-        };
-        out.push(PromptRow { id, problem: question, answer, data_source: source[i].clone() });
-    }
-    Ok(())
 }

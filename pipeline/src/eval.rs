@@ -22,13 +22,20 @@ pub struct EvalSettings {
 }
 
 /// Generates `samples` answers per problem and grades them (strict extraction).
-pub fn evaluate(policy: &Policy, bench: &str, prompts: &[PromptRow], s: &EvalSettings) -> Result<Vec<EvalRow>> {
+pub fn evaluate(
+    policy: &Policy,
+    bench: &str,
+    prompts: &[PromptRow],
+    s: &EvalSettings,
+) -> Result<Vec<EvalRow>> {
     let mut reqs = Vec::with_capacity(prompts.len());
     for p in prompts {
         let text = deltarl_rollout::render(&s.template, &p.problem);
         reqs.push(Request {
             prompt_ids: policy.tokenizer.encode(&text)?,
-            seeds: (0..s.samples).map(|k| seed_for(s.seed, s.iter, "eval", &p.id, k)).collect(),
+            seeds: (0..s.samples)
+                .map(|k| seed_for(s.seed, s.iter, "eval", &p.id, k))
+                .collect(),
         });
     }
     let mut eos = policy.model.config.eos_ids();
@@ -47,7 +54,13 @@ pub fn evaluate(policy: &Policy, bench: &str, prompts: &[PromptRow], s: &EvalSet
         max_batch_rows: s.max_batch_rows,
         use_cache: true,
     };
-    let out = generate(&policy.model, &policy.tokenizer, &reqs, &sampling, &mut |_, _| {})?;
+    let out = generate(
+        &policy.model,
+        &policy.tokenizer,
+        &reqs,
+        &sampling,
+        &mut |_, _| {},
+    )?;
     let opts = deltarl_verify::ExtractOptions::default();
     let mut rows = Vec::new();
     for (p, group) in prompts.iter().zip(out) {
@@ -80,7 +93,9 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
         return 1.0;
     }
     // prod_{i = n-c+1}^{n} (1 - k / i), the numerically stable form.
-    1.0 - ((n - c + 1)..=n).map(|i| 1.0 - k as f64 / i as f64).product::<f64>()
+    1.0 - ((n - c + 1)..=n)
+        .map(|i| 1.0 - k as f64 / i as f64)
+        .product::<f64>()
 }
 
 /// Per-problem samples: (correct, extracted answer).
@@ -92,7 +107,10 @@ pub fn majority_correct(samples: &Problem) -> bool {
     let mut groups: Vec<(String, usize, bool)> = Vec::new();
     for (correct, ans) in samples {
         let Some(a) = ans else { continue };
-        match groups.iter_mut().find(|g| deltarl_verify::equivalent(&g.0, a)) {
+        match groups
+            .iter_mut()
+            .find(|g| deltarl_verify::equivalent(&g.0, a))
+        {
             Some(g) => g.1 += 1,
             None => groups.push((a.clone(), 1, *correct)),
         }
@@ -119,14 +137,27 @@ pub fn bootstrap(scores: &[f64], seed: u64) -> Estimate {
     let n = scores.len();
     let mean = scores.iter().sum::<f64>() / n.max(1) as f64;
     if n == 0 {
-        return Estimate { mean: f64::NAN, lo: f64::NAN, hi: f64::NAN };
+        return Estimate {
+            mean: f64::NAN,
+            lo: f64::NAN,
+            hi: f64::NAN,
+        };
     }
     let mut rng = Rng::new(seed);
     let mut means: Vec<f64> = (0..1000)
-        .map(|_| (0..n).map(|_| scores[rng.below(n as u64) as usize]).sum::<f64>() / n as f64)
+        .map(|_| {
+            (0..n)
+                .map(|_| scores[rng.below(n as u64) as usize])
+                .sum::<f64>()
+                / n as f64
+        })
         .collect();
     means.sort_by(f64::total_cmp);
-    Estimate { mean, lo: means[25], hi: means[974] }
+    Estimate {
+        mean,
+        lo: means[25],
+        hi: means[974],
+    }
 }
 
 /// The summary of one benchmark.
@@ -146,12 +177,23 @@ pub struct Summary {
 pub fn summarize(bench: &str, rows: &[EvalRow]) -> Summary {
     let mut by: std::collections::BTreeMap<&str, Problem> = Default::default();
     for r in rows {
-        by.entry(r.problem_id.as_str()).or_default().push((r.correct, r.extracted.clone()));
+        by.entry(r.problem_id.as_str())
+            .or_default()
+            .push((r.correct, r.extracted.clone()));
     }
     let k = by.values().map(Vec::len).min().unwrap_or(0);
-    let avg: Vec<f64> = by.values().map(|p| p.iter().filter(|s| s.0).count() as f64 / p.len().max(1) as f64).collect();
-    let pass: Vec<f64> = by.values().map(|p| pass_at_k(p.len(), p.iter().filter(|s| s.0).count(), k)).collect();
-    let maj: Vec<f64> = by.values().map(|p| f64::from(u8::from(majority_correct(p)))).collect();
+    let avg: Vec<f64> = by
+        .values()
+        .map(|p| p.iter().filter(|s| s.0).count() as f64 / p.len().max(1) as f64)
+        .collect();
+    let pass: Vec<f64> = by
+        .values()
+        .map(|p| pass_at_k(p.len(), p.iter().filter(|s| s.0).count(), k))
+        .collect();
+    let maj: Vec<f64> = by
+        .values()
+        .map(|p| f64::from(u8::from(majority_correct(p))))
+        .collect();
     let n = rows.len().max(1) as f64;
     Summary {
         benchmark: bench.to_string(),
@@ -161,7 +203,11 @@ pub fn summarize(bench: &str, rows: &[EvalRow]) -> Summary {
         pass: bootstrap(&pass, 2),
         maj: bootstrap(&maj, 3),
         mean_len: rows.iter().map(|r| f64::from(r.response_len)).sum::<f64>() / n,
-        truncated: rows.iter().filter(|r| r.finish_reason == FinishReason::Length).count() as f64 / n,
+        truncated: rows
+            .iter()
+            .filter(|r| r.finish_reason == FinishReason::Length)
+            .count() as f64
+            / n,
     }
 }
 
@@ -189,7 +235,11 @@ mod tests {
             (false, None),
         ];
         assert!(majority_correct(&p));
-        let q = vec![(false, Some("3".to_string())), (false, Some("3".to_string())), (true, Some("2".to_string()))];
+        let q = vec![
+            (false, Some("3".to_string())),
+            (false, Some("3".to_string())),
+            (true, Some("2".to_string())),
+        ];
         assert!(!majority_correct(&q));
     }
 
@@ -197,6 +247,9 @@ mod tests {
     fn bootstrap_brackets_the_mean() {
         let xs: Vec<f64> = (0..100).map(|i| f64::from(u8::from(i % 3 == 0))).collect();
         let e = bootstrap(&xs, 7);
-        assert!(e.lo < e.mean && e.mean < e.hi && e.hi - e.lo < 0.25, "{e:?}");
+        assert!(
+            e.lo < e.mean && e.mean < e.hi && e.hi - e.lo < 0.25,
+            "{e:?}"
+        );
     }
 }

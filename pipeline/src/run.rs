@@ -44,8 +44,10 @@ fn bar(len: u64, what: &str) -> ProgressBar {
         ProgressBar::new(len)
     };
     pb.set_style(
-        ProgressStyle::with_template(&format!("{{spinner}} {what:>8} [{{bar:30}}] {{pos}}/{{len}} {{msg}}"))
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {what:>8} [{{bar:30}}] {{pos}}/{{len}} {{msg}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     pb
 }
@@ -63,7 +65,9 @@ impl Ctx {
         };
         tch::set_num_threads(threads as i32);
         tch::set_num_interop_threads(1);
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build_global();
         let device = match cfg.opts.model.device {
             DeviceKind::Auto => Device::cuda_if_available(),
             DeviceKind::Cpu => Device::Cpu,
@@ -109,7 +113,8 @@ impl Ctx {
         }
         std::fs::create_dir_all(&self.run.root)?;
         if path != self.cfg.config_path {
-            let text = toml::to_string_pretty(&self.cfg.opts).context("cannot serialise the configuration")?;
+            let text = toml::to_string_pretty(&self.cfg.opts)
+                .context("cannot serialise the configuration")?;
             let text = format!("# Resolved configuration of this run (hash {hash}).\n{text}");
             deltarl_schemas::atomic_write_bytes(&path, text.as_bytes())?;
         }
@@ -144,11 +149,27 @@ impl Ctx {
         let c = &self.cfg;
         match stage {
             "rollout" => c.part_hash(&[&o.seed, &o.data, &o.rollout, &o.model.dtype]),
-            "score" => c.part_hash(&[&o.score, &c.advantage, &c.overlong_penalty, &o.rollout.max_new_tokens]),
+            "score" => c.part_hash(&[
+                &o.score,
+                &c.advantage,
+                &c.overlong_penalty,
+                &o.rollout.max_new_tokens,
+            ]),
             "features" => c.part_hash(&[&o.features, &o.rollout.temperature, &o.model.dtype]),
             "coeffs" => c.part_hash(&[&c.estimator]),
-            "update" => c.part_hash(&[&o.seed, &o.update, &c.aggregation, &c.eps_high, &o.rollout.temperature]),
-            "eval" => c.part_hash(&[&o.eval, &o.data.template, &o.rollout.max_new_tokens, &o.model.dtype]),
+            "update" => c.part_hash(&[
+                &o.seed,
+                &o.update,
+                &c.aggregation,
+                &c.eps_high,
+                &o.rollout.temperature,
+            ]),
+            "eval" => c.part_hash(&[
+                &o.eval,
+                &o.data.template,
+                &o.rollout.max_new_tokens,
+                &o.model.dtype,
+            ]),
             _ => String::new(),
         }
     }
@@ -175,8 +196,16 @@ impl Ctx {
             "score" => vec![f("rollout")],
             "features" => [vec![f("rollout")], self.policy_weights(iter)].concat(),
             "coeffs" => vec![f("rollout"), f("score"), f("features")],
-            "update" => [vec![f("rollout"), f("score"), f("coeffs")], self.policy_weights(iter)].concat(),
-            "eval" => vec![self.run.iter_dir(iter).join("policy").join("model.safetensors")],
+            "update" => [
+                vec![f("rollout"), f("score"), f("coeffs")],
+                self.policy_weights(iter),
+            ]
+            .concat(),
+            "eval" => vec![self
+                .run
+                .iter_dir(iter)
+                .join("policy")
+                .join("model.safetensors")],
             _ => Vec::new(),
         };
         if stage == "rollout" && self.cfg.opts.data.source != "tiny-arith" {
@@ -192,12 +221,18 @@ impl Ctx {
     }
 
     pub fn state(&self, iter: u32, stage: &str) -> Result<StageState> {
-        stage_state(&self.run, iter, stage, &self.stage_hash(stage), &self.inputs(iter, stage))
+        stage_state(
+            &self.run,
+            iter,
+            stage,
+            &self.stage_hash(stage),
+            &self.inputs(iter, stage),
+        )
     }
 
     fn eval_due(&self, iter: u32) -> bool {
         let every = self.cfg.opts.eval.every;
-        every > 0 && iter % every == 0
+        every > 0 && iter.is_multiple_of(every)
     }
 
     /// The stages `iterate` runs for an iteration.
@@ -320,10 +355,20 @@ impl Ctx {
         let mut rows = Vec::new();
         let path = self.file(iter, "rollout");
         atomic_write(&path, |w| {
-            rows = deltarl_rollout::run_io(&s, &policy, &drawn, w, self.meta("rollout"), &mut |done, toks| {
-                pb.set_position(done as u64);
-                pb.set_message(format!("{:.0} tok/s", toks as f64 / t0.elapsed().as_secs_f64().max(1e-9)));
-            })
+            rows = deltarl_rollout::run_io(
+                &s,
+                &policy,
+                &drawn,
+                w,
+                self.meta("rollout"),
+                &mut |done, toks| {
+                    pb.set_position(done as u64);
+                    pb.set_message(format!(
+                        "{:.0} tok/s",
+                        toks as f64 / t0.elapsed().as_secs_f64().max(1e-9)
+                    ));
+                },
+            )
             .map_err(|e| deltarl_schemas::Error::Build {
                 table: "rollouts".into(),
                 message: e.to_string(),
@@ -333,7 +378,10 @@ impl Ctx {
         pb.finish_and_clear();
         let tokens: usize = rows.iter().map(|r| r.response_token_ids.len()).sum();
         let secs = t0.elapsed().as_secs_f64();
-        let truncated = rows.iter().filter(|r| r.finish_reason == deltarl_schemas::FinishReason::Length).count();
+        let truncated = rows
+            .iter()
+            .filter(|r| r.finish_reason == deltarl_schemas::FinishReason::Length)
+            .count();
         Ok((
             rows.len(),
             json!({
@@ -352,10 +400,11 @@ impl Ctx {
         let fb = &o.score.extract_fallbacks;
         let s = deltarl_score::Settings {
             std_normalize: self.cfg.advantage == AdvantageKind::Grpo,
-            overlong: self
-                .cfg
-                .overlong_penalty
-                .then_some((o.rollout.max_new_tokens, o.score.overlong_buffer, o.score.overlong_factor)),
+            overlong: self.cfg.overlong_penalty.then_some((
+                o.rollout.max_new_tokens,
+                o.score.overlong_buffer,
+                o.score.overlong_factor,
+            )),
             dynamic_sampling: o.score.dynamic_sampling,
             extract: deltarl_verify::ExtractOptions {
                 answer_is: fb.iter().any(|f| f == "answer-is"),
@@ -364,7 +413,8 @@ impl Ctx {
             },
         };
         let src = self.file(iter, "rollout");
-        let bytes = std::fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
+        let bytes =
+            std::fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
         let pb = bar(0, "score");
         let mut scores = Vec::new();
         atomic_write(&self.file(iter, "score"), |w| {
@@ -403,21 +453,28 @@ impl Ctx {
             proxy: o.features.proxy,
             project_dim: (o.features.project_dim > 0).then_some(o.features.project_dim),
             projection_seed: seed_for(o.seed, iter, "features", "projection", 0),
-            temperature: if o.rollout.temperature > 0.0 { o.rollout.temperature } else { 1.0 },
+            temperature: if o.rollout.temperature > 0.0 {
+                o.rollout.temperature
+            } else {
+                1.0
+            },
             chunk_rows: o.features.chunk_rows,
         };
         let mut rows = Vec::new();
         atomic_write(&self.file(iter, "features"), |w| {
-            rows = deltarl_features::run_io(&s, &policy.model, &rollouts, w, self.meta("features")).map_err(|e| {
-                deltarl_schemas::Error::Build {
+            rows = deltarl_features::run_io(&s, &policy.model, &rollouts, w, self.meta("features"))
+                .map_err(|e| deltarl_schemas::Error::Build {
                     table: "features".into(),
                     message: e.to_string(),
-                }
-            })?;
+                })?;
             Ok(())
         })?;
         let tokens: usize = rows.iter().map(FeatureRow::tokens).sum();
-        let ent: f64 = rows.iter().flat_map(|r| r.entropy.iter()).map(|&e| f64::from(e)).sum();
+        let ent: f64 = rows
+            .iter()
+            .flat_map(|r| r.entropy.iter())
+            .map(|&e| f64::from(e))
+            .sum();
         Ok((
             rows.len(),
             json!({"tokens": tokens, "dim": rows.first().map_or(0, |r| r.dim), "entropy_mean": ent / tokens.max(1) as f64}),
@@ -432,18 +489,29 @@ impl Ctx {
         let decode = |ids: &[u32]| tokenizer.decode(ids);
         let open = |s: &str| -> Result<(std::fs::File, String)> {
             let p = self.file(iter, s);
-            Ok((std::fs::File::open(&p).with_context(|| format!("cannot open {}", p.display()))?, p.display().to_string()))
+            Ok((
+                std::fs::File::open(&p).with_context(|| format!("cannot open {}", p.display()))?,
+                p.display().to_string(),
+            ))
         };
         let (r, rn) = open("rollout")?;
         let (sc, sn) = open("score")?;
         let (f, fname) = open("features")?;
         let mut summary = None;
         atomic_write(&self.file(iter, "coeffs"), |w| {
-            let s = deltarl_coeffs::shell::run_io(&settings, (r, &rn), (sc, &sn), (f, &fname), w, self.meta("coeffs"), &decode)
-                .map_err(|e| deltarl_schemas::Error::Build {
-                    table: "coeffs".into(),
-                    message: e.to_string(),
-                })?;
+            let s = deltarl_coeffs::shell::run_io(
+                &settings,
+                (r, &rn),
+                (sc, &sn),
+                (f, &fname),
+                w,
+                self.meta("coeffs"),
+                &decode,
+            )
+            .map_err(|e| deltarl_schemas::Error::Build {
+                table: "coeffs".into(),
+                message: e.to_string(),
+            })?;
             summary = Some(s);
             Ok(())
         })?;
@@ -458,13 +526,23 @@ impl Ctx {
         let (scores, _) = read_path::<ScoreRow>(&self.file(iter, "score"))?;
         let (coeffs, _) = read_path::<CoeffRow>(&self.file(iter, "coeffs"))?;
         let key = |p: &str, k: u32| (p.to_string(), k);
-        let sc: std::collections::HashMap<_, _> = scores.iter().map(|s| (key(&s.prompt_id, s.sample_idx), s)).collect();
-        let co: std::collections::HashMap<_, _> = coeffs.iter().map(|c| (key(&c.prompt_id, c.sample_idx), c)).collect();
+        let sc: std::collections::HashMap<_, _> = scores
+            .iter()
+            .map(|s| (key(&s.prompt_id, s.sample_idx), s))
+            .collect();
+        let co: std::collections::HashMap<_, _> = coeffs
+            .iter()
+            .map(|c| (key(&c.prompt_id, c.sample_idx), c))
+            .collect();
         let mut rows = Vec::new();
         for r in &rollouts {
             let k = key(&r.prompt_id, r.sample_idx);
             let (Some(s), Some(c)) = (sc.get(&k), co.get(&k)) else {
-                bail!("prompt_id {:?}, sample_idx {}: missing from scores or coeffs", r.prompt_id, r.sample_idx);
+                bail!(
+                    "prompt_id {:?}, sample_idx {}: missing from scores or coeffs",
+                    r.prompt_id,
+                    r.sample_idx
+                );
             };
             if !s.kept {
                 continue;
@@ -513,10 +591,20 @@ impl Ctx {
             warmup_steps: o.update.warmup_steps,
             lr: o.update.lr,
             grad_clip: o.update.grad_clip,
-            temperature: if o.rollout.temperature > 0.0 { o.rollout.temperature } else { 1.0 },
+            temperature: if o.rollout.temperature > 0.0 {
+                o.rollout.temperature
+            } else {
+                1.0
+            },
             seed: seed_for(o.seed, iter, "update", "", 0),
         };
-        let metrics = deltarl_update::run(&s, &policy, &mut opt, reference.as_ref().map(|p| &p.model), &rows)?;
+        let metrics = deltarl_update::run(
+            &s,
+            &policy,
+            &mut opt,
+            reference.as_ref().map(|p| &p.model),
+            &rows,
+        )?;
         // The new policy goes to a temporary folder, renamed into place when complete.
         let dir = self.run.iter_dir(iter);
         let final_dir = dir.join("policy");
@@ -528,7 +616,9 @@ impl Ctx {
             std::fs::remove_dir_all(&final_dir)?;
         }
         std::fs::rename(&tmp, &final_dir)?;
-        let meta = self.meta("update").with("settings", serde_json::to_string(&s)?);
+        let meta = self
+            .meta("update")
+            .with("settings", serde_json::to_string(&s)?);
         deltarl_schemas::write_path(&self.file(iter, "update"), &metrics, &meta)?;
         let last = metrics.last();
         Ok((
@@ -540,7 +630,10 @@ impl Ctx {
                 "clip_frac": last.map(|m| m.clip_frac),
                 "entropy": last.map(|m| m.entropy),
             }),
-            vec![final_dir.join("model.safetensors"), final_dir.join("optimizer.safetensors")],
+            vec![
+                final_dir.join("model.safetensors"),
+                final_dir.join("optimizer.safetensors"),
+            ],
         ))
     }
 
@@ -552,7 +645,12 @@ impl Ctx {
         } else {
             bail!("the eval stage needs data.source = tiny-arith (use `deltarl eval --bench` for files)");
         };
-        let rows = crate::eval::evaluate(&policy, "tiny-arith-test", &prompts, &self.eval_settings(iter))?;
+        let rows = crate::eval::evaluate(
+            &policy,
+            "tiny-arith-test",
+            &prompts,
+            &self.eval_settings(iter),
+        )?;
         deltarl_schemas::write_path(&self.file(iter, "eval"), &rows, &self.meta("eval"))?;
         let acc = rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64;
         Ok((rows.len(), json!({"accuracy": acc}), Vec::new()))
@@ -617,16 +715,43 @@ pub fn summary_line(stage: &str, o: &Outcome) -> String {
     let s = &m.summary;
     let f = |k: &str| s.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
     let key = match stage {
-        "rollout" => format!("{:.0} tok/s, mean len {:.1}, truncated {:.1}%", f("tokens_per_s"), f("mean_response_len"), 100.0 * f("truncated_frac")),
-        "score" => format!("accuracy {:.3}, reward {:.3}, kept {:.2}", f("accuracy"), f("reward_mean"), f("kept_frac")),
-        "features" => format!("{} tokens, k = {}, entropy {:.3}", s["tokens"], s["dim"], f("entropy_mean")),
+        "rollout" => format!(
+            "{:.0} tok/s, mean len {:.1}, truncated {:.1}%",
+            f("tokens_per_s"),
+            f("mean_response_len"),
+            100.0 * f("truncated_frac")
+        ),
+        "score" => format!(
+            "accuracy {:.3}, reward {:.3}, kept {:.2}",
+            f("accuracy"),
+            f("reward_mean"),
+            f("kept_frac")
+        ),
+        "features" => format!(
+            "{} tokens, k = {}, entropy {:.3}",
+            s["tokens"],
+            s["dim"],
+            f("entropy_mean")
+        ),
         "coeffs" => format!(
             "cos(mu+, mu-) {:.4} -> {:.4}, gamma+ {:.3e} gamma- {:.3e}, g {:.4}",
-            f("cos_before"), f("cos_after"), f("gamma_pos"), f("gamma_neg"), f("norm")
+            f("cos_before"),
+            f("cos_after"),
+            f("gamma_pos"),
+            f("gamma_neg"),
+            f("norm")
         ),
-        "update" => format!("loss {:.4}, grad norm {:.3}, clip {:.3}", f("loss"), f("grad_norm"), f("clip_frac")),
+        "update" => format!(
+            "loss {:.4}, grad norm {:.3}, clip {:.3}",
+            f("loss"),
+            f("grad_norm"),
+            f("clip_frac")
+        ),
         "eval" => format!("held-out accuracy {:.3}", f("accuracy")),
         _ => String::new(),
     };
-    format!("  {stage:<9} {:>6} rows {:>7.2} s  {key}", m.rows, m.seconds)
+    format!(
+        "  {stage:<9} {:>6} rows {:>7.2} s  {key}",
+        m.rows, m.seconds
+    )
 }

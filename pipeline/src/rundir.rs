@@ -69,11 +69,15 @@ impl RunDir {
     }
 
     pub fn manifest_path(&self, iter: u32, stage: &str) -> PathBuf {
-        self.iter_dir(iter).join("manifest").join(format!("{stage}.json"))
+        self.iter_dir(iter)
+            .join("manifest")
+            .join(format!("{stage}.json"))
     }
 
     pub fn stale_path(&self, iter: u32, stage: &str) -> PathBuf {
-        self.iter_dir(iter).join("manifest").join(format!("{stage}.stale.json"))
+        self.iter_dir(iter)
+            .join("manifest")
+            .join(format!("{stage}.stale.json"))
     }
 
     /// Iterations that have a directory, ascending.
@@ -106,7 +110,8 @@ impl RunDir {
         inputs
             .iter()
             .map(|p| {
-                let h = sha256_file(p).with_context(|| format!("input {} of this stage", p.display()))?;
+                let h = sha256_file(p)
+                    .with_context(|| format!("input {} of this stage", p.display()))?;
                 Ok((self.rel(p), h))
             })
             .collect()
@@ -125,7 +130,13 @@ pub enum StageState {
 }
 
 /// Whether a stage is complete for the given configuration hash and input files.
-pub fn stage_state(run: &RunDir, iter: u32, stage: &str, config_hash: &str, inputs: &[PathBuf]) -> Result<StageState> {
+pub fn stage_state(
+    run: &RunDir,
+    iter: u32,
+    stage: &str,
+    config_hash: &str,
+    inputs: &[PathBuf],
+) -> Result<StageState> {
     let Some(m) = Manifest::read(&run.manifest_path(iter, stage))? else {
         if run.stale_path(iter, stage).exists() {
             return Ok(StageState::Stale("an upstream stage was rerun".into()));
@@ -137,7 +148,10 @@ pub fn stage_state(run: &RunDir, iter: u32, stage: &str, config_hash: &str, inpu
     }
     for p in inputs {
         if !p.exists() {
-            return Ok(StageState::Stale(format!("input {} is missing", run.rel(p))));
+            return Ok(StageState::Stale(format!(
+                "input {} is missing",
+                run.rel(p)
+            )));
         }
     }
     let now = run.hash_inputs(inputs)?;
@@ -147,7 +161,9 @@ pub fn stage_state(run: &RunDir, iter: u32, stage: &str, config_hash: &str, inpu
     for (out, hash) in &m.outputs {
         let p = run.root.join(out);
         if !p.exists() || &sha256_file(&p)? != hash {
-            return Ok(StageState::Stale(format!("output {out} is missing or changed")));
+            return Ok(StageState::Stale(format!(
+                "output {out} is missing or changed"
+            )));
         }
     }
     Ok(StageState::Done(Box::new(m)))
@@ -156,7 +172,10 @@ pub fn stage_state(run: &RunDir, iter: u32, stage: &str, config_hash: &str, inpu
 /// Marks the stages after `stage` in this iteration stale (their manifests are moved
 /// aside so `status` can say why they will rerun).
 pub fn invalidate_downstream(run: &RunDir, iter: u32, stage: &str) -> Result<()> {
-    let pos = STAGES.iter().position(|s| *s == stage).unwrap_or(STAGES.len());
+    let pos = STAGES
+        .iter()
+        .position(|s| *s == stage)
+        .unwrap_or(STAGES.len());
     for s in &STAGES[pos + 1..] {
         let m = run.manifest_path(iter, s);
         if m.exists() {
@@ -204,7 +223,9 @@ impl RunLock {
                         }
                     }
                 }
-                Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot create {}", path.display()))
+                }
             }
         }
         bail!("cannot take the lock {}", path.display())

@@ -55,7 +55,12 @@ pub fn ensure_base(ctx: &Ctx) -> Result<()> {
 }
 
 /// Greedy and sampled accuracy on held-out problems.
-pub fn held_out_accuracy(ctx: &Ctx, policy: &deltarl_model::Policy, n: usize, temperature: f64) -> Result<f64> {
+pub fn held_out_accuracy(
+    ctx: &Ctx,
+    policy: &deltarl_model::Policy,
+    n: usize,
+    temperature: f64,
+) -> Result<f64> {
     let prompts = crate::data::tiny_test_prompts(n);
     let mut s = ctx.eval_settings(0);
     s.samples = 1;
@@ -70,11 +75,20 @@ pub fn warmstart(ctx: &Ctx) -> Result<()> {
     let o = &ctx.cfg.opts;
     let w = &o.warmstart;
     let base = ctx.run.base();
-    let tmp = ctx.run.root.join(format!(".base.tmp-{}", std::process::id()));
+    let tmp = ctx
+        .run
+        .root
+        .join(format!(".base.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp)?;
-    atomic_write_bytes(&tmp.join("tokenizer.json"), tiny::tokenizer_json().as_bytes())?;
-    atomic_write_bytes(&tmp.join("tokenizer_config.json"), tiny::tokenizer_config_json().as_bytes())?;
+    atomic_write_bytes(
+        &tmp.join("tokenizer.json"),
+        tiny::tokenizer_json().as_bytes(),
+    )?;
+    atomic_write_bytes(
+        &tmp.join("tokenizer_config.json"),
+        tiny::tokenizer_config_json().as_bytes(),
+    )?;
     let tokenizer = Tokenizer::from_file(&tmp.join("tokenizer.json"))?;
     let cfg = tiny_config(ctx);
     let mut policy = deltarl_model::build(&cfg, tokenizer, ctx.device, o.model.dtype)?;
@@ -82,9 +96,20 @@ pub fn warmstart(ctx: &Ctx) -> Result<()> {
     deltarl_model::init_weights(&mut policy, seed);
     let mut opt = deltarl_update::AdamW::new(
         &policy.vs,
-        deltarl_update::AdamWSettings { lr: w.lr, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.01 },
+        deltarl_update::AdamWSettings {
+            lr: w.lr,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        },
     );
-    let s = deltarl_update::sft::SftSettings { steps: w.steps, lr: w.lr, warmup_steps: w.warmup_steps, grad_clip: 1.0 };
+    let s = deltarl_update::sft::SftSettings {
+        steps: w.steps,
+        lr: w.lr,
+        warmup_steps: w.warmup_steps,
+        grad_clip: 1.0,
+    };
     let start = Instant::now();
     let pb = indicatif::ProgressBar::new(w.steps as u64);
     if std::env::var_os("DELTARL_NO_PROGRESS").is_some() {
@@ -96,7 +121,8 @@ pub fn warmstart(ctx: &Ctx) -> Result<()> {
         let mut rng = Rng::new(seed_for(o.seed, 0, "warmstart", "batch", step as u32));
         (0..w.batch_size)
             .map(|_| {
-                let (prompt, target) = tiny::warmstart_example(&mut rng, &o.data.template, w.wrong_frac);
+                let (prompt, target) =
+                    tiny::warmstart_example(&mut rng, &o.data.template, w.wrong_frac);
                 let p = tok.encode(&prompt).unwrap_or_else(|e| {
                     encode_err = Some(e.to_string());
                     Vec::new()
@@ -120,17 +146,29 @@ pub fn warmstart(ctx: &Ctx) -> Result<()> {
     let greedy = held_out_accuracy(ctx, &policy, 200, 0.0)?;
     let sampled = held_out_accuracy(ctx, &policy, 200, 1.0)?;
     if base.exists() {
-        std::fs::remove_dir_all(&base).with_context(|| format!("cannot replace {}", base.display()))?;
+        std::fs::remove_dir_all(&base)
+            .with_context(|| format!("cannot replace {}", base.display()))?;
     }
     std::fs::rename(&tmp, &base)?;
-    let params: i64 = policy.vs.variables().values().map(|t| t.numel() as i64).sum();
+    let params: i64 = policy
+        .vs
+        .variables()
+        .values()
+        .map(|t| t.numel() as i64)
+        .sum();
     let m = Manifest {
         stage: "warmstart".into(),
         iter: 0,
-        config_hash: ctx.cfg.part_hash(&[&o.seed, &o.warmstart, &o.model.tiny, &o.data.template]),
+        config_hash: ctx
+            .cfg
+            .part_hash(&[&o.seed, &o.warmstart, &o.model.tiny, &o.data.template]),
         seed,
         inputs: Default::default(),
-        outputs: [("base/model.safetensors".to_string(), deltarl_schemas::sha256_file(&base.join("model.safetensors"))?)].into(),
+        outputs: [(
+            "base/model.safetensors".to_string(),
+            deltarl_schemas::sha256_file(&base.join("model.safetensors"))?,
+        )]
+        .into(),
         rows: w.steps as u64,
         seconds: train_secs,
         version: TOOL_VERSION.into(),

@@ -140,7 +140,9 @@ impl<'a> Columns<'a> {
 
     pub fn str(&self, name: &str) -> Result<Vec<String>> {
         let a = self.typed::<StringArray>(name, true)?;
-        Ok(a.iter().map(|s| s.unwrap_or_default().to_string()).collect())
+        Ok(a.iter()
+            .map(|s| s.unwrap_or_default().to_string())
+            .collect())
     }
 
     pub fn opt_str(&self, name: &str) -> Result<Vec<Option<String>>> {
@@ -172,16 +174,16 @@ impl<'a> Columns<'a> {
     fn list_parts<T: Array + 'static>(&self, name: &str) -> Result<(Vec<usize>, &'a T)> {
         let list = self.typed::<ListArray>(name, true)?;
         let offsets: Vec<usize> = list.value_offsets().iter().map(|&o| o as usize).collect();
-        let values = list
-            .values()
-            .as_any()
-            .downcast_ref::<T>()
-            .ok_or_else(|| Error::ColumnType {
-                file: self.file.to_string(),
-                column: name.to_string(),
-                expected: format!("list of {}", std::any::type_name::<T>()),
-                found: list.data_type().to_string(),
-            })?;
+        let values =
+            list.values()
+                .as_any()
+                .downcast_ref::<T>()
+                .ok_or_else(|| Error::ColumnType {
+                    file: self.file.to_string(),
+                    column: name.to_string(),
+                    expected: format!("list of {}", std::any::type_name::<T>()),
+                    found: list.data_type().to_string(),
+                })?;
         Ok((offsets, values))
     }
 

@@ -144,9 +144,13 @@ fn same_shape(expected: &DataType, found: &DataType) -> bool {
 /// fixes the fixed-size-list dimension to the file's.
 fn canonical_type(expected: &DataType, found: &DataType) -> DataType {
     match (expected, found) {
-        (DataType::List(a), DataType::List(b) | DataType::LargeList(b)) => DataType::List(Arc::new(
-            Field::new("item", canonical_type(a.data_type(), b.data_type()), b.is_nullable()),
-        )),
+        (DataType::List(a), DataType::List(b) | DataType::LargeList(b)) => {
+            DataType::List(Arc::new(Field::new(
+                "item",
+                canonical_type(a.data_type(), b.data_type()),
+                b.is_nullable(),
+            )))
+        }
         (DataType::FixedSizeList(a, _), DataType::FixedSizeList(b, n)) => DataType::FixedSizeList(
             Arc::new(Field::new(
                 "item",
@@ -190,7 +194,10 @@ fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Result<RecordBa
     for field in T::fields(0) {
         if field.is_nullable() && batch.column_by_name(field.name()).is_none() {
             fields.push(Field::new(field.name(), field.data_type().clone(), true));
-            cols.push(arrow::array::new_null_array(field.data_type(), batch.num_rows()));
+            cols.push(arrow::array::new_null_array(
+                field.data_type(),
+                batch.num_rows(),
+            ));
             continue;
         }
         let col = batch
@@ -283,12 +290,11 @@ pub fn read_foreign_path<T: Table>(path: &Path) -> Result<Vec<T>> {
 /// Reads only the deltarl metadata of a file, checking its version.
 pub fn read_meta(path: &Path) -> Result<FileMeta> {
     let file = path.display().to_string();
-    let builder = ParquetRecordBatchReaderBuilder::try_new(load(path)?).map_err(|e| {
-        Error::Parquet {
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(load(path)?).map_err(|e| Error::Parquet {
             file: file.clone(),
             message: e.to_string(),
-        }
-    })?;
+        })?;
     let kv = builder
         .metadata()
         .file_metadata()

@@ -21,8 +21,7 @@ pub use io::{
 };
 pub use manifest::Manifest;
 pub use tables::{
-    CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table,
-    UpdateRow,
+    CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,
 };
 
 /// The schema version written into every file and required by every reader.

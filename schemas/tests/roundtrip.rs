@@ -1,4 +1,5 @@
 //! Every table round-trips through `Vec<u8>`; bad files give errors naming file and column.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -124,7 +125,10 @@ fn roundtrip<T: Table + PartialEq + std::fmt::Debug>(rows: Vec<T>) {
     assert_eq!(back, rows);
     assert_eq!(m.stage, "test");
     assert_eq!(m.config_hash, "abc");
-    assert_eq!(m.extra.get("settings").map(String::as_str), Some("{\"k\":1}"));
+    assert_eq!(
+        m.extra.get("settings").map(String::as_str),
+        Some("{\"k\":1}")
+    );
     // Writing is deterministic: same rows, same bytes.
     let mut again = Vec::new();
     write_table(&mut again, &rows, &meta).unwrap();
@@ -150,9 +154,15 @@ fn truncated_file_is_a_clear_error() {
     buf.truncate(buf.len() / 2);
     let err = read_table::<RolloutRow, _>(buf.as_slice(), "runs/x/rollouts.parquet").unwrap_err();
     assert!(matches!(err, Error::Parquet { .. }), "{err}");
-    assert!(err.to_string().starts_with("runs/x/rollouts.parquet:"), "{err}");
+    assert!(
+        err.to_string().starts_with("runs/x/rollouts.parquet:"),
+        "{err}"
+    );
     let err = read_path::<RolloutRow>(&PathBuf::from("/nonexistent/rollouts.parquet")).unwrap_err();
-    assert!(err.to_string().contains("/nonexistent/rollouts.parquet"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/rollouts.parquet"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -161,7 +171,10 @@ fn missing_column_is_named() {
     write_table(&mut buf, &coeffs(), &FileMeta::new("coeffs", "h")).unwrap();
     let err = read_table::<ScoreRow, _>(buf.as_slice(), "scores.parquet").unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("scores.parquet") && msg.contains("`gold`"), "{msg}");
+    assert!(
+        msg.contains("scores.parquet") && msg.contains("`gold`"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -185,7 +198,10 @@ fn wrong_version_is_refused() {
     w.write(&batch).unwrap();
     w.close().unwrap();
     let err = read_table::<CoeffRow, _>(buf.as_slice(), "coeffs.parquet").unwrap_err();
-    assert!(err.to_string().contains("schema version Some(\"999\")"), "{err}");
+    assert!(
+        err.to_string().contains("schema version Some(\"999\")"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -214,10 +230,25 @@ fn python() -> String {
 fn every_table_opens_in_polars() {
     let dir = tempfile::tempdir().unwrap();
     let m = |s: &str| FileMeta::new(s, "h");
-    write_path(&dir.path().join("prompts.parquet"), &prompts(), &m("prompts")).unwrap();
-    write_path(&dir.path().join("rollouts.parquet"), &rollouts(), &m("rollout")).unwrap();
+    write_path(
+        &dir.path().join("prompts.parquet"),
+        &prompts(),
+        &m("prompts"),
+    )
+    .unwrap();
+    write_path(
+        &dir.path().join("rollouts.parquet"),
+        &rollouts(),
+        &m("rollout"),
+    )
+    .unwrap();
     write_path(&dir.path().join("scores.parquet"), &scores(), &m("score")).unwrap();
-    write_path(&dir.path().join("features.parquet"), &features(), &m("features")).unwrap();
+    write_path(
+        &dir.path().join("features.parquet"),
+        &features(),
+        &m("features"),
+    )
+    .unwrap();
     write_path(&dir.path().join("coeffs.parquet"), &coeffs(), &m("coeffs")).unwrap();
     write_path(&dir.path().join("update.parquet"), &updates(), &m("update")).unwrap();
     write_path(&dir.path().join("eval.parquet"), &evals(), &m("eval")).unwrap();

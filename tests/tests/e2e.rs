@@ -1,5 +1,6 @@
 //! End-to-end tests of the `deltarl` binary on a micro configuration: iterations, polars
 //! readability and joins, byte-identical reruns, crash safety and bad input.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,10 @@ fn python() -> String {
 
 /// A micro configuration: a tiny model, a short warm start, 8 prompts x 4 samples.
 fn micro_config(dir: &Path) -> PathBuf {
-    let base = repo().join("configs/tiny-arith.toml").canonicalize().unwrap();
+    let base = repo()
+        .join("configs/tiny-arith.toml")
+        .canonicalize()
+        .unwrap();
     let text = format!(
         r#"extends = "{}"
 [model.tiny]
@@ -79,7 +83,10 @@ fn parquet_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet" || x == "safetensors") {
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "parquet" || x == "safetensors")
+            {
                 let rel = p.strip_prefix(root).unwrap().display().to_string();
                 out.insert(rel, std::fs::read(&p).unwrap());
             }
@@ -93,13 +100,30 @@ fn two_iterations_open_and_join_in_polars() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = micro_config(dir.path());
     let runs = dir.path().join("runs");
-    let out = ok(deltarl(&runs, &["iterate", "--config", cfg.to_str().unwrap(), "--run", "m", "--iters", "2"]));
+    let out = ok(deltarl(
+        &runs,
+        &[
+            "iterate",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--run",
+            "m",
+            "--iters",
+            "2",
+        ],
+    ));
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(log.contains("coeffs") && log.contains("cos(mu+, mu-)"), "{log}");
+    assert!(
+        log.contains("coeffs") && log.contains("cos(mu+, mu-)"),
+        "{log}"
+    );
     let root = runs.join("m");
     for it in ["iter-0001", "iter-0002"] {
         for f in ["rollouts", "scores", "features", "coeffs", "update"] {
-            assert!(root.join(it).join(format!("{f}.parquet")).exists(), "{it}/{f}");
+            assert!(
+                root.join(it).join(format!("{f}.parquet")).exists(),
+                "{it}/{f}"
+            );
         }
         assert!(root.join(it).join("policy/model.safetensors").exists());
         assert!(root.join(it).join("policy/optimizer.safetensors").exists());
@@ -123,11 +147,23 @@ assert u.height == 1 and u["tokens"][0] > 0
 "#;
     // pyarrow is optional; fall back to polars alone.
     let script = script.replace(", pyarrow", "");
-    let out = Command::new(python()).arg("-c").arg(&script).arg(&root).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(&script)
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let status = ok(deltarl(&runs, &["status", "--run", "m"]));
     let text = String::from_utf8_lossy(&status.stdout);
-    assert!(text.contains("iter-0002") && !text.contains("missing"), "{text}");
+    assert!(
+        text.contains("iter-0002") && !text.contains("missing"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -139,10 +175,17 @@ fn reruns_are_byte_identical() {
     ok(deltarl(&runs, &["iterate", "--config", c, "--run", "a"]));
     ok(deltarl(&runs, &["iterate", "--config", c, "--run", "b"]));
     let a = parquet_files(&runs.join("a"));
-    assert_eq!(a, parquet_files(&runs.join("b")), "two runs of one config differ");
+    assert_eq!(
+        a,
+        parquet_files(&runs.join("b")),
+        "two runs of one config differ"
+    );
     // Forcing each stage reproduces its output bit for bit.
     for stage in ["rollout", "score", "features", "coeffs", "update"] {
-        ok(deltarl(&runs, &["stage", stage, "--run", "a", "--iter", "1", "--force"]));
+        ok(deltarl(
+            &runs,
+            &["stage", stage, "--run", "a", "--iter", "1", "--force"],
+        ));
         let out = ok(deltarl(&runs, &["status", "--run", "a"]));
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         if stage != "update" {
@@ -151,7 +194,11 @@ fn reruns_are_byte_identical() {
         for s in ["rollout", "score", "features", "coeffs", "update"] {
             ok(deltarl(&runs, &["stage", s, "--run", "a", "--iter", "1"]));
         }
-        assert_eq!(parquet_files(&runs.join("a")), a, "forcing {stage} changed a file");
+        assert_eq!(
+            parquet_files(&runs.join("a")),
+            a,
+            "forcing {stage} changed a file"
+        );
     }
 }
 
@@ -181,11 +228,19 @@ fn killed_runs_resume_to_identical_results() {
         // No partial file under a final name: every Parquet file present is readable.
         for (rel, bytes) in parquet_files(&runs.join(&name)) {
             if rel.ends_with(".parquet") {
-                assert_eq!(&bytes[bytes.len() - 4..], b"PAR1", "{name}/{rel} is partial");
+                assert_eq!(
+                    &bytes[bytes.len() - 4..],
+                    b"PAR1",
+                    "{name}/{rel} is partial"
+                );
             }
         }
         ok(deltarl(&runs, &["iterate", "--config", c, "--run", &name]));
-        assert_eq!(parquet_files(&runs.join(&name)), reference, "resume after kill at {frac}");
+        assert_eq!(
+            parquet_files(&runs.join(&name)),
+            reference,
+            "resume after kill at {frac}"
+        );
     }
 }
 
@@ -199,41 +254,100 @@ fn bad_input_is_refused_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("run name"));
     let bad = dir.path().join("bad.toml");
-    std::fs::write(&bad, format!("extends = {:?}\n[rollout]\ntemprature = 1.0\n", cfg.display().to_string())).unwrap();
-    let out = deltarl(&runs, &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"]);
+    std::fs::write(
+        &bad,
+        format!(
+            "extends = {:?}\n[rollout]\ntemprature = 1.0\n",
+            cfg.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = deltarl(
+        &runs,
+        &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("temprature"), "{err}");
-    std::fs::write(&bad, format!("extends = {:?}\n[rollout]\ntemperature = -1.0\n", cfg.display().to_string())).unwrap();
-    let out = deltarl(&runs, &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"]);
+    std::fs::write(
+        &bad,
+        format!(
+            "extends = {:?}\n[rollout]\ntemperature = -1.0\n",
+            cfg.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = deltarl(
+        &runs,
+        &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("rollout.temperature") && err.contains("-1"), "{err}");
+    assert!(
+        err.contains("rollout.temperature") && err.contains("-1"),
+        "{err}"
+    );
     std::fs::write(&bad, "seed = [").unwrap();
-    let out = deltarl(&runs, &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"]);
+    let out = deltarl(
+        &runs,
+        &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("malformed TOML"));
     // A run made with one config refuses another unless forced.
-    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "r", "--iters", "0"]));
+    ok(deltarl(
+        &runs,
+        &["iterate", "--config", c, "--run", "r", "--iters", "0"],
+    ));
     let other = dir.path().join("other.toml");
-    std::fs::write(&other, format!("extends = {:?}\nseed = 2\n", cfg.display().to_string())).unwrap();
-    let out = deltarl(&runs, &["iterate", "--config", other.to_str().unwrap(), "--run", "r", "--iters", "0"]);
+    std::fs::write(
+        &other,
+        format!("extends = {:?}\nseed = 2\n", cfg.display().to_string()),
+    )
+    .unwrap();
+    let out = deltarl(
+        &runs,
+        &[
+            "iterate",
+            "--config",
+            other.to_str().unwrap(),
+            "--run",
+            "r",
+            "--iters",
+            "0",
+        ],
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("another configuration"));
     // A second iterate while one holds the lock is refused.
     let lock = runs.join("r/.lock");
     let holder = Command::new("sleep").arg("30").spawn().unwrap();
     std::fs::write(&lock, holder.id().to_string()).unwrap();
-    let out = deltarl(&runs, &["iterate", "--config", c, "--run", "r", "--iters", "0"]);
+    let out = deltarl(
+        &runs,
+        &["iterate", "--config", c, "--run", "r", "--iters", "0"],
+    );
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     let mut holder = holder;
     let _ = holder.kill();
     let _ = holder.wait();
     assert!(err.contains("in use by process"), "{err}");
     // A corrupted input file is named.
-    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "r", "--iters", "1"]));
+    ok(deltarl(
+        &runs,
+        &["iterate", "--config", c, "--run", "r", "--iters", "1"],
+    ));
     let scores = runs.join("r/iter-0001/scores.parquet");
     let bytes = std::fs::read(&scores).unwrap();
     std::fs::write(&scores, &bytes[..bytes.len() / 2]).unwrap();
     let coeffs_before = std::fs::read(runs.join("r/iter-0001/coeffs.parquet")).unwrap();
-    let out = deltarl(&runs, &["stage", "coeffs", "--run", "r", "--iter", "1", "--force"]);
+    let out = deltarl(
+        &runs,
+        &["stage", "coeffs", "--run", "r", "--iter", "1", "--force"],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("scores.parquet"), "{err}");
-    assert_eq!(std::fs::read(runs.join("r/iter-0001/coeffs.parquet")).unwrap(), coeffs_before);
+    assert!(
+        !out.status.success() && err.contains("scores.parquet"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(runs.join("r/iter-0001/coeffs.parquet")).unwrap(),
+        coeffs_before
+    );
 }

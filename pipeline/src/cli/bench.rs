@@ -80,7 +80,9 @@ fn run_python(args: &[String]) -> Result<f64> {
 impl Args {
     pub fn run(self) -> Result<()> {
         tch::set_num_threads(self.threads as i32);
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(self.threads).build_global();
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .build_global();
         let reps = self.reps.max(1);
         match self.what {
             What::Coeffs { tokens, dim } => {
@@ -117,19 +119,31 @@ impl Args {
                         .collect(),
                 );
                 let numpy = run_python(&[
-                    script("../stages/coeffs/tests/reference.py").display().to_string(),
+                    script("../stages/coeffs/tests/reference.py")
+                        .display()
+                        .to_string(),
                     "bench".into(),
                     tokens.to_string(),
                     dim.to_string(),
                 ])?;
-                println!("coeffs: {tokens} tokens x {dim} dims, K = 1, {} threads, median of {reps}", self.threads);
-                println!("  deltarl  {ours:>9.4} s  ({:.2} M tokens/s)", tokens as f64 / ours / 1e6);
-                println!("  numpy    {numpy:>9.4} s  ({:.2} M tokens/s)", tokens as f64 / numpy / 1e6);
+                println!(
+                    "coeffs: {tokens} tokens x {dim} dims, K = 1, {} threads, median of {reps}",
+                    self.threads
+                );
+                println!(
+                    "  deltarl  {ours:>9.4} s  ({:.2} M tokens/s)",
+                    tokens as f64 / ours / 1e6
+                );
+                println!(
+                    "  numpy    {numpy:>9.4} s  ({:.2} M tokens/s)",
+                    tokens as f64 / numpy / 1e6
+                );
                 println!("  speed-up {:.2}x", numpy / ours);
             }
             What::Verify => {
                 let path = script("../stages/verify/tests/cases.jsonl");
-                let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
                 let cases: Vec<(String, String, bool)> = text
                     .lines()
                     .map(|l| {
@@ -141,7 +155,10 @@ impl Args {
                         ))
                     })
                     .collect::<Result<_>>()?;
-                let agree = cases.iter().filter(|(p, g, e)| deltarl_verify::verify(p, g) == *e).count();
+                let agree = cases
+                    .iter()
+                    .filter(|(p, g, e)| deltarl_verify::verify(p, g) == *e)
+                    .count();
                 // Single-threaded, like the Python baseline; the score stage adds rayon.
                 let ours = median(
                     (0..reps)
@@ -155,19 +172,33 @@ impl Args {
                         .collect(),
                 );
                 let theirs = run_python(&[
-                    script("../stages/verify/tests/bench_math_verify.py").display().to_string(),
+                    script("../stages/verify/tests/bench_math_verify.py")
+                        .display()
+                        .to_string(),
                     path.display().to_string(),
                     reps.to_string(),
                 ])?;
                 let n = cases.len() as f64;
-                println!("verify: {} cases, one thread, median of {reps}", cases.len());
+                println!(
+                    "verify: {} cases, one thread, median of {reps}",
+                    cases.len()
+                );
                 println!("  deltarl      {:>12.0} verifications/s  (agreement with math-verify {agree}/{})", n / ours, cases.len());
                 println!("  math-verify  {:>12.0} verifications/s", n / theirs);
                 println!("  speed-up {:.1}x", theirs / ours);
             }
-            What::Rollout { model, batch, prompt_len, new_tokens } => {
-                let policy = deltarl_model::load(&model, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
-                let req = Request { prompt_ids: vec![5; prompt_len], seeds: (0..batch as u64).collect() };
+            What::Rollout {
+                model,
+                batch,
+                prompt_len,
+                new_tokens,
+            } => {
+                let policy =
+                    deltarl_model::load(&model, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
+                let req = Request {
+                    prompt_ids: vec![5; prompt_len],
+                    seeds: (0..batch as u64).collect(),
+                };
                 let rate = |use_cache: bool| -> Result<f64> {
                     let s = SampleSettings {
                         temperature: 1.0,
@@ -183,7 +214,13 @@ impl Args {
                     let mut v = Vec::new();
                     for _ in 0..reps {
                         let t = Instant::now();
-                        let out = generate(&policy.model, &policy.tokenizer, std::slice::from_ref(&req), &s, &mut |_, _| {})?;
+                        let out = generate(
+                            &policy.model,
+                            &policy.tokenizer,
+                            std::slice::from_ref(&req),
+                            &s,
+                            &mut |_, _| {},
+                        )?;
                         let toks: usize = out.iter().flatten().map(|x| x.tokens.len()).sum();
                         v.push(toks as f64 / t.elapsed().as_secs_f64());
                     }
@@ -205,7 +242,10 @@ impl Args {
                     self.threads
                 );
                 println!("  deltarl (KV cache)     {cached:>10.1} tok/s");
-                println!("  deltarl (no cache)     {uncached:>10.1} tok/s  ({:.2}x slower)", cached / uncached);
+                println!(
+                    "  deltarl (no cache)     {uncached:>10.1} tok/s  ({:.2}x slower)",
+                    cached / uncached
+                );
                 println!("  transformers generate  {hf:>10.1} tok/s");
                 println!("  speed-up vs transformers {:.2}x", cached / hf);
             }

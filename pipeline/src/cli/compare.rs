@@ -29,8 +29,14 @@ pub struct Args {
 
 /// Two-sided 97.5 % Student-t quantiles for 1..=10 degrees of freedom (then normal).
 fn t975(df: usize) -> f64 {
-    const T: [f64; 10] = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228];
-    if df == 0 { f64::NAN } else { T.get(df - 1).copied().unwrap_or(1.96) }
+    const T: [f64; 10] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    ];
+    if df == 0 {
+        f64::NAN
+    } else {
+        T.get(df - 1).copied().unwrap_or(1.96)
+    }
 }
 
 /// Mean and half-width of the 95 % CI of the mean.
@@ -53,7 +59,10 @@ impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
         let folder = runs.join(&self.name);
         std::fs::create_dir_all(folder.join("configs"))?;
-        let base_cfg = self.config.canonicalize().with_context(|| format!("config {}", self.config.display()))?;
+        let base_cfg = self
+            .config
+            .canonicalize()
+            .with_context(|| format!("config {}", self.config.display()))?;
         let mut results: Vec<(String, u64, Vec<Option<f64>>, f64)> = Vec::new();
         let mut shared_base: Option<PathBuf> = None;
         for v in &self.variants {
@@ -63,7 +72,10 @@ impl Args {
             for seed in 1..=self.seeds {
                 let name = format!("{}-{v}-s{seed}", self.name);
                 let cfg = folder.join("configs").join(format!("{v}-s{seed}.toml"));
-                let text = format!("extends = {:?}\nalgorithm = {v:?}\nseed = {seed}\n", base_cfg.display().to_string());
+                let text = format!(
+                    "extends = {:?}\nalgorithm = {v:?}\nseed = {seed}\n",
+                    base_cfg.display().to_string()
+                );
                 deltarl_schemas::atomic_write_bytes(&cfg, text.as_bytes())?;
                 let ctx = Ctx::open(&cfg, runs, &name, false)?;
                 // Every run starts from one warm-started base, so runs differ only in the
@@ -91,7 +103,11 @@ impl Args {
         }
         let base_acc = shared_base
             .as_ref()
-            .and_then(|b| deltarl_schemas::Manifest::read(&b.join("manifest.json")).ok().flatten())
+            .and_then(|b| {
+                deltarl_schemas::Manifest::read(&b.join("manifest.json"))
+                    .ok()
+                    .flatten()
+            })
             .and_then(|m| m.summary["heldout_greedy_accuracy"].as_f64());
         let mut table = String::from("| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n|---|---|---|---|---|\n");
         let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
@@ -99,7 +115,11 @@ impl Args {
             let finals: Vec<f64> = results.iter().filter(|r| &r.0 == v).map(|r| r.3).collect();
             let (m, ci) = mean_ci(&finals);
             let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
-            table += &format!("| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n", finals.len(), per.join(", "));
+            table += &format!(
+                "| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n",
+                finals.len(),
+                per.join(", ")
+            );
         }
         for (v, seed, curve, _) in &results {
             for (i, a) in curve.iter().enumerate() {

@@ -48,10 +48,17 @@ fn ci(e: crate::eval::Estimate) -> String {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        let policy = deltarl_model::load(&self.model, deltarl_model::default_device(), deltarl_model::Dtype::F32)
-            .with_context(|| format!("cannot load {}", self.model.display()))?;
+        let policy = deltarl_model::load(
+            &self.model,
+            deltarl_model::default_device(),
+            deltarl_model::Dtype::F32,
+        )
+        .with_context(|| format!("cannot load {}", self.model.display()))?;
         let s = EvalSettings {
-            template: self.template.clone().unwrap_or_else(|| DELTA_TEMPLATE.to_string()),
+            template: self
+                .template
+                .clone()
+                .unwrap_or_else(|| DELTA_TEMPLATE.to_string()),
             samples: self.k,
             temperature: self.temperature,
             top_p: self.top_p,
@@ -64,19 +71,36 @@ impl Args {
         let mut all = Vec::new();
         println!(
             "{:<16} {:>8} {:>3}  {:<24} {:<24} {:<24} {:>8} {:>9}",
-            "benchmark", "problems", "k", "avg@k [95% CI]", "pass@k [95% CI]", "maj@k [95% CI]", "mean len", "truncated"
+            "benchmark",
+            "problems",
+            "k",
+            "avg@k [95% CI]",
+            "pass@k [95% CI]",
+            "maj@k [95% CI]",
+            "mean len",
+            "truncated"
         );
         for path in &self.benches {
             let mut prompts = crate::data::read_prompt_file(path)?;
             if let Some(n) = self.limit {
                 prompts.truncate(n);
             }
-            let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let rows = evaluate(&policy, &name, &prompts, &s)?;
             let m = summarize(&name, &rows);
             println!(
                 "{:<16} {:>8} {:>3}  {:<24} {:<24} {:<24} {:>8.1} {:>8.1}%",
-                m.benchmark, m.problems, m.k, ci(m.avg), ci(m.pass), ci(m.maj), m.mean_len, 100.0 * m.truncated
+                m.benchmark,
+                m.problems,
+                m.k,
+                ci(m.avg),
+                ci(m.pass),
+                ci(m.maj),
+                m.mean_len,
+                100.0 * m.truncated
             );
             all.extend(rows);
         }

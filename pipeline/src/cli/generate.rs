@@ -29,7 +29,11 @@ pub struct Args {
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        let dtype = if self.bf16 { deltarl_model::Dtype::Bf16 } else { deltarl_model::Dtype::F32 };
+        let dtype = if self.bf16 {
+            deltarl_model::Dtype::Bf16
+        } else {
+            deltarl_model::Dtype::F32
+        };
         let policy = deltarl_model::load(&self.model, deltarl_model::default_device(), dtype)
             .with_context(|| format!("cannot load {}", self.model.display()))?;
         let ids = policy.tokenizer.encode(&self.prompt)?;
@@ -52,11 +56,18 @@ impl Args {
         let out = generate(
             &policy.model,
             &policy.tokenizer,
-            &[Request { prompt_ids: ids, seeds: vec![self.seed] }],
+            &[Request {
+                prompt_ids: ids,
+                seeds: vec![self.seed],
+            }],
             &s,
             &mut |_, _| {},
         )?;
-        let tokens = out.first().and_then(|g| g.first()).map(|s| s.tokens.clone()).unwrap_or_default();
+        let tokens = out
+            .first()
+            .and_then(|g| g.first())
+            .map(|s| s.tokens.clone())
+            .unwrap_or_default();
         println!("{}", policy.tokenizer.decode(&tokens));
         Ok(())
     }

@@ -20,8 +20,19 @@ pub struct Args {
 
 /// The columns of the report, in order.
 pub const COLUMNS: [&str; 13] = [
-    "run", "iter", "reward_mean", "accuracy", "response_len", "truncated", "clip_frac", "kl",
-    "entropy", "cos_before", "cos_after", "coeff_spread", "eval_accuracy",
+    "run",
+    "iter",
+    "reward_mean",
+    "accuracy",
+    "response_len",
+    "truncated",
+    "clip_frac",
+    "kl",
+    "entropy",
+    "cos_before",
+    "cos_after",
+    "coeff_spread",
+    "eval_accuracy",
 ];
 
 fn get(m: &Option<Manifest>, path: &[&str]) -> String {
@@ -39,11 +50,26 @@ pub fn rows(runs: &Path, name: &str) -> Result<Vec<Vec<String>>> {
     let mut out = Vec::new();
     for it in run.iterations() {
         let m = |s: &str| Manifest::read(&run.manifest_path(it, s)).ok().flatten();
-        let (ro, sc, fe, co, up, ev) = (m("rollout"), m("score"), m("features"), m("coeffs"), m("update"), m("eval"));
+        let (ro, sc, fe, co, up, ev) = (
+            m("rollout"),
+            m("score"),
+            m("features"),
+            m("coeffs"),
+            m("update"),
+            m("eval"),
+        );
         let spread = co.as_ref().map_or(String::new(), |c| {
-            let q = |side: &str, k: &str| c.summary[format!("coeff_{side}")][k].as_f64().unwrap_or(f64::NAN);
+            let q = |side: &str, k: &str| {
+                c.summary[format!("coeff_{side}")][k]
+                    .as_f64()
+                    .unwrap_or(f64::NAN)
+            };
             let s = (q("pos", "p90") - q("pos", "p10")).max(q("neg", "p90") - q("neg", "p10"));
-            if s.is_finite() { format!("{s:.4}") } else { String::new() }
+            if s.is_finite() {
+                format!("{s:.4}")
+            } else {
+                String::new()
+            }
         });
         out.push(vec![
             name.to_string(),
@@ -80,16 +106,30 @@ impl Args {
             table.extend(rows(runs, name)?);
         }
         let widths: Vec<usize> = (0..COLUMNS.len())
-            .map(|c| table.iter().map(|r| r[c].len()).chain([COLUMNS[c].len()]).max().unwrap_or(0))
+            .map(|c| {
+                table
+                    .iter()
+                    .map(|r| r[c].len())
+                    .chain([COLUMNS[c].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
             .collect();
         let line = |cells: Vec<&str>| {
-            cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ")
+            cells
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:>w$}"))
+                .collect::<Vec<_>>()
+                .join("  ")
         };
         println!("{}", line(COLUMNS.to_vec()));
         for r in &table {
             println!("{}", line(r.iter().map(String::as_str).collect()));
         }
-        let out = self.out.unwrap_or_else(|| runs.join(&self.runs[0]).join("report.csv"));
+        let out = self
+            .out
+            .unwrap_or_else(|| runs.join(&self.runs[0]).join("report.csv"));
         write_csv(&out, &table)?;
         eprintln!("wrote {}", out.display());
         Ok(())

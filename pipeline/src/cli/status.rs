@@ -19,7 +19,11 @@ impl Args {
         println!(
             "run {}  base: {}",
             ctx.run.root.display(),
-            if base.exists() || ctx.cfg.opts.model.source != "tiny" { "done" } else { "missing" }
+            if base.exists() || ctx.cfg.opts.model.source != "tiny" {
+                "done"
+            } else {
+                "missing"
+            }
         );
         for it in ctx.run.iterations() {
             let mut cells = Vec::new();

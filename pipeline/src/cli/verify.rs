@@ -25,7 +25,8 @@ impl Args {
         let Some(path) = self.jsonl else {
             bail!("give --gold and --pred, or --jsonl FILE");
         };
-        let file = std::fs::File::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+        let file = std::fs::File::open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
         for (i, line) in std::io::BufReader::new(file).lines().enumerate() {

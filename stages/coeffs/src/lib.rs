@@ -145,7 +145,11 @@ fn validate(dim: usize, responses: &[Response<'_>]) -> Result<()> {
             )));
         }
         if !r.advantage.is_finite() {
-            return Err(Error::Input(format!("{}: advantage is {}", at(), r.advantage)));
+            return Err(Error::Input(format!(
+                "{}: advantage is {}",
+                at(),
+                r.advantage
+            )));
         }
         if let Some(i) = r.features.iter().position(|x| !x.is_finite()) {
             return Err(Error::Input(format!(

@@ -119,7 +119,10 @@ pub fn run_io<R1: Read, R2: Read, R3: Read, W: Write + Send>(
             "settings",
             serde_json::to_string(settings).unwrap_or_default(),
         )
-        .with("summary", serde_json::to_string(&summary).unwrap_or_default());
+        .with(
+            "summary",
+            serde_json::to_string(&summary).unwrap_or_default(),
+        );
     write_table(out, &rows, &meta)?;
     Ok(summary)
 }

@@ -106,7 +106,11 @@ pub(crate) fn summarize(
         cos_after: cosine(&p1, &n1),
         gamma_pos: mean(&|d| d.gamma_pos),
         gamma_neg: mean(&|d| d.gamma_neg),
-        norm: if stats.is_empty() { 1.0 } else { mean(&|d| d.norm) },
+        norm: if stats.is_empty() {
+            1.0
+        } else {
+            mean(&|d| d.norm)
+        },
         scopes: stats.len(),
         ..Summary::default()
     };

@@ -1,5 +1,6 @@
 //! Tests that pin the DelTA math (DESIGN.md 1.4). Golden numbers come from
 //! `reference.py` (a plain numpy implementation), checked by hand where noted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use deltarl_coeffs::{
     delta_coefficients, estimate, DeltaSettings, Estimator, Response, Scope, Settings,
@@ -72,7 +73,10 @@ fn lam_one_gives_exactly_one() {
 }
 
 /// A deterministic pseudo-random batch: `n` responses of varying length in `g` groups.
-fn batch(n: usize, g: usize, dim: usize) -> Vec<(String, u32, f32, Vec<f32>, Vec<f32>)> {
+/// (prompt id, sample index, advantage, features, entropies)
+type Row = (String, u32, f32, Vec<f32>, Vec<f32>);
+
+fn batch(n: usize, g: usize, dim: usize) -> Vec<Row> {
     let mut x: u64 = 0x9e3779b97f4a7c15;
     let mut next = move || {
         x ^= x << 13;
@@ -84,14 +88,16 @@ fn batch(n: usize, g: usize, dim: usize) -> Vec<(String, u32, f32, Vec<f32>, Vec
         .map(|i| {
             let len = 1 + (next() * 40.0) as usize;
             let adv = (next() * 2.0 - 1.0) as f32;
-            let f: Vec<f32> = (0..len * dim).map(|_| (next() * 2.0 - 1.0) as f32).collect();
+            let f: Vec<f32> = (0..len * dim)
+                .map(|_| (next() * 2.0 - 1.0) as f32)
+                .collect();
             let e: Vec<f32> = (0..len).map(|_| next() as f32).collect();
             (format!("g{}", i % g), (i / g) as u32, adv, f, e)
         })
         .collect()
 }
 
-fn as_responses(b: &[(String, u32, f32, Vec<f32>, Vec<f32>)]) -> Vec<Response<'_>> {
+fn as_responses(b: &[Row]) -> Vec<Response<'_>> {
     b.iter()
         .map(|(p, i, a, f, e)| resp(p, *i, *a, f, e))
         .collect()
@@ -137,7 +143,9 @@ fn normalised_mean_is_one_and_in_range() {
     let mean = all.iter().sum::<f64>() / all.len() as f64;
     assert!(close(mean, 1.0, 1e-5), "mean {mean}");
     let g = out.summary.norm;
-    assert!(all.iter().all(|&c| c >= 0.8 * g - 1e-5 && c <= 1.2 * g + 1e-5));
+    assert!(all
+        .iter()
+        .all(|&c| c >= 0.8 * g - 1e-5 && c <= 1.2 * g + 1e-5));
 }
 
 #[test]
@@ -168,7 +176,12 @@ fn discriminative_direction_is_amplified() {
     );
     for c in &out.coeffs {
         for t in (0..10).step_by(2) {
-            assert!(c[t] > c[t + 1], "discriminative {} vs shared {}", c[t], c[t + 1]);
+            assert!(
+                c[t] > c[t + 1],
+                "discriminative {} vs shared {}",
+                c[t],
+                c[t + 1]
+            );
         }
     }
 }
@@ -194,14 +207,22 @@ fn degenerate_batches_are_finite() {
         }
         let n: usize = rs.iter().map(|r| r.tokens()).sum();
         if n > 0 {
-            let mean = out.coeffs.iter().flatten().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+            let mean = out
+                .coeffs
+                .iter()
+                .flatten()
+                .map(|&x| f64::from(x))
+                .sum::<f64>()
+                / n as f64;
             assert!(close(mean, 1.0, 1e-5));
         }
     }
     // All-zero advantages: every coefficient is lam_min * (1 / lam_min) = 1.
     let rs = [resp("p", 0, 0.0, &F0, &E3)];
     let out = estimate(&s, dim, &rs).unwrap();
-    assert!(out.coeffs[0].iter().all(|&x| close(f64::from(x), 1.0, 1e-6)));
+    assert!(out.coeffs[0]
+        .iter()
+        .all(|&x| close(f64::from(x), 1.0, 1e-6)));
     // Excluded responses get 0 and do not count.
     let mut ex = resp("p", 1, -1.0, &F1, &E3);
     ex.kept = false;
@@ -220,7 +241,10 @@ fn bad_inputs_are_errors_naming_the_response() {
     let err = estimate(&s, dim, &[resp("p", 0, f32::INFINITY, &F0, &E3)]).unwrap_err();
     assert!(err.to_string().contains("advantage is inf"), "{err}");
     let err = estimate(&s, dim, &[resp("p", 0, 1.0, &F0[..4], &E3)]).unwrap_err();
-    assert!(err.to_string().contains("4 feature floats for 3 tokens"), "{err}");
+    assert!(
+        err.to_string().contains("4 feature floats for 3 tokens"),
+        "{err}"
+    );
     let err = estimate(
         &s,
         dim,
@@ -245,7 +269,12 @@ fn top_entropy_keeps_the_fraction() {
     let e1 = [0.8f32, 0.2, 0.3];
     let f = [0.0f32; 6];
     let s = Settings::new(Estimator::TopEntropy { keep: 0.5 }).unwrap();
-    let out = estimate(&s, 2, &[resp("p", 0, 1.0, &f, &e0), resp("p", 1, -1.0, &f, &e1)]).unwrap();
+    let out = estimate(
+        &s,
+        2,
+        &[resp("p", 0, 1.0, &f, &e0), resp("p", 1, -1.0, &f, &e1)],
+    )
+    .unwrap();
     // Six tokens, keep three: entropies 0.9, 0.8 and 0.5, each with weight 2.
     assert_eq!(out.coeffs, vec![vec![0.0, 2.0, 2.0], vec![2.0, 0.0, 0.0]]);
     let u = Settings::new(Estimator::Uniform).unwrap();

@@ -65,7 +65,9 @@ pub fn projection(hidden: usize, s: &Settings) -> Option<Tensor> {
     }
     let mut rng = Rng::new(s.projection_seed);
     let scale = 1.0 / (k as f64).sqrt();
-    let data: Vec<f32> = (0..hidden * k).map(|_| (rng.normal() * scale) as f32).collect();
+    let data: Vec<f32> = (0..hidden * k)
+        .map(|_| (rng.normal() * scale) as f32)
+        .collect();
     Some(Tensor::from_slice(&data).view([hidden as i64, k as i64]))
 }
 
@@ -109,7 +111,9 @@ pub fn token_stats(
         lengths.push(response.len());
     }
     // 1. Hidden states: [B, T, H] -> the predicting positions [N, H].
-    let input = Tensor::from_slice(&ids).view([rows.len() as i64, t_max as i64]).to_device(device);
+    let input = Tensor::from_slice(&ids)
+        .view([rows.len() as i64, t_max as i64])
+        .to_device(device);
     let h = model.hidden(&input, None);
     let hdim = h.size()[2];
     let h = h
@@ -130,7 +134,12 @@ pub fn token_stats(
 }
 
 fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
-    Ok(Vec::<f32>::try_from(t.to_kind(Kind::Float).to_device(Device::Cpu).contiguous().view([-1]))?)
+    Ok(Vec::<f32>::try_from(
+        t.to_kind(Kind::Float)
+            .to_device(Device::Cpu)
+            .contiguous()
+            .view([-1]),
+    )?)
 }
 
 /// Pure core: one feature row per rollout row, in the same order.
@@ -166,7 +175,12 @@ pub fn run(s: &Settings, model: &Qwen3, rollouts: &[RolloutRow]) -> Result<Vec<F
         let chunk_out = tch::no_grad(|| -> Result<Vec<FeatureRow>> {
             let pairs: Vec<(&[u32], &[u32])> = chunk
                 .iter()
-                .map(|r| (r.prompt_token_ids.as_slice(), r.response_token_ids.as_slice()))
+                .map(|r| {
+                    (
+                        r.prompt_token_ids.as_slice(),
+                        r.response_token_ids.as_slice(),
+                    )
+                })
                 .collect();
             let st = token_stats(model, &pairs, s.temperature, device);
             let p = st.logprob.exp();
@@ -216,7 +230,10 @@ pub fn run_io<W: Write + Send>(
     let meta = meta
         .with("settings", serde_json::to_string(s).unwrap_or_default())
         .with("k", k.to_string())
-        .with("projected", (k as usize != model.config.hidden_size).to_string());
+        .with(
+            "projected",
+            (k as usize != model.config.hidden_size).to_string(),
+        );
     write_table(out, &rows, &meta)?;
     Ok(rows)
 }

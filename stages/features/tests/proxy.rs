@@ -1,6 +1,7 @@
 //! The proxy `(1 - p) h` equals the autograd gradient of log p(y) with respect to the
 //! LM-head row of y (untied head, temperature 1), and does not depend on the chunk size
 //! beyond float round-off.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use deltarl_features::{run, Proxy, Settings};
 use deltarl_model::{build, init_weights, Dtype, Qwen3Config, Tokenizer};
@@ -19,7 +20,13 @@ fn policy(tied: bool) -> (tempfile::TempDir, deltarl_model::Policy) {
         "rope_theta": 10000.0
     }))
     .unwrap();
-    let mut p = build(&cfg, Tokenizer::from_file(&tok).unwrap(), Device::Cpu, Dtype::F32).unwrap();
+    let mut p = build(
+        &cfg,
+        Tokenizer::from_file(&tok).unwrap(),
+        Device::Cpu,
+        Dtype::F32,
+    )
+    .unwrap();
     init_weights(&mut p, 3);
     // Larger weights than the 0.02 init so probabilities are far from uniform.
     tch::no_grad(|| {
@@ -64,20 +71,37 @@ fn proxy_is_the_lm_head_row_gradient() {
     let feats = run(&settings(2), &p.model, &rs).unwrap();
     let head = p.model.lm_head_weight();
     for (r, f) in rs.iter().zip(&feats) {
-        let seq: Vec<i64> = r.prompt_token_ids.iter().chain(&r.response_token_ids).map(|&x| i64::from(x)).collect();
+        let seq: Vec<i64> = r
+            .prompt_token_ids
+            .iter()
+            .chain(&r.response_token_ids)
+            .map(|&x| i64::from(x))
+            .collect();
         let ids = Tensor::from_slice(&seq).view([1, -1]);
         for (j, &y) in r.response_token_ids.iter().enumerate() {
             let pos = r.prompt_token_ids.len() + j - 1;
             let mut h = head.shallow_clone();
             h.zero_grad();
             let logits = p.model.forward(&ids);
-            let logp = logits.get(0).get(pos as i64).log_softmax(-1, Kind::Float).get(i64::from(y));
+            let logp = logits
+                .get(0)
+                .get(pos as i64)
+                .log_softmax(-1, Kind::Float)
+                .get(i64::from(y));
             logp.backward();
             let g = Vec::<f32>::try_from(head.grad().get(i64::from(y))).unwrap();
             let v = f.vector(j);
-            let d = g.iter().zip(v).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            let d = g
+                .iter()
+                .zip(v)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
             let scale = g.iter().map(|a| a.abs()).fold(1.0f32, f32::max);
-            assert!(d <= 1e-5 * scale, "token {j} of {}: max diff {d} (scale {scale})", r.prompt_id);
+            assert!(
+                d <= 1e-5 * scale,
+                "token {j} of {}: max diff {d} (scale {scale})",
+                r.prompt_id
+            );
             // The recorded probability is exp(log p) of the token itself.
             assert!((f.token_prob[j] - logp.exp().double_value(&[]) as f32).abs() < 1e-6);
         }
@@ -92,12 +116,21 @@ fn chunking_changes_nothing_but_round_off() {
     let b = run(&settings(5), &p.model, &rs).unwrap();
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(x.features.len(), y.features.len());
-        let d = x.features.iter().zip(&y.features).map(|(u, v)| (u - v).abs()).fold(0.0f32, f32::max);
+        let d = x
+            .features
+            .iter()
+            .zip(&y.features)
+            .map(|(u, v)| (u - v).abs())
+            .fold(0.0f32, f32::max);
         let scale = x.features.iter().map(|u| u.abs()).fold(1.0f32, f32::max);
         assert!(d <= 1e-5 * scale, "{d} (scale {scale})");
     }
     // A projection to fewer dimensions is seeded and recorded in the rows' dim.
-    let s = Settings { project_dim: Some(8), projection_seed: 9, ..settings(5) };
+    let s = Settings {
+        project_dim: Some(8),
+        projection_seed: 9,
+        ..settings(5)
+    };
     let c = run(&s, &p.model, &rs).unwrap();
     assert_eq!(c[0].dim, 8);
     assert_eq!(run(&s, &p.model, &rs).unwrap(), c);

@@ -19,7 +19,14 @@ pub struct Attention {
 }
 
 impl Attention {
-    pub fn new(p: nn::Path, hidden: i64, heads: i64, kv_heads: i64, head_dim: i64, eps: f64) -> Self {
+    pub fn new(
+        p: nn::Path,
+        hidden: i64,
+        heads: i64,
+        kv_heads: i64,
+        head_dim: i64,
+        eps: f64,
+    ) -> Self {
         let c = nn::LinearConfig {
             bias: false,
             ..Default::default()
@@ -44,9 +51,18 @@ impl Attention {
         let past = cache.as_ref().map_or(0, |(k, _)| k.size()[2]);
 
         // 1. Projections, split into heads: [B, T, heads, d].
-        let q = self.q_proj.forward(x).view([b, t, self.heads, self.head_dim]);
-        let k = self.k_proj.forward(x).view([b, t, self.kv_heads, self.head_dim]);
-        let v = self.v_proj.forward(x).view([b, t, self.kv_heads, self.head_dim]);
+        let q = self
+            .q_proj
+            .forward(x)
+            .view([b, t, self.heads, self.head_dim]);
+        let k = self
+            .k_proj
+            .forward(x)
+            .view([b, t, self.kv_heads, self.head_dim]);
+        let v = self
+            .v_proj
+            .forward(x)
+            .view([b, t, self.kv_heads, self.head_dim]);
 
         // 2. Per-head RMSNorm on q and k, then heads first: [B, heads, T, d].
         let q = self.q_norm.forward(&q).transpose(1, 2);
@@ -81,11 +97,23 @@ impl Attention {
             let mask = Tensor::ones([t, s], (Kind::Bool, x.device())).tril(past);
             Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, scale, false)
         } else {
-            Tensor::scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, t > 1, scale, false)
+            Tensor::scaled_dot_product_attention::<Tensor>(
+                &q,
+                &k,
+                &v,
+                None,
+                0.0,
+                t > 1,
+                scale,
+                false,
+            )
         };
 
         // 6. Merge heads and project back: [B, T, hidden].
-        let out = out.transpose(1, 2).contiguous().view([b, t, self.heads * self.head_dim]);
+        let out = out
+            .transpose(1, 2)
+            .contiguous()
+            .view([b, t, self.heads * self.head_dim]);
         self.o_proj.forward(&out)
     }
 }

@@ -167,7 +167,10 @@ pub fn load(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
         return Err(Error::Tensor {
             path: dir.to_path_buf(),
             name: (*name).clone(),
-            message: format!("missing from the checkpoint ({} missing in all)", missing.len()),
+            message: format!(
+                "missing from the checkpoint ({} missing in all)",
+                missing.len()
+            ),
         });
     }
     Ok(policy)
@@ -246,7 +249,11 @@ pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
     let json = serde_json::to_vec_pretty(&cfg).map_err(|e| Error::Config(e.to_string()))?;
     deltarl_atomic_write(&dir.join("config.json"), &json)?;
     let src_dir = policy.tokenizer.path.parent().map(Path::to_path_buf);
-    for name in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"] {
+    for name in [
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+    ] {
         let Some(src) = src_dir.as_ref().map(|d| d.join(name)) else {
             continue;
         };

@@ -96,10 +96,14 @@ impl Qwen3Config {
     /// The end-of-sequence token ids (a number or a list in HF configs).
     pub fn eos_ids(&self) -> Vec<u32> {
         match &self.eos_token_id {
-            Some(serde_json::Value::Number(n)) => n.as_u64().map(|x| x as u32).into_iter().collect(),
-            Some(serde_json::Value::Array(a)) => {
-                a.iter().filter_map(|v| v.as_u64()).map(|x| x as u32).collect()
+            Some(serde_json::Value::Number(n)) => {
+                n.as_u64().map(|x| x as u32).into_iter().collect()
             }
+            Some(serde_json::Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_u64())
+                .map(|x| x as u32)
+                .collect(),
             _ => Vec::new(),
         }
     }
@@ -115,7 +119,9 @@ impl Qwen3Config {
         }
         if let Some(a) = self.architectures.first() {
             if a != "Qwen3ForCausalLM" {
-                return err(format!("architecture {a:?} is not supported (Qwen3ForCausalLM)"));
+                return err(format!(
+                    "architecture {a:?} is not supported (Qwen3ForCausalLM)"
+                ));
             }
         }
         for key in ["rope_parameters", "rope_scaling"] {
@@ -126,29 +132,41 @@ impl Qwen3Config {
                 .and_then(|t| t.as_str())
             {
                 if kind != "default" {
-                    return err(format!("{key}.rope_type {kind:?} is not supported (default only)"));
+                    return err(format!(
+                        "{key}.rope_type {kind:?} is not supported (default only)"
+                    ));
                 }
             }
         }
-        if self.extra.get("use_sliding_window").and_then(|v| v.as_bool()) == Some(true) {
+        if self
+            .extra
+            .get("use_sliding_window")
+            .and_then(|v| v.as_bool())
+            == Some(true)
+        {
             return err("use_sliding_window = true is not supported".into());
         }
         if self.hidden_act != "silu" {
-            return err(format!("hidden_act {:?} is not supported (silu)", self.hidden_act));
+            return err(format!(
+                "hidden_act {:?} is not supported (silu)",
+                self.hidden_act
+            ));
         }
         if self.attention_bias {
             return err("attention_bias = true is not supported".into());
         }
         if self.num_attention_heads == 0
             || self.num_key_value_heads == 0
-            || self.num_attention_heads % self.num_key_value_heads != 0
+            || !self
+                .num_attention_heads
+                .is_multiple_of(self.num_key_value_heads)
         {
             return err(format!(
                 "num_attention_heads {} must be a multiple of num_key_value_heads {}",
                 self.num_attention_heads, self.num_key_value_heads
             ));
         }
-        if self.head_dim() % 2 != 0 || self.head_dim() == 0 {
+        if !self.head_dim().is_multiple_of(2) || self.head_dim() == 0 {
             return err(format!("head_dim {} must be even", self.head_dim()));
         }
         if self.vocab_size == 0 || self.hidden_size == 0 || self.num_hidden_layers == 0 {

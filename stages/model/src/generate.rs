@@ -56,7 +56,11 @@ pub struct Sample {
 
 /// Draws one token from a row of logits. Returns (token, log-prob at the temperature).
 pub fn sample_row(logits: &[f32], s: &SampleSettings, rng: &mut Rng) -> (u32, f32) {
-    let t = if s.temperature > 0.0 { s.temperature } else { 1.0 };
+    let t = if s.temperature > 0.0 {
+        s.temperature
+    } else {
+        1.0
+    };
     let z: Vec<f64> = logits.iter().map(|&x| f64::from(x) / t).collect();
     let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let lse = max + z.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
@@ -169,7 +173,8 @@ pub fn generate(
     let mut out: Vec<Vec<Sample>> = requests.iter().map(|_| Vec::new()).collect();
     let mut done_rows = 0;
     for batch in batches {
-        let samples = tch::no_grad(|| generate_batch(model, tokenizer, requests, &batch, s, device))?;
+        let samples =
+            tch::no_grad(|| generate_batch(model, tokenizer, requests, &batch, s, device))?;
         for (g, group) in batch.iter().zip(samples) {
             done_rows += group.len();
             out[*g] = group;
@@ -188,7 +193,10 @@ fn generate_batch(
     s: &SampleSettings,
     device: Device,
 ) -> Result<Vec<Vec<Sample>>> {
-    let prompts: Vec<Vec<u32>> = batch.iter().map(|&g| requests[g].prompt_ids.clone()).collect();
+    let prompts: Vec<Vec<u32>> = batch
+        .iter()
+        .map(|&g| requests[g].prompt_ids.clone())
+        .collect();
     let mut rows: Vec<Row> = Vec::new();
     let mut fan: Vec<i64> = Vec::new();
     for (gi, &g) in batch.iter().enumerate() {
@@ -267,7 +275,10 @@ fn generate_batch(
         };
         logits = last_logits(model, &hidden)?;
     }
-    let mut out: Vec<Vec<Sample>> = batch.iter().map(|&g| Vec::with_capacity(requests[g].seeds.len())).collect();
+    let mut out: Vec<Vec<Sample>> = batch
+        .iter()
+        .map(|&g| Vec::with_capacity(requests[g].seeds.len()))
+        .collect();
     for r in rows {
         out[r.group].push(Sample {
             tokens: r.tokens,

@@ -36,7 +36,9 @@ impl Block {
 
     /// x: [B, T, hidden] -> [B, T, hidden] (pre-norm residual block).
     fn forward(&self, x: &Tensor, rope: &Rope, cache: &mut Option<(Tensor, Tensor)>) -> Tensor {
-        let h = x + self.self_attn.forward(&self.input_layernorm.forward(x), rope, cache);
+        let h = x + self
+            .self_attn
+            .forward(&self.input_layernorm.forward(x), rope, cache);
         &h + self.mlp.forward(&self.post_attention_layernorm.forward(&h))
     }
 }

@@ -12,8 +12,8 @@ pub struct Rope {
 impl Rope {
     pub fn new(head_dim: i64, max_pos: i64, theta: f64, device: Device) -> Self {
         // inv_freq[i] = theta^(-2i / d), computed in f32 as transformers does.
-        let idx = Tensor::arange_start_step(0, head_dim, 2, (Kind::Int64, device))
-            .to_kind(Kind::Float);
+        let idx =
+            Tensor::arange_start_step(0, head_dim, 2, (Kind::Int64, device)).to_kind(Kind::Float);
         let inv_freq = (idx * (-(theta.ln()) / head_dim as f64)).exp();
         let t = Tensor::arange(max_pos, (Kind::Float, device));
         let freqs = t.outer(&inv_freq); // [max_pos, d/2]

@@ -12,7 +12,9 @@ pub struct Tokenizer {
 
 impl std::fmt::Debug for Tokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokenizer").field("path", &self.path).finish()
+        f.debug_struct("Tokenizer")
+            .field("path", &self.path)
+            .finish()
     }
 }
 

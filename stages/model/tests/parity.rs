@@ -2,6 +2,7 @@
 //! logits within 1e-4 in f32, identical greedy decoding of 32 tokens, and checkpoints we
 //! save open in transformers with the same logits. Tied and untied embeddings, and
 //! kv_heads < heads, are covered.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::process::Command;
@@ -22,22 +23,39 @@ fn script() -> String {
 }
 
 fn py(args: &[&str]) -> String {
-    let out = Command::new(python()).arg(script()).args(args).output().expect("python with transformers");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(python())
+        .arg(script())
+        .args(args)
+        .output()
+        .expect("python with transformers");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn max_diff(a: &[f32], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (f64::from(*x) - y).abs()).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (f64::from(*x) - y).abs())
+        .fold(0.0, f64::max)
 }
 
 fn check(tied: u32, kv: u32) {
     tch::set_num_threads(2);
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("hf");
-    py(&["make", folder.to_str().unwrap(), &tied.to_string(), &kv.to_string()]);
+    py(&[
+        "make",
+        folder.to_str().unwrap(),
+        &tied.to_string(),
+        &kv.to_string(),
+    ]);
     let reference: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap())
+            .unwrap();
     let ids: Vec<Vec<i64>> = serde_json::from_value(reference["ids"].clone()).unwrap();
     let want: Vec<f64> = serde_json::from_value(reference["logits"].clone()).unwrap();
     let greedy: Vec<u32> = serde_json::from_value(reference["greedy"].clone()).unwrap();
@@ -66,22 +84,36 @@ fn check(tied: u32, kv: u32) {
     let out = generate(
         &policy.model,
         &policy.tokenizer,
-        &[Request { prompt_ids: prompt, seeds: vec![0] }],
+        &[Request {
+            prompt_ids: prompt,
+            seeds: vec![0],
+        }],
         &s,
         &mut |_, _| {},
     )
     .unwrap();
-    assert_eq!(out[0][0].tokens, greedy, "tied={tied} kv={kv}: greedy decoding differs");
+    assert_eq!(
+        out[0][0].tokens, greedy,
+        "tied={tied} kv={kv}: greedy decoding differs"
+    );
 
     // 3. What we save opens in transformers with the same logits.
     let saved = dir.path().join("saved");
     save(&policy, &saved).unwrap();
     let theirs: Vec<f64> = serde_json::from_str(
-        py(&["logits", saved.to_str().unwrap(), &serde_json::to_string(&ids).unwrap()]).trim(),
+        py(&[
+            "logits",
+            saved.to_str().unwrap(),
+            &serde_json::to_string(&ids).unwrap(),
+        ])
+        .trim(),
     )
     .unwrap();
     let d = max_diff(&got, &theirs);
-    assert!(d <= 1e-4, "tied={tied} kv={kv}: saved checkpoint differs in transformers by {d}");
+    assert!(
+        d <= 1e-4,
+        "tied={tied} kv={kv}: saved checkpoint differs in transformers by {d}"
+    );
     // And reloads here bit for bit.
     let again = load(&saved, Device::Cpu, Dtype::F32).unwrap();
     let l2 = tch::no_grad(|| again.model.forward(&input));
@@ -101,7 +133,9 @@ fn tied_mha_matches_transformers() {
 #[test]
 fn bad_folders_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let err = load(dir.path(), Device::Cpu, Dtype::F32).unwrap_err().to_string();
+    let err = load(dir.path(), Device::Cpu, Dtype::F32)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("config.json"), "{err}");
     let folder = dir.path().join("hf");
     py(&["make", folder.to_str().unwrap(), "0", "2"]);
@@ -109,14 +143,28 @@ fn bad_folders_are_clear_errors() {
     let cfg_path = folder.join("config.json");
     let cfg = std::fs::read_to_string(&cfg_path).unwrap();
     std::fs::write(&cfg_path, cfg.replace("\"qwen3\"", "\"llama\"")).unwrap();
-    let err = load(&folder, Device::Cpu, Dtype::F32).unwrap_err().to_string();
+    let err = load(&folder, Device::Cpu, Dtype::F32)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("llama"), "{err}");
     // Shapes that do not match the config name the tensor.
-    std::fs::write(&cfg_path, cfg.replace("\"intermediate_size\": 96", "\"intermediate_size\": 80")).unwrap();
-    let err = load(&folder, Device::Cpu, Dtype::F32).unwrap_err().to_string();
+    std::fs::write(
+        &cfg_path,
+        cfg.replace("\"intermediate_size\": 96", "\"intermediate_size\": 80"),
+    )
+    .unwrap();
+    let err = load(&folder, Device::Cpu, Dtype::F32)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("mlp") && err.contains("shape"), "{err}");
     // A tokenizer larger than the vocabulary.
-    std::fs::write(&cfg_path, cfg.replace("\"vocab_size\": 67", "\"vocab_size\": 10")).unwrap();
-    let err = load(&folder, Device::Cpu, Dtype::F32).unwrap_err().to_string();
+    std::fs::write(
+        &cfg_path,
+        cfg.replace("\"vocab_size\": 67", "\"vocab_size\": 10"),
+    )
+    .unwrap();
+    let err = load(&folder, Device::Cpu, Dtype::F32)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("vocab_size") || err.contains("shape"), "{err}");
 }

@@ -70,23 +70,33 @@ pub fn run(
         });
         texts.push(text);
     }
-    let samples = generate(&policy.model, &policy.tokenizer, &requests, &s.sampling, progress)
-        .map_err(|e| match e {
-            deltarl_model::Error::Generate(m) => {
-                // Name the prompt: the engine reports its index.
-                let id = m
-                    .strip_prefix("request ")
-                    .and_then(|r| r.split(':').next())
-                    .and_then(|i| i.parse::<usize>().ok())
-                    .and_then(|i| prompts.get(i))
-                    .map(|p| p.id.clone())
-                    .unwrap_or_default();
-                Error::Prompt { id, message: m }
-            }
-            e => Error::Model(e),
-        })?;
+    let samples = generate(
+        &policy.model,
+        &policy.tokenizer,
+        &requests,
+        &s.sampling,
+        progress,
+    )
+    .map_err(|e| match e {
+        deltarl_model::Error::Generate(m) => {
+            // Name the prompt: the engine reports its index.
+            let id = m
+                .strip_prefix("request ")
+                .and_then(|r| r.split(':').next())
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| prompts.get(i))
+                .map(|p| p.id.clone())
+                .unwrap_or_default();
+            Error::Prompt { id, message: m }
+        }
+        e => Error::Model(e),
+    })?;
     let mut rows = Vec::with_capacity(prompts.len() * s.samples_per_prompt as usize);
-    for ((p, req), (text, group)) in prompts.iter().zip(&requests).zip(texts.into_iter().zip(samples)) {
+    for ((p, req), (text, group)) in prompts
+        .iter()
+        .zip(&requests)
+        .zip(texts.into_iter().zip(samples))
+    {
         for (k, smp) in group.into_iter().enumerate() {
             rows.push(RolloutRow {
                 prompt_id: p.id.clone(),

@@ -69,7 +69,11 @@ pub fn advantages(rewards: &[f64], std_normalize: bool) -> Vec<f64> {
 }
 
 /// Pure core: one score row per rollout row, in the same order.
-pub fn run(s: &Settings, rollouts: &[RolloutRow], progress: &(dyn Fn(usize) + Sync)) -> Vec<ScoreRow> {
+pub fn run(
+    s: &Settings,
+    rollouts: &[RolloutRow],
+    progress: &(dyn Fn(usize) + Sync),
+) -> Vec<ScoreRow> {
     let graded: Vec<(Option<String>, bool)> = rollouts
         .par_iter()
         .map(|r| {
@@ -190,10 +194,23 @@ mod tests {
         let mut buf = Vec::new();
         let mut src = Vec::new();
         deltarl_schemas::write_table(&mut src, &rollouts, &FileMeta::new("rollout", "h")).unwrap();
-        let out = run_io(&s, (src.as_slice(), "rollouts.parquet"), &mut buf, FileMeta::new("score", "h"), &|_| {}).unwrap();
-        assert_eq!(out.iter().map(|r| r.correct).collect::<Vec<_>>(), [true, false, true, true]);
+        let out = run_io(
+            &s,
+            (src.as_slice(), "rollouts.parquet"),
+            &mut buf,
+            FileMeta::new("score", "h"),
+            &|_| {},
+        )
+        .unwrap();
+        assert_eq!(
+            out.iter().map(|r| r.correct).collect::<Vec<_>>(),
+            [true, false, true, true]
+        );
         assert!(out[0].advantage > 0.0 && out[1].advantage < 0.0);
-        assert_eq!(out.iter().map(|r| r.kept).collect::<Vec<_>>(), [true, true, false, false]);
+        assert_eq!(
+            out.iter().map(|r| r.kept).collect::<Vec<_>>(),
+            [true, true, false, false]
+        );
         assert_eq!(out[2].advantage, 0.0);
         let (back, _) = read_table::<ScoreRow, _>(buf.as_slice(), "scores.parquet").unwrap();
         assert_eq!(back, out);

@@ -62,7 +62,11 @@ impl AdamW {
         for (_, p, _, _) in &self.params {
             let g = p.grad();
             if g.defined() {
-                sq += g.to_kind(Kind::Double).pow_tensor_scalar(2).sum(Kind::Double).double_value(&[]);
+                sq += g
+                    .to_kind(Kind::Double)
+                    .pow_tensor_scalar(2)
+                    .sum(Kind::Double)
+                    .double_value(&[]);
             }
         }
         sq.sqrt()
@@ -143,7 +147,11 @@ impl AdamW {
                 if t.size() != p.size() {
                     return Err(Error::State {
                         path: path.clone(),
-                        message: format!("tensor `{key}` has shape {:?}, expected {:?}", t.size(), p.size()),
+                        message: format!(
+                            "tensor `{key}` has shape {:?}, expected {:?}",
+                            t.size(),
+                            p.size()
+                        ),
                     });
                 }
                 tch::no_grad(|| slot.copy_(&t.to_device(slot.device())));

@@ -62,7 +62,12 @@ pub fn token_loss(logp: &Tensor, old: &Tensor, adv: &Tensor, s: &LossSettings) -
 /// mini-batch objective, so micro-batching never changes the result.
 /// `lengths`: the response lengths of this micro-batch; `mb_tokens` / `mb_seqs`: totals of
 /// the whole mini-batch.
-pub fn token_weights(s: &LossSettings, lengths: &[usize], mb_tokens: usize, mb_seqs: usize) -> Vec<f32> {
+pub fn token_weights(
+    s: &LossSettings,
+    lengths: &[usize],
+    mb_tokens: usize,
+    mb_seqs: usize,
+) -> Vec<f32> {
     let mut w = Vec::with_capacity(lengths.iter().sum());
     for &n in lengths {
         let wi = match s.aggregation {

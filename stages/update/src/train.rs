@@ -73,6 +73,9 @@ fn mini_batches(rows: &[TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
 
 /// Runs the configured optimizer steps over `rows` and returns one metrics row per step.
 /// `reference` is the base policy when KL is on.
+// `x = x - y` on tensors builds a new graph node; `x -= y` would write in place into a
+// tensor autograd still needs.
+#[allow(clippy::assign_op_pattern)]
 pub fn run(
     s: &Settings,
     policy: &Policy,
@@ -99,7 +102,8 @@ pub fn run(
         let mb_tokens: usize = mb.iter().map(|&i| owned[i].response_ids.len()).sum();
         let mb_seqs = mb.len();
         opt.zero_grad();
-        let (mut loss_sum, mut clip_sum, mut ent_sum, mut kl_sum, mut akl_sum) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        let (mut loss_sum, mut clip_sum, mut ent_sum, mut kl_sum, mut akl_sum) =
+            (0.0, 0.0, 0.0, 0.0, 0.0);
         for micro in mb.chunks(s.micro_batch_rows.max(1)) {
             let batch: Vec<&TrainRow> = micro.iter().map(|&i| &owned[i]).collect();
             let pairs: Vec<(&[u32], &[u32])> = batch
@@ -123,7 +127,8 @@ pub fn run(
             }
             let mut kl_tok = None;
             if let (Some(base), true) = (reference, s.loss.kl_coef != 0.0) {
-                let base_lp = tch::no_grad(|| token_stats(base, &pairs, s.temperature, device).logprob);
+                let base_lp =
+                    tch::no_grad(|| token_stats(base, &pairs, s.temperature, device).logprob);
                 // k3 estimator: exp(ref - logp) - (ref - logp) - 1 >= 0.
                 let d = (&base_lp - &st.logprob).clamp(-20.0, 20.0);
                 let k3 = d.exp() - &d - 1.0;
@@ -133,14 +138,19 @@ pub fn run(
             // 4. Aggregation: per-token weights carry the mini-batch normalisation
             //    (token-mean divides by the mini-batch token count, seq-mean-token-mean by
             //    each length and the response count, sum-norm by a constant length).
-            let w = Tensor::from_slice(&token_weights(&s.loss, &st.lengths, mb_tokens, mb_seqs)).to_device(device);
+            let w = Tensor::from_slice(&token_weights(&s.loss, &st.lengths, mb_tokens, mb_seqs))
+                .to_device(device);
             let loss = (&per_token * &w).sum(Kind::Float);
             loss.backward();
             loss_sum += loss.double_value(&[]);
             let tw = mb_tokens.max(1) as f64;
             clip_sum += tl.clipped.sum(Kind::Double).double_value(&[]) / tw;
             ent_sum += st.entropy.detach().sum(Kind::Double).double_value(&[]) / tw;
-            akl_sum += (st.logprob.detach() - &old).abs().sum(Kind::Double).double_value(&[]) / tw;
+            akl_sum += (st.logprob.detach() - &old)
+                .abs()
+                .sum(Kind::Double)
+                .double_value(&[])
+                / tw;
             if let Some(k) = kl_tok {
                 kl_sum += k.detach().sum(Kind::Double).double_value(&[]) / tw;
             }

@@ -1,9 +1,13 @@
 //! The loss family: hand-checked token losses, and DelTA with lam_min = lam_max = 1 gives
 //! exactly DAPO's loss, gradients and updated weights.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response};
 use deltarl_model::{build, init_weights, Dtype, Qwen3Config, Tokenizer};
-use deltarl_update::{run, token_loss, token_weights, AdamW, AdamWSettings, Aggregation, LossSettings, Settings, TrainRow};
+use deltarl_update::{
+    run, token_loss, token_weights, AdamW, AdamWSettings, Aggregation, LossSettings, Settings,
+    TrainRow,
+};
 use tch::{Device, Tensor};
 
 fn loss_settings(agg: Aggregation) -> LossSettings {
@@ -47,9 +51,19 @@ fn aggregation_weights_by_hand() {
     // Two responses of 2 and 3 tokens in a mini-batch of 10 tokens / 4 responses.
     let w = token_weights(&loss_settings(Aggregation::TokenMean), &[2, 3], 10, 4);
     assert_eq!(w, vec![0.1; 5]);
-    let w = token_weights(&loss_settings(Aggregation::SeqMeanTokenMean), &[2, 3], 10, 4);
+    let w = token_weights(
+        &loss_settings(Aggregation::SeqMeanTokenMean),
+        &[2, 3],
+        10,
+        4,
+    );
     assert_eq!(w, vec![0.125, 0.125, 1.0 / 12.0, 1.0 / 12.0, 1.0 / 12.0]);
-    let w = token_weights(&loss_settings(Aggregation::SeqMeanTokenSumNorm), &[2, 3], 10, 4);
+    let w = token_weights(
+        &loss_settings(Aggregation::SeqMeanTokenSumNorm),
+        &[2, 3],
+        10,
+        4,
+    );
     assert_eq!(w, vec![0.025; 5]);
 }
 
@@ -65,7 +79,13 @@ fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {
         "rope_theta": 10000.0
     }))
     .unwrap();
-    let mut p = build(&cfg, Tokenizer::from_file(&tok).unwrap(), Device::Cpu, Dtype::F32).unwrap();
+    let mut p = build(
+        &cfg,
+        Tokenizer::from_file(&tok).unwrap(),
+        Device::Cpu,
+        Dtype::F32,
+    )
+    .unwrap();
     init_weights(&mut p, 11);
     (dir, p)
 }
@@ -75,7 +95,9 @@ fn train_rows(coeffs: &[Vec<f32>]) -> Vec<TrainRow> {
         .map(|i| TrainRow {
             prompt_id: format!("p{}", i / 3),
             prompt_ids: vec![3, 4, 5 + i as u32],
-            response_ids: (0..(3 + i)).map(|k| 6 + ((k * 5 + i) % 20) as u32).collect(),
+            response_ids: (0..(3 + i))
+                .map(|k| 6 + ((k * 5 + i) % 20) as u32)
+                .collect(),
             old_logprobs: (0..(3 + i)).map(|k| -3.0 - 0.1 * k as f32).collect(),
             advantage: if i % 2 == 0 { 1.0 } else { -0.7 },
             coeff: coeffs[i].clone(),
@@ -84,23 +106,28 @@ fn train_rows(coeffs: &[Vec<f32>]) -> Vec<TrainRow> {
 }
 
 fn weights(p: &deltarl_model::Policy) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = p
-        .vs
-        .variables()
-        .into_iter()
-        .map(|(n, t)| {
-            let mut b = vec![0u8; t.numel() * 4];
-            t.copy_data_u8(&mut b, t.numel());
-            (n, b)
-        })
-        .collect();
+    let mut v: Vec<(String, Vec<u8>)> =
+        p.vs.variables()
+            .into_iter()
+            .map(|(n, t)| {
+                let mut b = vec![0u8; t.numel() * 4];
+                t.copy_data_u8(&mut b, t.numel());
+                (n, b)
+            })
+            .collect();
     v.sort();
     v
 }
 
 #[test]
 fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
-    let feats: Vec<Vec<f32>> = (0..6).map(|i| (0..(3 + i) * 4).map(|k| ((k * 37 + i) % 11) as f32 - 5.0).collect()).collect();
+    let feats: Vec<Vec<f32>> = (0..6)
+        .map(|i| {
+            (0..(3 + i) * 4)
+                .map(|k| ((k * 37 + i) % 11) as f32 - 5.0)
+                .collect()
+        })
+        .collect();
     let ents: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
     let ids: Vec<String> = (0..6).map(|i| format!("p{}", i / 3)).collect();
     let rs: Vec<Response<'_>> = (0..6)
@@ -113,7 +140,12 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
             entropy: &ents[i],
         })
         .collect();
-    let unit = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings { lam_min: 1.0, lam_max: 1.0, ..DeltaSettings::default() })).unwrap();
+    let unit = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings {
+        lam_min: 1.0,
+        lam_max: 1.0,
+        ..DeltaSettings::default()
+    }))
+    .unwrap();
     let dapo = deltarl_coeffs::Settings::new(Estimator::Uniform).unwrap();
     let c_delta = estimate(&unit, 4, &rs).unwrap().coeffs;
     let c_dapo = estimate(&dapo, 4, &rs).unwrap().coeffs;
@@ -131,7 +163,13 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
         temperature: 1.0,
         seed: 5,
     };
-    let adam = AdamWSettings { lr: 1e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };
+    let adam = AdamWSettings {
+        lr: 1e-2,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
     let mut results = Vec::new();
     for coeffs in [&c_delta, &c_dapo] {
         let (_d, p) = policy();
@@ -153,11 +191,24 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
 #[test]
 fn micro_batching_does_not_change_the_objective() {
     let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
-    for agg in [Aggregation::TokenMean, Aggregation::SeqMeanTokenMean, Aggregation::SeqMeanTokenSumNorm] {
+    for agg in [
+        Aggregation::TokenMean,
+        Aggregation::SeqMeanTokenMean,
+        Aggregation::SeqMeanTokenSumNorm,
+    ] {
         let mut losses = Vec::new();
         for micro in [1, 6] {
             let (_d, p) = policy();
-            let mut opt = AdamW::new(&p.vs, AdamWSettings { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 });
+            let mut opt = AdamW::new(
+                &p.vs,
+                AdamWSettings {
+                    lr: 1e-3,
+                    beta1: 0.9,
+                    beta2: 0.999,
+                    eps: 1e-8,
+                    weight_decay: 0.0,
+                },
+            );
             let s = Settings {
                 loss: loss_settings(agg),
                 optimizer_steps: 1,
@@ -171,8 +222,14 @@ fn micro_batching_does_not_change_the_objective() {
             let m = run(&s, &p, &mut opt, None, &train_rows(&coeffs)).unwrap();
             losses.push((m[0].loss, m[0].grad_norm));
         }
-        assert!((losses[0].0 - losses[1].0).abs() < 1e-6, "{agg:?}: {losses:?}");
-        assert!((losses[0].1 - losses[1].1).abs() < 1e-5 * losses[0].1.max(1.0), "{agg:?}: {losses:?}");
+        assert!(
+            (losses[0].0 - losses[1].0).abs() < 1e-6,
+            "{agg:?}: {losses:?}"
+        );
+        assert!(
+            (losses[0].1 - losses[1].1).abs() < 1e-5 * losses[0].1.max(1.0),
+            "{agg:?}: {losses:?}"
+        );
     }
 }
 
@@ -180,7 +237,13 @@ fn micro_batching_does_not_change_the_objective() {
 fn optimizer_state_round_trips() {
     let (_d, p) = policy();
     let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
-    let adam = AdamWSettings { lr: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };
+    let adam = AdamWSettings {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
     let mut opt = AdamW::new(&p.vs, adam);
     let s = Settings {
         loss: loss_settings(Aggregation::TokenMean),

@@ -16,6 +16,7 @@ struct Parser<'a> {
 }
 
 type R = Option<f64>;
+type Unary = fn(f64) -> f64;
 
 impl Parser<'_> {
     fn peek(&self) -> Option<u8> {
@@ -134,16 +135,16 @@ impl Parser<'_> {
             b'[' => self.group(b'[', b']'),
             c if c.is_ascii_digit() || c == b'.' => {
                 let start = self.i;
-                while self
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_digit() || c == b'.')
-                {
+                while self.peek().is_some_and(|c| c.is_ascii_digit() || c == b'.') {
                     self.i += 1;
                 }
                 if self.i - start > 40 {
                     return None;
                 }
-                std::str::from_utf8(&self.s[start..self.i]).ok()?.parse().ok()
+                std::str::from_utf8(&self.s[start..self.i])
+                    .ok()?
+                    .parse()
+                    .ok()
             }
             b'\\' => self.command(),
             c if c.is_ascii_alphabetic() => {
@@ -160,7 +161,7 @@ impl Parser<'_> {
     }
 
     fn command(&mut self) -> R {
-        let fns: [(&str, fn(f64) -> f64); 7] = [
+        let fns: [(&str, Unary); 7] = [
             ("\\sin", f64::sin),
             ("\\cos", f64::cos),
             ("\\tan", f64::tan),

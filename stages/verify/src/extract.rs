@@ -2,6 +2,8 @@
 
 use crate::ExtractOptions;
 
+type Finder = fn(&str) -> Option<String>;
+
 /// An extracted answer and how it was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Extraction {
@@ -113,7 +115,7 @@ pub fn extract(response: &str, opts: &ExtractOptions) -> Option<Extraction> {
             method: "boxed",
         });
     }
-    let tries: [(bool, fn(&str) -> Option<String>, &'static str); 3] = [
+    let tries: [(bool, Finder, &'static str); 3] = [
         (opts.answer_is, answer_is, "answer-is"),
         (opts.hashes, hashes, "hashes"),
         (opts.last_number, last_number, "last-number"),
@@ -121,5 +123,10 @@ pub fn extract(response: &str, opts: &ExtractOptions) -> Option<Extraction> {
     tries
         .into_iter()
         .filter(|(on, _, _)| *on)
-        .find_map(|(_, f, m)| f(response).map(|a| Extraction { answer: a, method: m }))
+        .find_map(|(_, f, m)| {
+            f(response).map(|a| Extraction {
+                answer: a,
+                method: m,
+            })
+        })
 }

@@ -173,7 +173,7 @@ fn collection(s: &str) -> Option<Collection> {
         }
     }
     let items = split_top(s);
-    (items.len() >= 2).then(|| Collection {
+    (items.len() >= 2).then_some(Collection {
         open: '{',
         close: '}',
         items,
@@ -197,9 +197,7 @@ fn same_collection(a: &Collection, b: &Collection) -> bool {
         });
     }
     // Tuples and intervals: the ends must match (open vs closed matters).
-    a.open == b.open
-        && a.close == b.close
-        && a.items.iter().zip(&b.items).all(|(x, y)| same(x, y))
+    a.open == b.open && a.close == b.close && a.items.iter().zip(&b.items).all(|(x, y)| same(x, y))
 }
 
 #[cfg(test)]

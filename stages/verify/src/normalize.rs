@@ -36,8 +36,13 @@ fn unwrap_command(s: &str, cmd: &str, drop_units: bool) -> String {
         // A word after a number is a unit ("5 \text{ cm}"): drop it.
         let is_unit = drop_units
             && !out.trim().is_empty()
-            && out.trim_end().ends_with(|c: char| c.is_ascii_digit() || c == '}')
-            && inner.trim().chars().all(|c| c.is_alphabetic() || c == ' ' || c == '^')
+            && out
+                .trim_end()
+                .ends_with(|c: char| c.is_ascii_digit() || c == '}')
+            && inner
+                .trim()
+                .chars()
+                .all(|c| c.is_alphabetic() || c == ' ' || c == '^')
             && !inner.trim().is_empty();
         if !is_unit {
             out.push_str(inner);
@@ -152,7 +157,9 @@ pub fn normalize(s: &str) -> String {
             t = t.replace(from, to);
         }
     }
-    for cmd in ["\\textbf", "\\mathbf", "\\mathrm", "\\textrm", "\\mbox", "\\text"] {
+    for cmd in [
+        "\\textbf", "\\mathbf", "\\mathrm", "\\textrm", "\\mbox", "\\text",
+    ] {
         if t.contains(cmd) {
             t = unwrap_command(&t, cmd, true);
         }

@@ -95,7 +95,11 @@ impl Rational {
             None => (false, s),
         };
         let v = Self::parse_unsigned(body)?;
-        Some(if neg { Rational::new(-v.num, v.den)? } else { v })
+        Some(if neg {
+            Rational::new(-v.num, v.den)?
+        } else {
+            v
+        })
     }
 
     fn parse_unsigned(s: &str) -> Option<Self> {

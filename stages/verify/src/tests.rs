@@ -16,7 +16,10 @@ fn extraction_is_strict_and_balanced() {
     };
     assert_eq!(extract("The answer is 5.", &lax).unwrap().answer, "5");
     // A truncated last box falls back to the previous complete one.
-    assert_eq!(extract("\\boxed{4} then \\boxed{5", &o).unwrap().answer, "4");
+    assert_eq!(
+        extract("\\boxed{4} then \\boxed{5", &o).unwrap().answer,
+        "4"
+    );
     assert_eq!(extract("\\fbox{7}", &o).unwrap().answer, "7");
     let h = ExtractOptions { hashes: true, ..o };
     assert_eq!(extract("blah\n#### 1,234", &h).unwrap().answer, "1,234");

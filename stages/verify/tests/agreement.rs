@@ -1,5 +1,6 @@
 //! Agreement with HF math-verify on the committed case table (`cases.jsonl`, made by
 //! `make_cases.py`), and every benchmark gold answer verifying against itself.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 
@@ -18,7 +19,9 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
 
 #[test]
 fn agrees_with_math_verify() {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases.jsonl")).unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cases.jsonl"))
+            .unwrap();
     let (mut total, mut agree, mut deliberate_n) = (0, 0, 0);
     let mut disagreements = Vec::new();
     let mut sources = std::collections::BTreeSet::new();
@@ -35,7 +38,9 @@ fn agrees_with_math_verify() {
         } else if deliberate(kind) {
             deliberate_n += 1;
         } else {
-            disagreements.push(format!("{kind}: gold {gold:?} pred {pred:?}: ours {ours}, math-verify {expected}"));
+            disagreements.push(format!(
+                "{kind}: gold {gold:?} pred {pred:?}: ours {ours}, math-verify {expected}"
+            ));
         }
         let _ = field(line, "kind");
     }
@@ -47,7 +52,11 @@ fn agrees_with_math_verify() {
     for d in &disagreements {
         eprintln!("  {d}");
     }
-    assert!(rate_excl >= 0.99, "agreement {rate_excl:.4} < 0.99:\n{}", disagreements.join("\n"));
+    assert!(
+        rate_excl >= 0.99,
+        "agreement {rate_excl:.4} < 0.99:\n{}",
+        disagreements.join("\n")
+    );
 }
 
 #[test]
@@ -73,7 +82,10 @@ fn benchmark_golds_verify_against_themselves() {
             }
         }
     }
-    eprintln!("{} of {n} gold answers fail to verify against themselves", failures.len());
+    eprintln!(
+        "{} of {n} gold answers fail to verify against themselves",
+        failures.len()
+    );
     for f in &failures {
         eprintln!("  {f}");
     }
