@@ -5,7 +5,9 @@ SHELL := /bin/bash
 CACHE      ?= $(HOME)/.cache/deltarl
 DELTARL_VENV ?= $(CACHE)/venv
 TORCH_VERSION := 2.13.0
-PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy
+PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2]
+# The marker names the package list, so changing it reinstalls.
+VENV_OK := $(DELTARL_VENV)/.deltarl-ok-$(shell echo "$(PY_PACKAGES)" | md5sum | cut -c1-8)
 export CARGO_TARGET_DIR ?= $(CACHE)/target
 # torch-sys finds libtorch through the venv's python (it runs `python` when VIRTUAL_ENV is set).
 export VIRTUAL_ENV := $(DELTARL_VENV)
@@ -25,13 +27,13 @@ ITERS  ?= 1
 
 setup: venv build
 
-venv: $(DELTARL_VENV)/.deltarl-ok
+venv: $(VENV_OK)
 
-$(DELTARL_VENV)/.deltarl-ok:
+$(VENV_OK):
 	@mkdir -p $(CACHE)
 	@test -x $(DELTARL_VENV)/bin/python || python3 -m venv $(DELTARL_VENV)
 	$(DELTARL_VENV)/bin/pip install --quiet --upgrade pip
-	$(DELTARL_VENV)/bin/pip install --quiet $(PY_PACKAGES)
+	$(DELTARL_VENV)/bin/pip install --quiet $(foreach p,$(PY_PACKAGES),"$(p)")
 	@touch $@
 
 build: venv

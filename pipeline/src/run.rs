@@ -64,7 +64,9 @@ impl Ctx {
             cfg.opts.model.threads
         };
         tch::set_num_threads(threads as i32);
-        tch::set_num_interop_threads(1);
+        // libtorch allows setting the inter-op pool once per process (compare opens many runs).
+        static INTEROP: std::sync::Once = std::sync::Once::new();
+        INTEROP.call_once(|| tch::set_num_interop_threads(1));
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build_global();

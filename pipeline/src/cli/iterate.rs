@@ -13,8 +13,11 @@ pub struct Args {
     #[arg(long, default_value = "tiny-arith")]
     run: String,
     /// Iterations to run.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "until")]
     iters: u32,
+    /// Instead of --iters: run until iteration N is complete (a no-op when it is).
+    #[arg(long)]
+    until: Option<u32>,
     /// Continue a run made with another configuration.
     #[arg(long)]
     force: bool,
@@ -23,6 +26,10 @@ pub struct Args {
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
         let ctx = Ctx::open(&self.config, runs, &self.run, self.force)?;
-        ctx.iterate(self.iters)
+        let iters = match self.until {
+            Some(n) => (n + 1).saturating_sub(ctx.next_iteration()?),
+            None => self.iters,
+        };
+        ctx.iterate(iters)
     }
 }
