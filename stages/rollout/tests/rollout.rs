@@ -30,7 +30,7 @@ fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {
     init_weights(&mut p, 5);
     tch::no_grad(|| {
         for (_, mut v) in p.vs.variables() {
-            let _ = v.g_mul_scalar_(20.0);
+            let _ = v.g_mul_scalar_(2.0);
         }
     });
     (dir, p)
