@@ -38,12 +38,7 @@ pub fn evaluate(
                 .collect(),
         });
     }
-    let mut eos = policy.model.config.eos_ids();
-    for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
-        if let Some(id) = policy.tokenizer.token_id(t) {
-            eos.push(id);
-        }
-    }
+    let eos = policy.eos_ids();
     let sampling = SampleSettings {
         temperature: s.temperature,
         top_p: s.top_p,

@@ -326,18 +326,6 @@ impl Ctx {
         }
     }
 
-    fn eos_ids(policy: &Policy) -> Vec<u32> {
-        let mut eos = policy.model.config.eos_ids();
-        for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
-            if let Some(id) = policy.tokenizer.token_id(t) {
-                if !eos.contains(&id) {
-                    eos.push(id);
-                }
-            }
-        }
-        eos
-    }
-
     fn rollout(&self, iter: u32) -> Result<(usize, serde_json::Value, Vec<PathBuf>)> {
         let o = &self.cfg.opts;
         let prompts = data::load_prompts(&o.data.source, o.data.train_size)?;
@@ -346,7 +334,7 @@ impl Ctx {
         let s = deltarl_rollout::Settings {
             samples_per_prompt: o.rollout.samples_per_prompt,
             template: o.data.template.clone(),
-            sampling: self.sampling(o.rollout.temperature, Self::eos_ids(&policy)),
+            sampling: self.sampling(o.rollout.temperature, policy.eos_ids()),
             run_seed: o.seed,
             iter,
             policy_iter: iter - 1,

@@ -37,12 +37,7 @@ impl Args {
         let policy = deltarl_model::load(&self.model, deltarl_model::default_device(), dtype)
             .with_context(|| format!("cannot load {}", self.model.display()))?;
         let ids = policy.tokenizer.encode(&self.prompt)?;
-        let mut eos = policy.model.config.eos_ids();
-        for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
-            if let Some(id) = policy.tokenizer.token_id(t) {
-                eos.push(id);
-            }
-        }
+        let eos = policy.eos_ids();
         let s = SampleSettings {
             temperature: self.temperature,
             top_p: self.top_p,

@@ -4,36 +4,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use deltarl_features::{run, Proxy, Settings};
-use deltarl_model::{build, init_weights, Dtype, Qwen3Config, Tokenizer};
+use deltarl_model::random_policy;
 use deltarl_schemas::{FinishReason, RolloutRow};
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 fn policy(tied: bool) -> (tempfile::TempDir, deltarl_model::Policy) {
     let dir = tempfile::tempdir().unwrap();
-    let tok = dir.path().join("tokenizer.json");
-    std::fs::write(&tok, deltarl_data::tokenizer_json()).unwrap();
-    let cfg: Qwen3Config = serde_json::from_value(serde_json::json!({
-        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
-        "vocab_size": deltarl_data::vocab_size(), "hidden_size": 32, "intermediate_size": 48,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "head_dim": 8, "max_position_embeddings": 64, "tie_word_embeddings": tied,
-        "rope_theta": 10000.0
-    }))
-    .unwrap();
-    let mut p = build(
-        &cfg,
-        Tokenizer::from_file(&tok).unwrap(),
-        Device::Cpu,
-        Dtype::F32,
+    let p = random_policy(
+        dir.path(),
+        &deltarl_data::tokenizer_json(),
+        deltarl_data::vocab_size(),
+        tied,
+        3,
+        10.0,
     )
     .unwrap();
-    init_weights(&mut p, 3);
-    // Larger weights than the 0.02 init so probabilities are far from uniform.
-    tch::no_grad(|| {
-        for (_, mut v) in p.vs.variables() {
-            let _ = v.g_mul_scalar_(10.0);
-        }
-    });
     (dir, p)
 }
 

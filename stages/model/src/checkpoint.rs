@@ -18,6 +18,52 @@ pub struct Policy {
     pub dtype: Dtype,
 }
 
+impl Policy {
+    /// Token ids that end a response: the config's `eos_token_id` plus the tokenizer's
+    /// usual end tokens when present.
+    pub fn eos_ids(&self) -> Vec<u32> {
+        let mut eos = self.model.config.eos_ids();
+        for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
+            if let Some(id) = self.tokenizer.token_id(t) {
+                if !eos.contains(&id) {
+                    eos.push(id);
+                }
+            }
+        }
+        eos
+    }
+}
+
+/// A small random Qwen3 policy for tests and examples: `tokenizer_json` is written to
+/// `dir`, weights are `init_weights(seed)` times `scale` (larger spreads the logits).
+pub fn random_policy(
+    dir: &Path,
+    tokenizer_json: &str,
+    vocab_size: usize,
+    tied: bool,
+    seed: u64,
+    scale: f64,
+) -> Result<Policy> {
+    let tok = dir.join("tokenizer.json");
+    std::fs::write(&tok, tokenizer_json).map_err(|e| file_err(&tok, e.to_string()))?;
+    let cfg: Qwen3Config = serde_json::from_value(serde_json::json!({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "vocab_size": vocab_size, "hidden_size": 32, "intermediate_size": 48,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 8, "max_position_embeddings": 64, "tie_word_embeddings": tied,
+        "rope_theta": 10000.0, "eos_token_id": 1
+    }))
+    .map_err(|e| Error::Config(e.to_string()))?;
+    let mut p = build(&cfg, Tokenizer::from_file(&tok)?, Device::Cpu, Dtype::F32)?;
+    init_weights(&mut p, seed);
+    tch::no_grad(|| {
+        for (_, mut v) in p.vs.variables() {
+            let _ = v.g_mul_scalar_(scale);
+        }
+    });
+    Ok(p)
+}
+
 impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Policy")

@@ -15,7 +15,9 @@ mod norm;
 mod rope;
 mod tokenizer;
 
-pub use checkpoint::{build, init_weights, load, read_config, save, write_tensors, Policy};
+pub use checkpoint::{
+    build, init_weights, load, random_policy, read_config, save, write_tensors, Policy,
+};
 pub use config::{Dtype, Qwen3Config};
 pub use error::{Error, Result};
 pub use model::{KvCache, Qwen3};
