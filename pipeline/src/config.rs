@@ -127,6 +127,10 @@ pub struct DataOptions {
     pub train_size: usize,
     /// Prompt template; `{question}` is replaced by the problem.
     pub template: String,
+    /// Wrap the rendered template as the user message of the model's chat template
+    /// (`tokenizer_config.json`), as `apply_chat_template(add_generation_prompt=True)`.
+    #[serde(default)]
+    pub chat_template: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

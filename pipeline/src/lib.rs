@@ -1,5 +1,6 @@
 //! deltarl: configuration, run directory, stage graph, resume, and the CLI's commands.
 
+pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod data;

@@ -329,11 +329,12 @@ impl Ctx {
     fn rollout(&self, iter: u32) -> Result<(usize, serde_json::Value, Vec<PathBuf>)> {
         let o = &self.cfg.opts;
         let prompts = data::load_prompts(&o.data.source, o.data.train_size)?;
-        let drawn = data::draw(&prompts, o.rollout.prompts_per_iter, o.seed, iter);
+        let mut drawn = data::draw(&prompts, o.rollout.prompts_per_iter, o.seed, iter);
         let policy = self.load_policy(&self.policy_dir(iter))?;
+        let template = self.apply_chat(&mut drawn, iter)?;
         let s = deltarl_rollout::Settings {
             samples_per_prompt: o.rollout.samples_per_prompt,
-            template: o.data.template.clone(),
+            template,
             sampling: self.sampling(o.rollout.temperature, policy.eos_ids()),
             run_seed: o.seed,
             iter,
@@ -644,6 +645,24 @@ impl Ctx {
         deltarl_schemas::write_path(&self.file(iter, "eval"), &rows, &self.meta("eval"))?;
         let acc = rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64;
         Ok((rows.len(), json!({"accuracy": acc}), Vec::new()))
+    }
+
+    /// With `data.chat_template`, renders each problem through the template and the
+    /// model's chat template, and returns the identity template; else the configured one.
+    pub fn apply_chat(
+        &self,
+        prompts: &mut [deltarl_schemas::PromptRow],
+        iter: u32,
+    ) -> Result<String> {
+        let o = &self.cfg.opts;
+        if !o.data.chat_template {
+            return Ok(o.data.template.clone());
+        }
+        let chat = crate::chat::ChatTemplate::from_model_dir(&self.policy_dir(iter))?;
+        for p in prompts.iter_mut() {
+            p.problem = chat.render(&deltarl_rollout::render(&o.data.template, &p.problem))?;
+        }
+        Ok("{question}".into())
     }
 
     /// Evaluation sampling for iteration `iter` (0 = the base).

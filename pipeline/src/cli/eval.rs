@@ -29,6 +29,9 @@ pub struct Args {
     /// Prompt template with `{question}` (default: the DelTA template).
     #[arg(long)]
     template: Option<String>,
+    /// Wrap the prompt in the model's chat template (tokenizer_config.json).
+    #[arg(long)]
+    chat_template: bool,
     /// Only the first N problems of each benchmark.
     #[arg(long)]
     limit: Option<usize>,
@@ -54,11 +57,22 @@ impl Args {
             deltarl_model::Dtype::F32,
         )
         .with_context(|| format!("cannot load {}", self.model.display()))?;
+        let chat = if self.chat_template {
+            Some(crate::chat::ChatTemplate::from_model_dir(&self.model)?)
+        } else {
+            None
+        };
+        let template = self
+            .template
+            .clone()
+            .unwrap_or_else(|| DELTA_TEMPLATE.to_string());
         let s = EvalSettings {
-            template: self
-                .template
-                .clone()
-                .unwrap_or_else(|| DELTA_TEMPLATE.to_string()),
+            // With a chat template the prompts arrive fully rendered.
+            template: if chat.is_some() {
+                "{question}".into()
+            } else {
+                template.clone()
+            },
             samples: self.k,
             temperature: self.temperature,
             top_p: self.top_p,
@@ -84,6 +98,11 @@ impl Args {
             let mut prompts = crate::data::read_prompt_file(path)?;
             if let Some(n) = self.limit {
                 prompts.truncate(n);
+            }
+            if let Some(chat) = &chat {
+                for p in &mut prompts {
+                    p.problem = chat.render(&deltarl_rollout::render(&template, &p.problem))?;
+                }
             }
             let name = path
                 .file_stem()
