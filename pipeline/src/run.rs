@@ -742,6 +742,10 @@ pub fn summary_line(stage: &str, o: &Outcome) -> String {
             s["dim"],
             f("entropy_mean")
         ),
+        "coeffs" if s["scopes"].as_u64() == Some(0) => format!(
+            "cos(mu+, mu-) {:.4} (uniform or top-entropy: no DelTA statistics)",
+            f("cos_before")
+        ),
         "coeffs" => format!(
             "cos(mu+, mu-) {:.4} -> {:.4}, gamma+ {:.3e} gamma- {:.3e}, g {:.4}",
             f("cos_before"),

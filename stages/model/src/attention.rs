@@ -46,7 +46,12 @@ impl Attention {
 
     /// x: [B, T, hidden] at positions `past..past+T`, where `past` is the cached length.
     /// Returns [B, T, hidden] and appends this step's keys and values to `cache`.
-    pub fn forward(&self, x: &Tensor, rope: &Rope, cache: &mut Option<(Tensor, Tensor)>) -> Tensor {
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        cache: &mut Option<(Tensor, Tensor)>,
+    ) -> Tensor {
         let (b, t) = (x.size()[0], x.size()[1]);
         let past = cache.as_ref().map_or(0, |(k, _)| k.size()[2]);
 
@@ -70,8 +75,8 @@ impl Attention {
         let v = v.transpose(1, 2);
 
         // 3. Rotary embeddings at the absolute positions.
-        let q = rope.apply(&q, past);
-        let k = rope.apply(&k, past);
+        let q = Rope::apply(&q, rope);
+        let k = Rope::apply(&k, rope);
 
         // 4. Extend the cache: [B, kv_heads, past + T, d].
         let (k, v) = match cache.take() {
@@ -80,33 +85,17 @@ impl Attention {
         };
         *cache = Some((k.shallow_clone(), v.shallow_clone()));
 
-        // 5. Grouped-query attention: each kv head serves heads / kv_heads query heads.
-        let rep = self.heads / self.kv_heads;
-        let (k, v) = if rep > 1 {
-            (
-                k.repeat_interleave_self_int(rep, 1, None),
-                v.repeat_interleave_self_int(rep, 1, None),
-            )
-        } else {
-            (k, v)
-        };
+        // 5. Grouped-query attention: each kv head serves heads / kv_heads query heads
+        //    (SDPA broadcasts the kv heads itself, so the cache is never copied).
+        let gqa = self.heads != self.kv_heads;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         let out = if t > 1 && past > 0 {
             // Causal mask aligned to the end: query i sees keys 0..=past+i.
             let s = past + t;
             let mask = Tensor::ones([t, s], (Kind::Bool, x.device())).tril(past);
-            Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, scale, false)
+            Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, scale, gqa)
         } else {
-            Tensor::scaled_dot_product_attention::<Tensor>(
-                &q,
-                &k,
-                &v,
-                None,
-                0.0,
-                t > 1,
-                scale,
-                false,
-            )
+            Tensor::scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, t > 1, scale, gqa)
         };
 
         // 6. Merge heads and project back: [B, T, hidden].

@@ -35,7 +35,12 @@ impl Block {
     }
 
     /// x: [B, T, hidden] -> [B, T, hidden] (pre-norm residual block).
-    fn forward(&self, x: &Tensor, rope: &Rope, cache: &mut Option<(Tensor, Tensor)>) -> Tensor {
+    fn forward(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        cache: &mut Option<(Tensor, Tensor)>,
+    ) -> Tensor {
         let h = x + self
             .self_attn
             .forward(&self.input_layernorm.forward(x), rope, cache);
@@ -151,11 +156,13 @@ impl Qwen3 {
         }
         // 1. Token embeddings: [B, T, hidden].
         let mut x = self.embed_tokens.forward(ids);
-        // 2. Decoder blocks.
+        // 2. Rotary tables of this pass's positions, shared by every layer: [T, d].
+        let table = self.rope.at(cache.len(), ids.size()[1], x.kind());
+        // 3. Decoder blocks.
         for (block, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            x = block.forward(&x, &self.rope, kv);
+            x = block.forward(&x, &table, kv);
         }
-        // 3. Final RMSNorm.
+        // 4. Final RMSNorm.
         self.norm.forward(&x)
     }
 

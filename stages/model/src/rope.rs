@@ -35,12 +35,20 @@ impl Rope {
         Tensor::cat(&[&x2.neg(), &x1], -1)
     }
 
-    /// x: [B, heads, T, d], positions `start..start+T` -> [B, heads, T, d]
-    pub fn apply(&self, x: &Tensor, start: i64) -> Tensor {
-        let t = x.size()[2];
-        let kind = x.kind();
-        let cos = self.cos.narrow(0, start, t).to_kind(kind);
-        let sin = self.sin.narrow(0, start, t).to_kind(kind);
-        x * &cos + Self::rotate_half(x) * &sin
+    /// The tables for positions `start..start+len` in `kind`, computed once per forward
+    /// pass and shared by every layer.
+    pub fn at(&self, start: i64, len: i64, kind: Kind) -> (Tensor, Tensor) {
+        let cos = self.cos.narrow(0, start, len);
+        let sin = self.sin.narrow(0, start, len);
+        if kind == Kind::Float {
+            (cos, sin)
+        } else {
+            (cos.to_kind(kind), sin.to_kind(kind))
+        }
+    }
+
+    /// x: [B, heads, T, d] with the tables of its positions ([T, d]) -> [B, heads, T, d]
+    pub fn apply(x: &Tensor, table: &(Tensor, Tensor)) -> Tensor {
+        x * &table.0 + Self::rotate_half(x) * &table.1
     }
 }
