@@ -104,6 +104,31 @@ impl Args {
                     p.problem = chat.render(&deltarl_rollout::render(&template, &p.problem))?;
                 }
             }
+            // Problems whose prompt cannot fit the context with the answer budget are
+            // skipped and counted, not silently truncated.
+            let ctx = policy.model.max_positions() as usize;
+            let total = prompts.len();
+            let mut fits = Vec::with_capacity(total);
+            for p in prompts {
+                let n = policy
+                    .tokenizer
+                    .encode(&deltarl_rollout::render(&s.template, &p.problem))?
+                    .len();
+                if n + self.max_new_tokens <= ctx {
+                    fits.push(p);
+                }
+            }
+            let skipped = total - fits.len();
+            let prompts = fits;
+            if prompts.is_empty() {
+                println!(
+                    "{:<16} {:>8} skipped: all {total} prompts + {} new tokens exceed the context of {ctx}",
+                    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                    0,
+                    self.max_new_tokens
+                );
+                continue;
+            }
             let name = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
@@ -121,6 +146,9 @@ impl Args {
                 m.mean_len,
                 100.0 * m.truncated
             );
+            if skipped > 0 {
+                println!("{:<16} ({skipped} of {total} problems skipped: prompt + {} new tokens exceed the context of {ctx})", "", self.max_new_tokens);
+            }
             all.extend(rows);
         }
         if let Some(out) = self.out {
