@@ -620,6 +620,8 @@ impl Ctx {
                 "grad_norm": last.map(|m| m.grad_norm),
                 "clip_frac": last.map(|m| m.clip_frac),
                 "entropy": last.map(|m| m.entropy),
+                "kl": last.map(|m| m.kl),
+                "approx_kl_old": last.map(|m| m.approx_kl_old),
             }),
             vec![
                 final_dir.join("model.safetensors"),
