@@ -227,12 +227,19 @@ fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Result<RecordBa
     })
 }
 
-fn read_impl<T: Table>(data: Bytes, file: &str, versioned: bool) -> Result<(Vec<T>, FileMeta)> {
-    let perr = |e: parquet::errors::ParquetError| Error::Parquet {
+/// Opens a Parquet file and splits its key-value metadata into (schema version, meta).
+fn open(
+    data: Bytes,
+    file: &str,
+) -> Result<(
+    ParquetRecordBatchReaderBuilder<Bytes>,
+    Option<String>,
+    FileMeta,
+)> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(|e| Error::Parquet {
         file: file.to_string(),
         message: e.to_string(),
-    };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(perr)?;
+    })?;
     let kv = builder
         .metadata()
         .file_metadata()
@@ -240,6 +247,15 @@ fn read_impl<T: Table>(data: Bytes, file: &str, versioned: bool) -> Result<(Vec<
         .cloned()
         .unwrap_or_default();
     let (version, meta) = FileMeta::from_kv(&kv);
+    Ok((builder, version, meta))
+}
+
+fn read_impl<T: Table>(data: Bytes, file: &str, versioned: bool) -> Result<(Vec<T>, FileMeta)> {
+    let perr = |e: parquet::errors::ParquetError| Error::Parquet {
+        file: file.to_string(),
+        message: e.to_string(),
+    };
+    let (builder, version, meta) = open(data, file)?;
     if versioned {
         check_version(file, version)?;
     }
@@ -290,18 +306,7 @@ pub fn read_foreign_path<T: Table>(path: &Path) -> Result<Vec<T>> {
 /// Reads only the deltarl metadata of a file, checking its version.
 pub fn read_meta(path: &Path) -> Result<FileMeta> {
     let file = path.display().to_string();
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(load(path)?).map_err(|e| Error::Parquet {
-            file: file.clone(),
-            message: e.to_string(),
-        })?;
-    let kv = builder
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .cloned()
-        .unwrap_or_default();
-    let (version, meta) = FileMeta::from_kv(&kv);
+    let (_, version, meta) = open(load(path)?, &file)?;
     check_version(&file, version)?;
     Ok(meta)
 }
