@@ -153,6 +153,12 @@ pub fn build(
 /// Initialises every weight as transformers does for a new model: normal(0, 0.02) for
 /// matrices, ones for norms. Deterministic given `seed`.
 pub fn init_weights(policy: &mut Policy, seed: u64) {
+    // libtorch's generator is process-global: hold a lock from seeding to the last draw so
+    // that concurrent initialisations (parallel tests) cannot interleave their draws.
+    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = TORCH_RNG
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     tch::manual_seed(seed as i64);
     let mut vars: Vec<(String, Tensor)> = policy.vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
