@@ -488,7 +488,7 @@ impl Ctx {
         let (r, rn) = open("rollout")?;
         let (sc, sn) = open("score")?;
         let (f, fname) = open("features")?;
-        let mut summary = None;
+        let mut written = None;
         atomic_write(&self.file(iter, "coeffs"), |w| {
             let s = deltarl_coeffs::shell::run_io(
                 &settings,
@@ -503,12 +503,11 @@ impl Ctx {
                 table: "coeffs".into(),
                 message: e.to_string(),
             })?;
-            summary = Some(s);
+            written = Some(s);
             Ok(())
         })?;
-        let summary = summary.unwrap_or_default();
-        let (rows, _) = read_path::<CoeffRow>(&self.file(iter, "coeffs"))?;
-        Ok((rows.len(), serde_json::to_value(&summary)?, Vec::new()))
+        let (rows, summary) = written.unwrap_or_default();
+        Ok((rows, serde_json::to_value(&summary)?, Vec::new()))
     }
 
     fn update(&self, iter: u32) -> Result<(usize, serde_json::Value, Vec<PathBuf>)> {

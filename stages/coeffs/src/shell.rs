@@ -99,6 +99,7 @@ pub fn run(
 }
 
 /// Thin Parquet shell around [`run`]. The summary and settings go into the file metadata.
+/// Returns the number of rows written and the summary.
 pub fn run_io<R1: Read, R2: Read, R3: Read, W: Write + Send>(
     settings: &Settings,
     rollouts: (R1, &str),
@@ -107,7 +108,7 @@ pub fn run_io<R1: Read, R2: Read, R3: Read, W: Write + Send>(
     out: W,
     meta: FileMeta,
     decode: &dyn Fn(&[u32]) -> String,
-) -> Result<Summary> {
+) -> Result<(usize, Summary)> {
     let inputs = Inputs {
         rollouts: read_table(rollouts.0, rollouts.1)?.0,
         scores: read_table(scores.0, scores.1)?.0,
@@ -124,5 +125,5 @@ pub fn run_io<R1: Read, R2: Read, R3: Read, W: Write + Send>(
             serde_json::to_string(&summary).unwrap_or_default(),
         );
     write_table(out, &rows, &meta)?;
-    Ok(summary)
+    Ok((rows.len(), summary))
 }

@@ -50,7 +50,7 @@ fn lr_at(s: &Settings, step: u64) -> f64 {
 }
 
 /// Splits the rows into `n` mini-batches of whole prompt groups, groups shuffled by `seed`.
-fn mini_batches(rows: &[TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
+fn mini_batches(rows: &[&TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         match groups.iter_mut().find(|g| g.0 == r.prompt_id) {
@@ -95,17 +95,17 @@ pub fn run(
         }
     }
     let device = policy.model.lm_head_weight().device();
+    // Empty responses have no tokens to train on.
     let rows: Vec<&TrainRow> = rows.iter().filter(|r| !r.response_ids.is_empty()).collect();
-    let owned: Vec<TrainRow> = rows.iter().map(|r| (*r).clone()).collect();
     let mut out = Vec::new();
-    for mb in mini_batches(&owned, s.optimizer_steps, s.seed) {
-        let mb_tokens: usize = mb.iter().map(|&i| owned[i].response_ids.len()).sum();
+    for mb in mini_batches(&rows, s.optimizer_steps, s.seed) {
+        let mb_tokens: usize = mb.iter().map(|&i| rows[i].response_ids.len()).sum();
         let mb_seqs = mb.len();
         opt.zero_grad();
         let (mut loss_sum, mut clip_sum, mut ent_sum, mut kl_sum, mut akl_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0);
         for micro in mb.chunks(s.micro_batch_rows.max(1)) {
-            let batch: Vec<&TrainRow> = micro.iter().map(|&i| &owned[i]).collect();
+            let batch: Vec<&TrainRow> = micro.iter().map(|&i| rows[i]).collect();
             let pairs: Vec<(&[u32], &[u32])> = batch
                 .iter()
                 .map(|r| (r.prompt_ids.as_slice(), r.response_ids.as_slice()))
