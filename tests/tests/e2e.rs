@@ -56,6 +56,14 @@ problems = 16
     path
 }
 
+/// Writes `name` as a config that extends `base` with `body`, and returns its path.
+fn variant(base: &Path, name: &str, body: &str) -> PathBuf {
+    let path = base.with_file_name(name);
+    let text = format!("extends = {:?}\n{body}", base.display().to_string());
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 fn deltarl(runs: &Path, args: &[&str]) -> Output {
     Command::new(bin())
         .args(args)
@@ -145,7 +153,7 @@ fn two_iterations_open_and_join_in_polars() {
     }
     assert!(root.join("iter-0002/eval.parquet").exists());
     let script = r#"
-import sys, json, polars as pl, pyarrow
+import sys, polars as pl
 d = sys.argv[1] + "/iter-0001/"
 key = ["prompt_id", "sample_idx"]
 r = pl.read_parquet(d + "rollouts.parquet")
@@ -160,11 +168,9 @@ assert abs(c.mean() - 1.0) < 1e-4, c.mean()
 u = pl.read_parquet(d + "update.parquet")
 assert u.height == 1 and u["tokens"][0] > 0
 "#;
-    // pyarrow is optional; fall back to polars alone.
-    let script = script.replace(", pyarrow", "");
     let out = Command::new(python())
         .arg("-c")
-        .arg(&script)
+        .arg(script)
         .arg(&root)
         .output()
         .unwrap();
@@ -323,29 +329,14 @@ fn bad_input_is_refused_clearly() {
     let out = deltarl(&runs, &["iterate", "--config", c, "--run", "../escape"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("run name"));
-    let bad = dir.path().join("bad.toml");
-    std::fs::write(
-        &bad,
-        format!(
-            "extends = {:?}\n[rollout]\ntemprature = 1.0\n",
-            cfg.display().to_string()
-        ),
-    )
-    .unwrap();
+    let bad = variant(&cfg, "bad.toml", "[rollout]\ntemprature = 1.0\n");
     let out = deltarl(
         &runs,
         &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("temprature"), "{err}");
-    std::fs::write(
-        &bad,
-        format!(
-            "extends = {:?}\n[rollout]\ntemperature = -1.0\n",
-            cfg.display().to_string()
-        ),
-    )
-    .unwrap();
+    let bad = variant(&cfg, "bad.toml", "[rollout]\ntemperature = -1.0\n");
     let out = deltarl(
         &runs,
         &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
@@ -366,12 +357,7 @@ fn bad_input_is_refused_clearly() {
         &runs,
         &["iterate", "--config", c, "--run", "r", "--iters", "0"],
     ));
-    let other = dir.path().join("other.toml");
-    std::fs::write(
-        &other,
-        format!("extends = {:?}\nseed = 2\n", cfg.display().to_string()),
-    )
-    .unwrap();
+    let other = variant(&cfg, "other.toml", "seed = 2\n");
     let out = deltarl(
         &runs,
         &[

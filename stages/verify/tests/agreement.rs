@@ -11,12 +11,6 @@ fn deliberate(_kind: &str) -> bool {
     false
 }
 
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let pat = format!("\"{key}\": ");
-    let start = line.find(&pat).map(|i| i + pat.len()).unwrap_or(0);
-    &line[start..]
-}
-
 #[test]
 fn agrees_with_math_verify() {
     let text =
@@ -42,7 +36,6 @@ fn agrees_with_math_verify() {
                 "{kind}: gold {gold:?} pred {pred:?}: ours {ours}, math-verify {expected}"
             ));
         }
-        let _ = field(line, "kind");
     }
     assert_eq!(sources.len(), 7, "{sources:?}");
     assert!(total >= 300, "{total} cases");
