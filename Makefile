@@ -18,12 +18,13 @@ export DELTARL_PYTHON := $(DELTARL_VENV)/bin/python
 PROFILE := release
 CARGO := cargo
 BIN := $(CARGO_TARGET_DIR)/$(PROFILE)/deltarl
+REPORT_BIN := $(CARGO_TARGET_DIR)/$(PROFILE)/deltarl-report
 
 CONFIG ?= configs/tiny-arith.toml
 RUN    ?= tiny-arith
 ITERS  ?= 1
 
-.PHONY: setup venv build iterate test lint fmt clean-runs bench
+.PHONY: setup venv build report-tool report iterate test lint fmt clean-runs bench
 
 setup: venv build
 
@@ -36,9 +37,20 @@ $(VENV_OK):
 	$(DELTARL_VENV)/bin/pip install --quiet $(foreach p,$(PY_PACKAGES),"$(p)")
 	@touch $@
 
+# Only the `deltarl` binary: `make iterate` never builds polars.
 build: venv
-	$(CARGO) build --profile $(PROFILE) --workspace --bins
+	$(CARGO) build --profile $(PROFILE) -p deltarl
 	@mkdir -p bin && ln -sf $(BIN) bin/deltarl
+
+# The polars-based report tool behind `deltarl report` (first build ~20 min on 2 cores).
+# Built exactly as `make test` builds it (the workspace's test targets, which include it), so
+# the two share one feature resolution and polars is compiled once, not once per command.
+report-tool: build
+	$(CARGO) test --profile $(PROFILE) --workspace --no-run
+	@ln -sf $(REPORT_BIN) bin/deltarl-report
+
+report: report-tool
+	bin/deltarl report --run $(RUN)
 
 iterate: setup
 	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)

@@ -12,8 +12,8 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
 use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{
-    atomic_write, read_path, sha256_file, CoeffRow, FeatureRow, FileMeta, Manifest, RolloutRow,
-    ScoreRow, TOOL_VERSION,
+    atomic_write, read_path, CoeffRow, FeatureRow, FileMeta, Manifest, RolloutRow, ScoreRow,
+    TOOL_VERSION,
 };
 
 use crate::config::{AdvantageKind, DeviceKind, Resolved};
@@ -293,7 +293,7 @@ impl Ctx {
         outputs.push(self.file(iter, stage));
         let mut out_hashes = std::collections::BTreeMap::new();
         for p in outputs {
-            out_hashes.insert(self.run.rel(&p), sha256_file(&p)?);
+            out_hashes.insert(self.run.rel(&p), self.run.hash(&p)?);
         }
         let m = Manifest {
             stage: stage.to_string(),

@@ -228,14 +228,10 @@ fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Result<RecordBa
 }
 
 /// Opens a Parquet file and splits its key-value metadata into (schema version, meta).
-fn open(
-    data: Bytes,
+fn open<C: parquet::file::reader::ChunkReader + 'static>(
+    data: C,
     file: &str,
-) -> Result<(
-    ParquetRecordBatchReaderBuilder<Bytes>,
-    Option<String>,
-    FileMeta,
-)> {
+) -> Result<(ParquetRecordBatchReaderBuilder<C>, Option<String>, FileMeta)> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(data).map_err(|e| Error::Parquet {
         file: file.to_string(),
         message: e.to_string(),
@@ -303,10 +299,15 @@ pub fn read_foreign_path<T: Table>(path: &Path) -> Result<Vec<T>> {
     Ok(read_impl(load(path)?, &path.display().to_string(), false)?.0)
 }
 
-/// Reads only the deltarl metadata of a file, checking its version.
+/// Reads only the deltarl metadata of a file (its footer, not the data), checking its
+/// version.
 pub fn read_meta(path: &Path) -> Result<FileMeta> {
     let file = path.display().to_string();
-    let (_, version, meta) = open(load(path)?, &file)?;
+    let handle = std::fs::File::open(path).map_err(|source| Error::Io {
+        file: file.clone(),
+        source,
+    })?;
+    let (_, version, meta) = open(handle, &file)?;
     check_version(&file, version)?;
     Ok(meta)
 }

@@ -10,6 +10,7 @@ mod arrays;
 mod atomic;
 mod error;
 mod io;
+pub mod layout;
 mod manifest;
 pub mod seed;
 mod tables;

@@ -185,6 +185,79 @@ assert u.height == 1 and u["tokens"][0] > 0
         text.contains("iter-0002") && !text.contains("missing"),
         "{text}"
     );
+
+    // `deltarl report` (forwarded to deltarl-report): its polars aggregates agree with the
+    // numbers each stage put in its manifest and with Python polars on the same files.
+    let out = ok(deltarl(&runs, &["report", "--run", "m"]));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("reward_mean") && printed.contains("eval_accuracy"));
+    let csv = std::fs::read_to_string(root.join("report.csv")).unwrap();
+    let png = std::fs::read(root.join("report.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    for (row, it) in lines[1..].iter().zip(1..) {
+        let cells: Vec<&str> = row.split(',').collect();
+        let cell = |c: &str| -> Option<f64> {
+            let i = header.iter().position(|h| *h == c).unwrap();
+            cells[i].parse().ok()
+        };
+        let manifest = |stage: &str| -> serde_json::Value {
+            let p = root.join(format!("iter-{it:04}/manifest/{stage}.json"));
+            serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+        };
+        let close = |a: Option<f64>, b: &serde_json::Value| {
+            let b = b.as_f64().unwrap();
+            assert!(a.is_some_and(|a| (a - b).abs() < 1e-6), "{a:?} vs {b}");
+        };
+        close(cell("iter"), &serde_json::json!(it));
+        close(cell("accuracy"), &manifest("score")["summary"]["accuracy"]);
+        close(
+            cell("reward_mean"),
+            &manifest("score")["summary"]["reward_mean"],
+        );
+        close(
+            cell("cos_before"),
+            &manifest("coeffs")["summary"]["cos_before"],
+        );
+        close(
+            cell("clip_frac"),
+            &manifest("update")["summary"]["clip_frac"],
+        );
+        if it == 2 {
+            close(
+                cell("eval_accuracy"),
+                &manifest("eval")["summary"]["accuracy"],
+            );
+        } else {
+            assert_eq!(cell("eval_accuracy"), None, "no eval in iteration 1");
+        }
+    }
+    let script = r#"
+import sys, polars as pl
+root, csv = sys.argv[1], sys.argv[2]
+rep = pl.read_csv(csv)
+for it in (1, 2):
+    d = f"{root}/iter-{it:04}/"
+    row = rep.filter(pl.col("iter") == it)
+    ent = pl.read_parquet(d + "features.parquet")["entropy"].explode().mean()
+    length = pl.read_parquet(d + "scores.parquet")["response_len"].mean()
+    assert abs(row["entropy"][0] - ent) < 1e-6, (row["entropy"][0], ent)
+    assert abs(row["response_len"][0] - length) < 1e-9
+"#;
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .arg(&root)
+        .arg(root.join("report.csv"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

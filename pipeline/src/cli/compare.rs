@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use deltarl_plot::{Figure, Mark, Panel, Series};
 use deltarl_schemas::{read_path, EvalRow};
 
 use crate::run::Ctx;
@@ -63,7 +64,7 @@ impl Args {
             .config
             .canonicalize()
             .with_context(|| format!("config {}", self.config.display()))?;
-        let mut results: Vec<(String, u64, Vec<Option<f64>>, f64)> = Vec::new();
+        let mut results: Vec<Outcome> = Vec::new();
         let mut shared_base: Option<PathBuf> = None;
         for v in &self.variants {
             if !matches!(v.as_str(), "grpo" | "dapo" | "drgrpo" | "delta") {
@@ -133,9 +134,88 @@ impl Args {
         }
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.md"), table.as_bytes())?;
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.csv"), csv.as_bytes())?;
+        let png = deltarl_plot::render_png(&figure(&self.variants, &results, base_acc))?;
+        deltarl_schemas::atomic_write_bytes(&folder.join("compare.png"), &png)?;
         println!("{table}");
-        eprintln!("wrote {0}/compare.md and {0}/compare.csv", folder.display());
+        eprintln!(
+            "wrote {0}/compare.md, {0}/compare.csv and {0}/compare.png",
+            folder.display()
+        );
         Ok(())
+    }
+}
+
+/// One run of the comparison: variant, seed, held-out accuracy per iteration, final.
+type Outcome = (String, u64, Vec<Option<f64>>, f64);
+
+/// Left: mean held-out accuracy over seeds per iteration with its 95 % band (iteration 0
+/// is the shared base). Right: final accuracy per variant, mean with 95 % CI and each seed.
+fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Figure {
+    let mut curves = Vec::new();
+    let mut finals = Vec::new();
+    for (i, v) in variants.iter().enumerate() {
+        let runs: Vec<&Outcome> = results.iter().filter(|r| &r.0 == v).collect();
+        let iters = runs.iter().map(|r| r.2.len()).max().unwrap_or(0);
+        let mut points: Vec<(f64, f64)> = base.map(|b| (0.0, b)).into_iter().collect();
+        let mut band = Vec::new();
+        for it in 0..iters {
+            let xs: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.2.get(it).copied().flatten())
+                .collect();
+            if xs.is_empty() {
+                continue;
+            }
+            let (m, ci) = mean_ci(&xs);
+            let x = (it + 1) as f64;
+            points.push((x, m));
+            band.push((x, m - ci, m + ci));
+        }
+        curves.push(Series {
+            band,
+            ..Series::line(v.as_str(), i, points)
+        });
+        let last: Vec<f64> = runs.iter().map(|r| r.3).collect();
+        let (m, ci) = mean_ci(&last);
+        finals.push(Series {
+            band: vec![(i as f64, m - ci, m + ci)],
+            mark: Mark::Points,
+            ..Series::line(v.as_str(), i, vec![(i as f64, m)])
+        });
+        // Seeds as small offsets to the right of the mean, unlabelled.
+        finals.push(Series {
+            mark: Mark::Points,
+            ..Series::line(
+                "",
+                i,
+                last.iter()
+                    .enumerate()
+                    .map(|(k, &y)| (i as f64 + 0.12 + 0.04 * k as f64, y))
+                    .collect(),
+            )
+        });
+    }
+    Figure {
+        title: "held-out accuracy by variant".into(),
+        panels: vec![
+            Panel {
+                title: "mean over seeds (band: 95% CI); iteration 0 = base".into(),
+                x_label: "iteration".into(),
+                series: curves,
+                categories: Vec::new(),
+                legend: true,
+            },
+            Panel {
+                title: "final iteration: mean ± 95% CI, and each seed".into(),
+                x_label: "variant".into(),
+                series: finals,
+                categories: variants.to_vec(),
+                // The axis names the variants.
+                legend: false,
+            },
+        ],
+        columns: 2,
+        panel_size: (560, 380),
     }
 }
 

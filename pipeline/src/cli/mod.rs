@@ -45,7 +45,8 @@ pub enum Command {
     Bench(bench::Args),
     /// Evaluate a model on benchmark files: avg@k, pass@k, maj@k with 95 % intervals.
     Eval(eval::Args),
-    /// Per-iteration table of one or more runs (printed and written as CSV).
+    /// Per-iteration table of one or more runs (polars scans), printed and written as CSV
+    /// and PNG curves; runs the `deltarl-report` binary (`make report`).
     Report(report::Args),
     /// Run variants x seeds and compare final held-out accuracy.
     Compare(compare::Args),

@@ -1,0 +1,81 @@
+//! The learning-curve figure of a report: one panel per metric, one colour per run.
+
+use deltarl_plot::{Figure, Mark, Panel, Series};
+use polars::prelude::DataFrame;
+
+use crate::value;
+
+/// `(title, solid column, dashed column and its label suffix)` per panel.
+const PANELS: [(&str, &str, Option<(&str, &str)>); 9] = [
+    ("reward mean (train)", "reward_mean", None),
+    ("accuracy (train samples)", "accuracy", None),
+    ("held-out accuracy (eval)", "eval_accuracy", None),
+    ("response length (tokens)", "response_len", None),
+    ("entropy (token mean)", "entropy", None),
+    ("clip fraction", "clip_frac", None),
+    ("KL to base (k3)", "kl", None),
+    (
+        "cos(mu+, mu-): before, after (dashed)",
+        "cos_before",
+        Some(("cos_after", "after")),
+    ),
+    (
+        "coeff p90-p10: A>0, A<0 (dashed)",
+        "coeff_spread_pos",
+        Some(("coeff_spread_neg", "A<0")),
+    ),
+];
+
+fn points(df: &DataFrame, run: &str, column: &str) -> Vec<(f64, f64)> {
+    let runs = df.column("run").ok().and_then(|c| c.str().ok().cloned());
+    (0..df.height())
+        .filter(|&r| runs.as_ref().and_then(|c| c.get(r)) == Some(run))
+        .filter_map(|r| {
+            Some((
+                value(df, "iter", r)?,
+                value(df, column, r).unwrap_or(f64::NAN),
+            ))
+        })
+        .collect()
+}
+
+/// The figure of a report table; `runs` fixes the colours (in the order given).
+pub fn figure(df: &DataFrame, runs: &[String]) -> Figure {
+    let panels = PANELS
+        .iter()
+        .enumerate()
+        .map(|(k, (title, solid, dashed))| {
+            let mut series = Vec::new();
+            for (i, run) in runs.iter().enumerate() {
+                series.push(Series::line(run.as_str(), i, points(df, run, solid)));
+                if let Some((column, suffix)) = dashed {
+                    series.push(Series {
+                        mark: Mark::Dashed,
+                        ..Series::line(format!("{run} {suffix}"), i, points(df, run, column))
+                    });
+                }
+            }
+            // Panels whose metric is absent everywhere (e.g. eval not configured) say so.
+            if series
+                .iter()
+                .all(|s| s.points.iter().all(|p| !p.1.is_finite()))
+            {
+                series.clear();
+            }
+            Panel {
+                title: title.to_string(),
+                x_label: "iteration".into(),
+                series,
+                categories: Vec::new(),
+                // One legend for the grid: the runs keep their colours in every panel.
+                legend: k == 0,
+            }
+        })
+        .collect();
+    Figure {
+        title: format!("deltarl report: {}", runs.join(", ")),
+        panels,
+        columns: 3,
+        panel_size: (420, 300),
+    }
+}

@@ -1,0 +1,265 @@
+//! The per-iteration table: one polars lazy scan per completed stage file, aggregated per
+//! (run, iteration) and left-joined onto the list of iterations, so an iteration whose later
+//! stages have not run yet still gets a row (with nulls).
+
+use std::path::{Path, PathBuf};
+
+use deltarl_schemas::{layout, Manifest};
+use polars::prelude::*;
+
+use crate::{ReportError, Result};
+
+/// The columns of the report, in order (`run`, `iter`, then the metrics as f64).
+pub const COLUMNS: [&str; 17] = [
+    "run",
+    "iter",
+    "reward_mean",
+    "accuracy",
+    "response_len",
+    "truncated",
+    "kept",
+    "entropy",
+    "clip_frac",
+    "kl",
+    "grad_norm",
+    "cos_before",
+    "cos_after",
+    "coeff_mean",
+    "coeff_spread_pos",
+    "coeff_spread_neg",
+    "eval_accuracy",
+];
+
+/// What the report reads from one stage's table and how it aggregates it per iteration.
+struct Spec {
+    stage: &'static str,
+    /// Columns the scan projects (and requires).
+    columns: &'static [&'static str],
+    /// A list column flattened to one row per token before aggregating, if any.
+    explode: Option<&'static str>,
+    aggs: fn() -> Vec<Expr>,
+}
+
+fn f64_of(name: &str) -> Expr {
+    col(name).cast(DataType::Float64)
+}
+
+/// p90 - p10 (linear interpolation, numpy's default) of the token coefficients on one side.
+fn spread(side: Expr) -> Expr {
+    let q = |p: f64| {
+        f64_of("coeff")
+            .filter(side.clone())
+            .quantile(lit(p), QuantileMethod::Linear)
+    };
+    q(0.9) - q(0.1)
+}
+
+const SPECS: [Spec; 6] = [
+    Spec {
+        stage: "rollout",
+        columns: &["finish_reason"],
+        explode: None,
+        aggs: || {
+            vec![col("finish_reason")
+                .eq(lit("length"))
+                .cast(DataType::Float64)
+                .mean()
+                .alias("truncated")]
+        },
+    },
+    Spec {
+        stage: "score",
+        columns: &["reward", "correct", "response_len", "kept"],
+        explode: None,
+        aggs: || {
+            vec![
+                f64_of("reward").mean().alias("reward_mean"),
+                f64_of("correct").mean().alias("accuracy"),
+                f64_of("response_len").mean().alias("response_len"),
+                f64_of("kept").mean().alias("kept"),
+            ]
+        },
+    },
+    Spec {
+        stage: "features",
+        columns: &["entropy"],
+        explode: Some("entropy"),
+        // Token mean: every generated token counts once, as in the loss's token-mean.
+        aggs: || vec![f64_of("entropy").mean().alias("entropy")],
+    },
+    Spec {
+        stage: "coeffs",
+        columns: &["coeff", "advantage"],
+        explode: Some("coeff"),
+        aggs: || {
+            vec![
+                f64_of("coeff").mean().alias("coeff_mean"),
+                spread(col("advantage").gt(lit(0.0))).alias("coeff_spread_pos"),
+                spread(col("advantage").lt(lit(0.0))).alias("coeff_spread_neg"),
+            ]
+        },
+    },
+    Spec {
+        stage: "update",
+        columns: &["clip_frac", "kl", "grad_norm"],
+        explode: None,
+        // Mean over the optimizer steps of the iteration.
+        aggs: || {
+            vec![
+                f64_of("clip_frac").mean().alias("clip_frac"),
+                f64_of("kl").mean().alias("kl"),
+                f64_of("grad_norm").mean().alias("grad_norm"),
+            ]
+        },
+    },
+    Spec {
+        stage: "eval",
+        columns: &["correct"],
+        explode: None,
+        aggs: || vec![f64_of("correct").mean().alias("eval_accuracy")],
+    },
+];
+
+/// A stage counts once its manifest is written (the last step of a stage) and no upstream
+/// rerun has marked it stale.
+fn complete(run: &Path, iter: u32, stage: &str) -> bool {
+    layout::manifest_path(run, iter, stage).is_file()
+        && !layout::stale_path(run, iter, stage).exists()
+}
+
+fn polars_err(file: &Path) -> impl Fn(PolarsError) -> ReportError + '_ {
+    move |e| ReportError::Polars {
+        file: file.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// A lazy scan of one stage file, checked (schema version, writing stage, columns) before
+/// any data is read, tagged with its run and iteration.
+fn scan(path: &Path, spec: &Spec, run_idx: u32, run: &str, iter: u32) -> Result<LazyFrame> {
+    let meta = deltarl_schemas::read_meta(path)?;
+    if meta.stage != spec.stage {
+        return Err(ReportError::Content {
+            file: path.display().to_string(),
+            message: format!(
+                "written by stage {:?}, expected {:?}",
+                meta.stage, spec.stage
+            ),
+        });
+    }
+    let name = path.to_str().ok_or_else(|| ReportError::Content {
+        file: path.display().to_string(),
+        message: "path is not valid UTF-8".into(),
+    })?;
+    let mut lf = LazyFrame::scan_parquet(PlRefPath::from(name), ScanArgsParquet::default())
+        .map_err(polars_err(path))?;
+    let schema = lf.collect_schema().map_err(polars_err(path))?;
+    if let Some(missing) = spec.columns.iter().find(|c| !schema.contains(c)) {
+        return Err(ReportError::Content {
+            file: path.display().to_string(),
+            message: format!("missing column {missing:?}"),
+        });
+    }
+    let mut lf = lf.select(spec.columns.iter().map(|c| col(*c)).collect::<Vec<_>>());
+    if let Some(list) = spec.explode {
+        lf = lf.explode(
+            cols([list]),
+            ExplodeOptions {
+                empty_as_null: false,
+                keep_nulls: false,
+            },
+        );
+    }
+    Ok(lf.with_columns([
+        lit(run_idx).alias("run_idx"),
+        lit(run).alias("run"),
+        lit(iter).alias("iter"),
+    ]))
+}
+
+/// The cosines are properties of whole batches (centroids), so they come from the coeffs
+/// manifest's summary rather than from rows.
+fn cosines(run: &Path, iter: u32) -> Result<(Option<f64>, Option<f64>)> {
+    if !complete(run, iter, "coeffs") {
+        return Ok((None, None));
+    }
+    let m = Manifest::read(&layout::manifest_path(run, iter, "coeffs"))?;
+    let get = |k: &str| m.as_ref().and_then(|m| m.summary[k].as_f64());
+    Ok((get("cos_before"), get("cos_after")))
+}
+
+/// The per-iteration table of the given runs, in the order given, iterations ascending.
+pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
+    if runs.is_empty() {
+        return Err(ReportError::NoRuns);
+    }
+    // (run_idx, run, iter, cos_before, cos_after) for every iteration directory.
+    let (mut idx, mut names, mut iters, mut cos0, mut cos1) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut scans: Vec<Vec<LazyFrame>> = SPECS.iter().map(|_| Vec::new()).collect();
+    for (i, name) in runs.iter().enumerate() {
+        layout::check_run_name(name).map_err(ReportError::RunName)?;
+        let run: PathBuf = runs_dir.join(name);
+        if !run.is_dir() {
+            return Err(ReportError::MissingRun(run.display().to_string()));
+        }
+        let its = layout::iterations(&run);
+        if its.is_empty() {
+            return Err(ReportError::NoIterations(run.display().to_string()));
+        }
+        for it in its {
+            let (b, a) = cosines(&run, it)?;
+            idx.push(i as u32);
+            names.push(name.clone());
+            iters.push(it);
+            cos0.push(b);
+            cos1.push(a);
+            for (spec, acc) in SPECS.iter().zip(&mut scans) {
+                if complete(&run, it, spec.stage) {
+                    let path = layout::iter_dir(&run, it).join(layout::stage_output(spec.stage));
+                    acc.push(scan(&path, spec, i as u32, name, it)?);
+                }
+            }
+        }
+    }
+    let skeleton = DataFrame::new_infer_height(vec![
+        Column::new("run_idx".into(), idx),
+        Column::new("run".into(), names),
+        Column::new("iter".into(), iters),
+        Column::new("cos_before".into(), cos0),
+        Column::new("cos_after".into(), cos1),
+    ])
+    .map_err(|e| ReportError::Polars {
+        file: runs_dir.display().to_string(),
+        message: e.to_string(),
+    })?;
+    let keys = || [col("run_idx"), col("run"), col("iter")];
+    let mut table = skeleton.lazy();
+    for (spec, frames) in SPECS.iter().zip(scans) {
+        if frames.is_empty() {
+            continue;
+        }
+        let per_iter = concat(frames, UnionArgs::default())
+            .map_err(polars_err(runs_dir))?
+            .group_by(keys())
+            .agg((spec.aggs)());
+        table = table.join(per_iter, keys(), keys(), JoinArgs::new(JoinType::Left));
+    }
+    let schema = table.collect_schema().map_err(polars_err(runs_dir))?;
+    let select: Vec<Expr> = COLUMNS
+        .iter()
+        .map(|c| {
+            // A stage no iteration has reached yet contributes nulls.
+            if schema.contains(c) {
+                col(*c)
+            } else {
+                lit(NULL).cast(DataType::Float64).alias(*c)
+            }
+        })
+        .collect();
+    table
+        .sort(["run_idx", "iter"], SortMultipleOptions::default())
+        .select(select)
+        .collect()
+        .map_err(polars_err(runs_dir))
+}

@@ -1,0 +1,360 @@
+//! The report on hand-made run directories: every aggregate checked against numbers worked
+//! out by hand, incomplete and stale stages left out, bad input named.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use deltarl_report::{iteration_table, to_csv, value, write_report, COLUMNS};
+use deltarl_schemas::{
+    layout, write_path, CoeffRow, EvalRow, FeatureRow, FileMeta, FinishReason, Manifest,
+    RolloutRow, ScoreRow, Table, UpdateRow,
+};
+
+fn put<T: Table>(run: &Path, iter: u32, stage: &str, rows: &[T], summary: serde_json::Value) {
+    let dir = layout::iter_dir(run, iter);
+    std::fs::create_dir_all(dir.join("manifest")).unwrap();
+    let file = dir.join(layout::stage_output(stage));
+    write_path(&file, rows, &FileMeta::new(stage, "cfg")).unwrap();
+    write_manifest(run, iter, stage, summary);
+}
+
+fn write_manifest(run: &Path, iter: u32, stage: &str, summary: serde_json::Value) {
+    Manifest {
+        stage: stage.into(),
+        iter,
+        config_hash: "cfg".into(),
+        seed: 0,
+        inputs: Default::default(),
+        outputs: Default::default(),
+        rows: 0,
+        seconds: 0.0,
+        version: "test".into(),
+        summary,
+    }
+    .write(&layout::manifest_path(run, iter, stage))
+    .unwrap();
+}
+
+fn rollout(sample: u32, finish: FinishReason) -> RolloutRow {
+    RolloutRow {
+        prompt_id: "p".into(),
+        sample_idx: sample,
+        prompt: "Q".into(),
+        prompt_token_ids: vec![5],
+        response_token_ids: vec![6, 7],
+        response_text: "ab".into(),
+        old_logprobs: vec![-0.1, -0.2],
+        finish_reason: finish,
+        policy_iter: 0,
+        gold: "1".into(),
+    }
+}
+
+fn score(sample: u32, correct: bool, len: u32) -> ScoreRow {
+    ScoreRow {
+        prompt_id: "p".into(),
+        sample_idx: sample,
+        gold: "1".into(),
+        extracted: Some("1".into()),
+        correct,
+        reward: if correct { 1.0 } else { 0.0 },
+        advantage: if correct { 1.0 } else { -1.0 },
+        kept: sample != 3,
+        response_len: len,
+        overlong_penalty: 0.0,
+    }
+}
+
+fn feature(sample: u32, entropy: Vec<f32>) -> FeatureRow {
+    FeatureRow {
+        prompt_id: "p".into(),
+        sample_idx: sample,
+        dim: 1,
+        features: vec![0.5; entropy.len()],
+        token_prob: vec![0.5; entropy.len()],
+        logprob: vec![-0.7; entropy.len()],
+        entropy,
+    }
+}
+
+fn update(step: u32, clip_frac: f64, kl: f64) -> UpdateRow {
+    UpdateRow {
+        step,
+        loss: 0.1,
+        clip_frac,
+        grad_norm: 2.0 * f64::from(step + 1),
+        entropy: 1.0,
+        tokens: 10,
+        lr: 1e-5,
+        kl,
+        approx_kl_old: 0.0,
+    }
+}
+
+fn eval(i: u32, correct: bool) -> EvalRow {
+    EvalRow {
+        benchmark: "heldout".into(),
+        problem_id: format!("h{i}"),
+        sample_idx: 0,
+        correct,
+        response_len: 4,
+        extracted: None,
+        finish_reason: FinishReason::Stop,
+    }
+}
+
+/// Run "r": iteration 1 complete; iteration 2 has rollout and score files but score is
+/// stale (an upstream rerun) and features has a file without a manifest (killed mid-way).
+/// Run "q": one iteration, rollout and score only.
+fn make_runs(root: &Path) {
+    let r = root.join("r");
+    put(
+        &r,
+        1,
+        "rollout",
+        &[
+            rollout(0, FinishReason::Stop),
+            rollout(1, FinishReason::Length),
+            rollout(2, FinishReason::Stop),
+            rollout(3, FinishReason::Stop),
+        ],
+        serde_json::json!({}),
+    );
+    put(
+        &r,
+        1,
+        "score",
+        &[
+            score(0, true, 2),
+            score(1, false, 4),
+            score(2, true, 6),
+            score(3, false, 8),
+        ],
+        serde_json::json!({}),
+    );
+    // Token mean (1+2+3)/3 = 2, not the mean of row means (1.5+3)/2 = 2.25.
+    put(
+        &r,
+        1,
+        "features",
+        &[feature(0, vec![1.0, 2.0]), feature(1, vec![3.0])],
+        serde_json::json!({}),
+    );
+    // Positive side: 1.0, 1.1, ..., 2.0 -> p10 = 1.1, p90 = 1.9 (linear), spread 0.8.
+    // Negative side: 0.5, 0.7 -> p10 = 0.52, p90 = 0.68, spread 0.16.
+    let pos: Vec<f32> = (0..=10).map(|k| 1.0 + 0.1 * k as f32).collect();
+    put(
+        &r,
+        1,
+        "coeffs",
+        &[
+            CoeffRow {
+                prompt_id: "p".into(),
+                sample_idx: 0,
+                coeff: pos[..5].to_vec(),
+                advantage: 1.0,
+            },
+            CoeffRow {
+                prompt_id: "p".into(),
+                sample_idx: 2,
+                coeff: pos[5..].to_vec(),
+                advantage: 0.5,
+            },
+            CoeffRow {
+                prompt_id: "p".into(),
+                sample_idx: 1,
+                coeff: vec![0.5, 0.7],
+                advantage: -1.0,
+            },
+            CoeffRow {
+                prompt_id: "p".into(),
+                sample_idx: 3,
+                coeff: vec![9.0],
+                advantage: 0.0,
+            },
+        ],
+        serde_json::json!({"cos_before": 0.99, "cos_after": 0.98}),
+    );
+    put(
+        &r,
+        1,
+        "update",
+        &[update(0, 0.1, 0.0), update(1, 0.3, 0.02)],
+        serde_json::json!({}),
+    );
+    put(
+        &r,
+        1,
+        "eval",
+        &[eval(0, true), eval(1, true), eval(2, false), eval(3, true)],
+        serde_json::json!({}),
+    );
+    put(
+        &r,
+        2,
+        "rollout",
+        &[
+            rollout(0, FinishReason::Length),
+            rollout(1, FinishReason::Length),
+        ],
+        serde_json::json!({}),
+    );
+    put(&r, 2, "score", &[score(0, true, 3)], serde_json::json!({}));
+    std::fs::write(layout::stale_path(&r, 2, "score"), "{}").unwrap();
+    write_path(
+        &layout::iter_dir(&r, 2).join("features.parquet"),
+        &[feature(0, vec![7.0])],
+        &FileMeta::new("features", "cfg"),
+    )
+    .unwrap();
+
+    let q = root.join("q");
+    put(
+        &q,
+        1,
+        "rollout",
+        &[rollout(0, FinishReason::Stop)],
+        serde_json::json!({}),
+    );
+    put(
+        &q,
+        1,
+        "score",
+        &[score(0, false, 10)],
+        serde_json::json!({}),
+    );
+}
+
+fn close(a: Option<f64>, b: f64) -> bool {
+    a.is_some_and(|a| (a - b).abs() < 1e-6)
+}
+
+#[test]
+fn aggregates_match_the_hand_computed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    make_runs(dir.path());
+    let runs = vec!["r".to_string(), "q".to_string()];
+    let df = iteration_table(dir.path(), &runs).unwrap();
+    let names: Vec<String> = df
+        .get_column_names()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(names, COLUMNS);
+    assert_eq!(df.height(), 3, "r/1, r/2, q/1 in the order given");
+    let run = |row| {
+        df.column("run")
+            .unwrap()
+            .str()
+            .unwrap()
+            .get(row)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        (run(0), run(1), run(2)),
+        ("r".into(), "r".into(), "q".into())
+    );
+    assert!(close(value(&df, "iter", 1), 2.0));
+
+    // r, iteration 1.
+    let v = |c: &str| value(&df, c, 0);
+    assert!(close(v("reward_mean"), 0.5));
+    assert!(close(v("accuracy"), 0.5));
+    assert!(close(v("response_len"), 5.0));
+    assert!(close(v("truncated"), 0.25));
+    assert!(close(v("kept"), 0.75));
+    assert!(close(v("entropy"), 2.0), "{:?}", v("entropy"));
+    assert!(close(v("clip_frac"), 0.2));
+    assert!(close(v("kl"), 0.01));
+    assert!(close(v("grad_norm"), 3.0));
+    assert!(close(v("cos_before"), 0.99));
+    assert!(close(v("cos_after"), 0.98));
+    // (sum 1.0..2.0 = 16.5) + 0.5 + 0.7 + 9.0 over 14 tokens.
+    assert!(close(v("coeff_mean"), (16.5 + 1.2 + 9.0) / 14.0));
+    assert!(
+        close(v("coeff_spread_pos"), 0.8),
+        "{:?}",
+        v("coeff_spread_pos")
+    );
+    assert!(
+        close(v("coeff_spread_neg"), 0.16),
+        "{:?}",
+        v("coeff_spread_neg")
+    );
+    assert!(close(v("eval_accuracy"), 0.75));
+
+    // r, iteration 2: rollout counts; the stale score and the manifest-less features don't.
+    let v = |c: &str| value(&df, c, 1);
+    assert!(close(v("truncated"), 1.0));
+    for c in [
+        "reward_mean",
+        "accuracy",
+        "entropy",
+        "cos_before",
+        "eval_accuracy",
+    ] {
+        assert_eq!(v(c), None, "{c}");
+    }
+    // q: only rollout and score.
+    let v = |c: &str| value(&df, c, 2);
+    assert!(close(v("accuracy"), 0.0) && close(v("response_len"), 10.0));
+    assert_eq!(v("eval_accuracy"), None);
+
+    // CSV: header, one line per row, nulls as empty cells.
+    let csv = String::from_utf8(to_csv(&mut df.clone()).unwrap()).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], COLUMNS.join(","));
+    assert_eq!(lines.len(), 4);
+    assert!(lines[2].starts_with("r,2,,"), "{}", lines[2]);
+}
+
+#[test]
+fn report_files_are_written_and_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    make_runs(dir.path());
+    let runs = vec!["r".to_string(), "q".to_string()];
+    let out = dir.path().join("out");
+    write_report(dir.path(), &runs, &out).unwrap();
+    let (csv, png) = (
+        std::fs::read(out.join("report.csv")).unwrap(),
+        std::fs::read(out.join("report.png")).unwrap(),
+    );
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000);
+    write_report(dir.path(), &runs, &out).unwrap();
+    assert_eq!(std::fs::read(out.join("report.csv")).unwrap(), csv);
+    assert_eq!(std::fs::read(out.join("report.png")).unwrap(), png);
+    // No temporary files left behind.
+    let names: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
+    assert_eq!(names.len(), 2);
+}
+
+#[test]
+fn bad_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    make_runs(dir.path());
+    let err = |runs: &[&str]| {
+        let runs: Vec<String> = runs.iter().map(|s| s.to_string()).collect();
+        iteration_table(dir.path(), &runs).unwrap_err().to_string()
+    };
+    assert!(err(&["nope"]).contains("nope") && err(&["nope"]).contains("does not exist"));
+    assert!(err(&["../r"]).contains("plain name"));
+    assert!(err(&[]).contains("no runs"));
+    std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+    assert!(err(&["empty"]).contains("no iterations"));
+
+    // A file of the wrong stage under a stage's name.
+    let r = dir.path().join("r");
+    let scores = layout::iter_dir(&r, 1).join("scores.parquet");
+    write_path(&scores, &[eval(0, true)], &FileMeta::new("eval", "cfg")).unwrap();
+    let e = err(&["r"]);
+    assert!(
+        e.contains("scores.parquet") && e.contains("\"eval\""),
+        "{e}"
+    );
+
+    // A file that is not Parquet at all.
+    std::fs::write(&scores, b"not parquet").unwrap();
+    let e = err(&["r"]);
+    assert!(e.contains("scores.parquet"), "{e}");
+}
