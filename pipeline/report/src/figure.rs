@@ -5,8 +5,11 @@ use polars::prelude::DataFrame;
 
 use crate::value;
 
-/// `(title, solid column, dashed column and its label suffix)` per panel.
-const PANELS: [(&str, &str, Option<(&str, &str)>); 9] = [
+/// A second column drawn dashed in the same colour, and its label suffix.
+type Dashed = Option<(&'static str, &'static str)>;
+
+/// `(title, solid column, dashed column)` per panel.
+const PANELS: [(&str, &str, Dashed); 9] = [
     ("reward mean (train)", "reward_mean", None),
     ("accuracy (train samples)", "accuracy", None),
     ("held-out accuracy (eval)", "eval_accuracy", None),

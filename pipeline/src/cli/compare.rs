@@ -232,3 +232,44 @@ fn copy_dir(src: &Path, dst: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn mean_ci_by_hand() {
+        // 0.5, 0.6, 0.7: mean 0.6, sd 0.1, half-width t(2) * 0.1 / sqrt(3).
+        let (m, ci) = mean_ci(&[0.5, 0.6, 0.7]);
+        assert!((m - 0.6).abs() < 1e-12);
+        assert!((ci - 4.303 * 0.1 / 3f64.sqrt()).abs() < 1e-9);
+        assert!(mean_ci(&[0.4]).1.is_nan());
+    }
+
+    #[test]
+    fn figure_has_base_means_bands_and_seeds() {
+        let results: Vec<Outcome> = vec![
+            ("dapo".into(), 1, vec![Some(0.5), Some(0.6)], 0.6),
+            ("dapo".into(), 2, vec![Some(0.7), None], 0.8),
+            ("delta".into(), 1, vec![Some(0.4), Some(0.5)], 0.5),
+        ];
+        let variants = vec!["dapo".to_string(), "delta".to_string()];
+        let fig = figure(&variants, &results, Some(0.45));
+        let curves = &fig.panels[0].series;
+        assert_eq!(curves.len(), 2);
+        // Iteration 0 is the base; iteration 2 of dapo has one seed (no CI: NaN band).
+        assert_eq!(curves[0].points, vec![(0.0, 0.45), (1.0, 0.6), (2.0, 0.6)]);
+        let (m, ci) = mean_ci(&[0.5, 0.7]);
+        assert_eq!(curves[0].band[0], (1.0, m - ci, m + ci));
+        assert!(curves[0].band[1].1.is_nan());
+        let finals = &fig.panels[1].series;
+        assert_eq!(fig.panels[1].categories, variants);
+        // Mean with its error bar at x = 0, then the two seeds just right of it.
+        assert_eq!(finals[0].points, vec![(0.0, 0.7)]);
+        assert_eq!(finals[1].points.len(), 2);
+        assert!(finals[1].points.iter().all(|p| p.0 > 0.0 && p.0 < 0.5));
+        let png = deltarl_plot::render_png(&fig).unwrap();
+        assert!(png.starts_with(b"\x89PNG"));
+    }
+}

@@ -10,7 +10,7 @@
 use deltarl_schemas::seed::Rng;
 use tch::{Device, Kind, Tensor};
 
-use crate::{Error, KvCache, Qwen3, Result, Tokenizer};
+use crate::{Error, KvCache, Qwen3, Result, StopScanner, Tokenizer};
 
 /// Sampling settings, validated by the caller's configuration layer.
 #[derive(Clone, Debug, PartialEq)]
@@ -113,6 +113,7 @@ struct Row {
     tokens: Vec<u32>,
     logprobs: Vec<f32>,
     finish: Option<Finish>,
+    stop: StopScanner,
 }
 
 fn ids_tensor(ids: &[Vec<u32>], device: Device) -> Tensor {
@@ -208,6 +209,7 @@ fn generate_batch(
                 tokens: Vec::new(),
                 logprobs: Vec::new(),
                 finish: None,
+                stop: StopScanner::default(),
             });
             fan.push(gi as i64);
         }
@@ -230,11 +232,8 @@ fn generate_batch(
             row.logprobs.push(lp);
             if s.eos_ids.contains(&tok) {
                 row.finish = Some(Finish::Stop);
-            } else if !s.stop_strings.is_empty() {
-                let text = tokenizer.decode(&row.tokens);
-                if s.stop_strings.iter().any(|st| text.contains(st.as_str())) {
-                    row.finish = Some(Finish::Stop);
-                }
+            } else if row.stop.push(tokenizer, &row.tokens, &s.stop_strings) {
+                row.finish = Some(Finish::Stop);
             }
             if row.finish.is_none() && step + 1 == s.max_new_tokens {
                 row.finish = Some(Finish::Length);

@@ -13,6 +13,7 @@ mod mlp;
 mod model;
 mod norm;
 mod rope;
+mod stop;
 mod tokenizer;
 
 pub use checkpoint::{
@@ -21,6 +22,7 @@ pub use checkpoint::{
 pub use config::{Dtype, Qwen3Config};
 pub use error::{Error, Result};
 pub use model::{KvCache, Qwen3};
+pub use stop::StopScanner;
 pub use tokenizer::Tokenizer;
 
 /// The device to run on: the first CUDA device when present, else the CPU.
