@@ -136,7 +136,13 @@ pub fn build(
         });
     }
     let vs = nn::VarStore::new(device);
-    let model = Qwen3::new(&vs.root(), cfg, device);
+    // Building the layers draws their default initialisation from libtorch's global
+    // generator; under the lock, so it cannot shift a seeded `init_weights` running on
+    // another thread (the weights are overwritten afterwards either way).
+    let model = {
+        let _guard = torch_rng_lock();
+        Qwen3::new(&vs.root(), cfg, device)
+    };
     let mut policy = Policy {
         vs,
         model,
@@ -150,15 +156,21 @@ pub fn build(
     Ok(policy)
 }
 
+/// libtorch's random generator is process-global: every draw from it in this crate happens
+/// under this lock.
+fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TORCH_RNG
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Initialises every weight as transformers does for a new model: normal(0, 0.02) for
 /// matrices, ones for norms. Deterministic given `seed`.
 pub fn init_weights(policy: &mut Policy, seed: u64) {
-    // libtorch's generator is process-global: hold a lock from seeding to the last draw so
-    // that concurrent initialisations (parallel tests) cannot interleave their draws.
-    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = TORCH_RNG
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Held from seeding to the last draw, so concurrent model construction or
+    // initialisation (parallel tests) cannot interleave draws with ours.
+    let _guard = torch_rng_lock();
     tch::manual_seed(seed as i64);
     let mut vars: Vec<(String, Tensor)> = policy.vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
