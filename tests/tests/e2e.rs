@@ -21,6 +21,21 @@ fn python() -> String {
     std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
+/// Runs a Python snippet (with polars) on the given paths; its assertions fail the test.
+fn run_python(script: &str, args: &[&Path]) {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A micro configuration: a tiny model, a short warm start, 8 prompts x 4 samples.
 fn micro_config(dir: &Path) -> PathBuf {
     let base = repo()
@@ -168,17 +183,7 @@ assert abs(c.mean() - 1.0) < 1e-4, c.mean()
 u = pl.read_parquet(d + "update.parquet")
 assert u.height == 1 and u["tokens"][0] > 0
 "#;
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .arg(&root)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(script, &[&root]);
     let status = ok(deltarl(&runs, &["status", "--run", "m"]));
     let text = String::from_utf8_lossy(&status.stdout);
     assert!(
@@ -246,18 +251,7 @@ for it in (1, 2):
     assert abs(row["entropy"][0] - ent) < 1e-6, (row["entropy"][0], ent)
     assert abs(row["response_len"][0] - length) < 1e-9
 "#;
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .arg(&root)
-        .arg(root.join("report.csv"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(script, &[&root, &root.join("report.csv")]);
 }
 
 #[test]

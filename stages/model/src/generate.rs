@@ -230,9 +230,7 @@ fn generate_batch(
             let (tok, lp) = sample_row(&logits[a], s, &mut row.rng);
             row.tokens.push(tok);
             row.logprobs.push(lp);
-            if s.eos_ids.contains(&tok) {
-                row.finish = Some(Finish::Stop);
-            } else if row.stop.push(tokenizer, &row.tokens, &s.stop_strings) {
+            if s.eos_ids.contains(&tok) || row.stop.push(tokenizer, &row.tokens, &s.stop_strings) {
                 row.finish = Some(Finish::Stop);
             }
             if row.finish.is_none() && step + 1 == s.max_new_tokens {
