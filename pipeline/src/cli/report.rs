@@ -36,7 +36,7 @@ impl Args {
         let Some(bin) = report_binary() else {
             bail!(
                 "`deltarl report` runs the polars-based `deltarl-report` tool, which is not \
-                 built: run `make report RUN={}` (or `cargo build --release -p deltarl-report`)",
+                 built: run `make report RUN={}` (or `make report-tool`)",
                 self.runs[0]
             );
         };
