@@ -42,6 +42,19 @@ fn points(df: &DataFrame, run: &str, column: &str) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The run names, or their count when the names would not fit across the figure.
+fn title(runs: &[String]) -> String {
+    let names = runs.join(", ");
+    if names.chars().count() <= 90 {
+        format!("deltarl report: {names}")
+    } else {
+        format!(
+            "deltarl report: {} runs (names in the first panel)",
+            runs.len()
+        )
+    }
+}
+
 /// The figure of a report table; `runs` fixes the colours (in the order given).
 pub fn figure(df: &DataFrame, runs: &[String]) -> Figure {
     let panels = PANELS
@@ -76,7 +89,7 @@ pub fn figure(df: &DataFrame, runs: &[String]) -> Figure {
         })
         .collect();
     Figure {
-        title: format!("deltarl report: {}", runs.join(", ")),
+        title: title(runs),
         panels,
         columns: 3,
         panel_size: (420, 300),
