@@ -141,6 +141,21 @@ impl Args {
             "wrote {0}/compare.md, {0}/compare.csv and {0}/compare.png",
             folder.display()
         );
+        // Per-iteration diagnostics of every run, side by side, when the report tool is built.
+        let names: Vec<String> = results
+            .iter()
+            .map(|(v, seed, ..)| format!("{}-{v}-s{seed}", self.name))
+            .collect();
+        if super::report::available() {
+            super::report::forward(runs, &names, Some(&folder), true)?;
+        } else {
+            eprintln!(
+                "per-iteration diagnostics of these runs: `make report-tool`, then \
+                 `deltarl report --run {} --out {}`",
+                names.join(" --run "),
+                folder.display()
+            );
+        }
         Ok(())
     }
 }

@@ -33,27 +33,41 @@ fn report_binary() -> Option<PathBuf> {
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        let Some(bin) = report_binary() else {
-            bail!(
-                "`deltarl report` runs the polars-based `deltarl-report` tool, which is not \
-                 built: run `make report RUN={}` (or `make report-tool`)",
-                self.runs[0]
-            );
-        };
-        let mut cmd = Command::new(&bin);
-        cmd.arg("--runs-dir").arg(runs);
-        for r in &self.runs {
-            cmd.arg("--run").arg(r);
-        }
-        if let Some(out) = &self.out {
-            cmd.arg("--out").arg(out);
-        }
-        let status = cmd
-            .status()
-            .with_context(|| format!("cannot start {}", bin.display()))?;
-        if !status.success() {
-            bail!("{} failed ({status})", bin.display());
-        }
-        Ok(())
+        forward(runs, &self.runs, self.out.as_deref(), false)
     }
+}
+
+/// Whether the report tool is built.
+pub fn available() -> bool {
+    report_binary().is_some()
+}
+
+/// Runs `deltarl-report` on `names`; `quiet` drops the printed table (files are still
+/// written).
+pub fn forward(runs: &Path, names: &[String], out: Option<&Path>, quiet: bool) -> Result<()> {
+    let Some(bin) = report_binary() else {
+        bail!(
+            "`deltarl report` runs the polars-based `deltarl-report` tool, which is not \
+             built: run `make report RUN={}` (or `make report-tool`)",
+            names.first().map_or("<run>", String::as_str)
+        );
+    };
+    let mut cmd = Command::new(&bin);
+    cmd.arg("--runs-dir").arg(runs);
+    for r in names {
+        cmd.arg("--run").arg(r);
+    }
+    if let Some(out) = out {
+        cmd.arg("--out").arg(out);
+    }
+    if quiet {
+        cmd.stdout(std::process::Stdio::null());
+    }
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {}", bin.display()))?;
+    if !status.success() {
+        bail!("{} failed ({status})", bin.display());
+    }
+    Ok(())
 }
