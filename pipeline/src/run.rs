@@ -223,13 +223,15 @@ impl Ctx {
     }
 
     pub fn state(&self, iter: u32, stage: &str) -> Result<StageState> {
-        stage_state(
+        let state = stage_state(
             &self.run,
             iter,
             stage,
             &self.stage_hash(stage),
             &self.inputs(iter, stage),
-        )
+        );
+        self.run.save_hashes();
+        state
     }
 
     fn eval_due(&self, iter: u32) -> bool {
@@ -308,6 +310,7 @@ impl Ctx {
             summary,
         };
         m.write(&self.run.manifest_path(iter, stage))?;
+        self.run.save_hashes();
         let _ = std::fs::remove_file(self.run.stale_path(iter, stage));
         Ok(Outcome::Ran(Box::new(m)))
     }

@@ -21,7 +21,14 @@ pub fn check_run_name(name: &str) -> Result<()> {
 #[derive(Clone, Debug)]
 pub struct RunDir {
     pub root: PathBuf,
-    hashes: Arc<Mutex<Option<HashCache>>>,
+    hashes: Arc<Mutex<HashState>>,
+}
+
+/// The hash cache as loaded (on first use) plus whether it gained entries since.
+#[derive(Debug, Default)]
+struct HashState {
+    entries: Option<HashCache>,
+    dirty: bool,
 }
 
 /// What a file looked like when it was hashed.
@@ -97,7 +104,7 @@ impl RunDir {
             .hashes
             .lock()
             .map_err(|_| anyhow::anyhow!("hash cache lock poisoned"))?;
-        let cache = guard.get_or_insert_with(|| {
+        let cache = guard.entries.get_or_insert_with(|| {
             std::fs::read(self.cache_path())
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())
@@ -118,12 +125,29 @@ impl RunDir {
                 sha256: sha256.clone(),
             },
         );
-        if self.root.is_dir() {
-            // Best effort: a reader without write access still gets the right answer.
-            let json = serde_json::to_vec(cache)?;
-            let _ = deltarl_schemas::atomic_write_bytes(&self.cache_path(), &json);
-        }
+        guard.dirty = true;
         Ok(sha256)
+    }
+
+    /// Writes the hash cache if it gained entries: once per stage check or stage run, not
+    /// once per file. Best effort: a reader without write access still gets right answers,
+    /// and a cache that is never written only costs re-hashing.
+    pub fn save_hashes(&self) {
+        let Ok(mut guard) = self.hashes.lock() else {
+            return;
+        };
+        if !guard.dirty || !self.root.is_dir() {
+            return;
+        }
+        if let Some(json) = guard
+            .entries
+            .as_ref()
+            .and_then(|c| serde_json::to_vec(c).ok())
+        {
+            if deltarl_schemas::atomic_write_bytes(&self.cache_path(), &json).is_ok() {
+                guard.dirty = false;
+            }
+        }
     }
 
     pub fn base(&self) -> PathBuf {
@@ -337,6 +361,7 @@ mod tests {
         let old = SystemTime::now() - std::time::Duration::from_secs(60);
         set_mtime(&f, old);
         assert_eq!(run.hash(&f).unwrap(), sha256_file(&f).unwrap());
+        run.save_hashes();
 
         // A fresh RunDir reads the cache file: a non-racy entry is trusted as is (shown by
         // planting a marker hash in it).

@@ -71,7 +71,7 @@ impl Args {
                 bail!("unknown variant {v:?} (grpo, dapo, drgrpo, delta)");
             }
             for seed in 1..=self.seeds {
-                let name = format!("{}-{v}-s{seed}", self.name);
+                let name = run_name(&self.name, v, seed);
                 let cfg = folder.join("configs").join(format!("{v}-s{seed}.toml"));
                 let text = format!(
                     "extends = {:?}\nalgorithm = {v:?}\nseed = {seed}\n",
@@ -144,10 +144,10 @@ impl Args {
         // Per-iteration diagnostics of every run, side by side, when the report tool is built.
         let names: Vec<String> = results
             .iter()
-            .map(|(v, seed, ..)| format!("{}-{v}-s{seed}", self.name))
+            .map(|(v, seed, ..)| run_name(&self.name, v, *seed))
             .collect();
-        if super::report::available() {
-            super::report::forward(runs, &names, Some(&folder), true)?;
+        if let Some(bin) = super::report::report_binary() {
+            super::report::forward(&bin, runs, &names, Some(&folder), true)?;
         } else {
             eprintln!(
                 "per-iteration diagnostics of these runs: `make report-tool`, then \
@@ -158,6 +158,11 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// The run of one variant and seed of a comparison.
+fn run_name(prefix: &str, variant: &str, seed: u64) -> String {
+    format!("{prefix}-{variant}-s{seed}")
 }
 
 /// One run of the comparison: variant, seed, held-out accuracy per iteration, final.

@@ -18,7 +18,7 @@ pub struct Args {
 }
 
 /// `deltarl-report` next to this executable (symlinks resolved), or on PATH.
-fn report_binary() -> Option<PathBuf> {
+pub fn report_binary() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
     let sibling = exe.with_file_name("deltarl-report");
     if sibling.is_file() {
@@ -33,26 +33,27 @@ fn report_binary() -> Option<PathBuf> {
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        forward(runs, &self.runs, self.out.as_deref(), false)
+        let Some(bin) = report_binary() else {
+            bail!(
+                "`deltarl report` runs the polars-based `deltarl-report` tool, which is not \
+                 built: run `make report RUN={}` (or `make report-tool`)",
+                self.runs[0]
+            );
+        };
+        forward(&bin, runs, &self.runs, self.out.as_deref(), false)
     }
 }
 
-/// Whether the report tool is built.
-pub fn available() -> bool {
-    report_binary().is_some()
-}
-
-/// Runs `deltarl-report` on `names`; `quiet` drops the printed table (files are still
+/// Runs the report tool `bin` on `names`; `quiet` drops the printed table (files are still
 /// written).
-pub fn forward(runs: &Path, names: &[String], out: Option<&Path>, quiet: bool) -> Result<()> {
-    let Some(bin) = report_binary() else {
-        bail!(
-            "`deltarl report` runs the polars-based `deltarl-report` tool, which is not \
-             built: run `make report RUN={}` (or `make report-tool`)",
-            names.first().map_or("<run>", String::as_str)
-        );
-    };
-    let mut cmd = Command::new(&bin);
+pub fn forward(
+    bin: &Path,
+    runs: &Path,
+    names: &[String],
+    out: Option<&Path>,
+    quiet: bool,
+) -> Result<()> {
+    let mut cmd = Command::new(bin);
     cmd.arg("--runs-dir").arg(runs);
     for r in names {
         cmd.arg("--run").arg(r);
