@@ -137,12 +137,10 @@ pub fn warmstart_example(rng: &mut Rng, template: &str, wrong_frac: f64) -> (Str
         let mag = 1 + rng.below(3) as i64;
         (step, if rng.below(2) == 0 { mag } else { -mag })
     });
-    (render(template, &p.question()), p.solution(wrong))
-}
-
-/// Fills `{question}` in a prompt template.
-pub fn render(template: &str, question: &str) -> String {
-    template.replace("{question}", question)
+    (
+        deltarl_schemas::render_template(template, &p.question()),
+        p.solution(wrong),
+    )
 }
 
 /// The character-level tokenizer as a Hugging Face `tokenizer.json`: a BPE model with

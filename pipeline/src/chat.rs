@@ -95,6 +95,21 @@ impl ChatTemplate {
     }
 }
 
+/// Renders every problem through `template` and then as the user message of the chat
+/// template of the model in `model_dir`; returns the template that now applies to the
+/// rendered problems (the identity, `{question}`).
+pub fn apply(
+    prompts: &mut [deltarl_schemas::PromptRow],
+    template: &str,
+    model_dir: &Path,
+) -> Result<String> {
+    let chat = ChatTemplate::from_model_dir(model_dir)?;
+    for p in prompts.iter_mut() {
+        p.problem = chat.render(&deltarl_schemas::render_template(template, &p.problem))?;
+    }
+    Ok("{question}".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,13 @@
 //! Evaluation: sample answers to benchmark problems, grade them, and summarise as
 //! avg@k, unbiased pass@k and maj@k with bootstrap confidence intervals over problems.
 
-use anyhow::Result;
-use deltarl_model::generate::{generate, Finish, Request, SampleSettings};
+use anyhow::{Context, Result};
+use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
-use deltarl_schemas::seed::{seed_for, Rng};
-use deltarl_schemas::{EvalRow, FinishReason, PromptRow};
+use deltarl_schemas::seed::Rng;
+use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
+
+use crate::progress::Progress;
 
 /// How to sample for evaluation.
 #[derive(Clone, Debug)]
@@ -21,62 +23,54 @@ pub struct EvalSettings {
     pub iter: u32,
 }
 
-/// Generates `samples` answers per problem and grades them (strict extraction).
+/// Generates `samples` answers per problem with the rollout core (seeds of the `eval`
+/// stage) and grades them (strict extraction).
 pub fn evaluate(
     policy: &Policy,
     bench: &str,
     prompts: &[PromptRow],
     s: &EvalSettings,
 ) -> Result<Vec<EvalRow>> {
-    let mut reqs = Vec::with_capacity(prompts.len());
-    for p in prompts {
-        let text = deltarl_rollout::render(&s.template, &p.problem);
-        reqs.push(Request {
-            prompt_ids: policy.tokenizer.encode(&text)?,
-            seeds: (0..s.samples)
-                .map(|k| seed_for(s.seed, s.iter, "eval", &p.id, k))
-                .collect(),
-        });
-    }
-    let eos = policy.eos_ids();
-    let sampling = SampleSettings {
-        temperature: s.temperature,
-        top_p: s.top_p,
-        top_k: 0,
-        max_new_tokens: s.max_new_tokens,
-        eos_ids: eos,
-        stop_strings: s.stop.clone(),
-        max_batch_rows: s.max_batch_rows,
-        use_cache: true,
+    let core = deltarl_rollout::Settings {
+        samples_per_prompt: s.samples,
+        template: s.template.clone(),
+        sampling: SampleSettings {
+            temperature: s.temperature,
+            top_p: s.top_p,
+            top_k: 0,
+            max_new_tokens: s.max_new_tokens,
+            eos_ids: policy.eos_ids(),
+            stop_strings: s.stop.clone(),
+            max_batch_rows: s.max_batch_rows,
+            use_cache: true,
+        },
+        run_seed: s.seed,
+        iter: s.iter,
+        policy_iter: s.iter,
+        seed_stage: Stage::Eval,
     };
-    let out = generate(
-        &policy.model,
-        &policy.tokenizer,
-        &reqs,
-        &sampling,
-        &mut |_, _| {},
-    )?;
+    let progress = Progress::new("eval", prompts.len() as u64 * u64::from(s.samples));
+    let samples = deltarl_rollout::run(&core, policy, prompts, &mut |done, _| {
+        progress.set_position(done as u64)
+    })
+    .with_context(|| format!("sampling answers to {bench}"))?;
+    progress.finish();
     let opts = deltarl_verify::ExtractOptions::default();
-    let mut rows = Vec::new();
-    for (p, group) in prompts.iter().zip(out) {
-        for (k, smp) in group.into_iter().enumerate() {
-            let text = policy.tokenizer.decode(&smp.tokens);
-            let (extracted, correct) = deltarl_verify::grade(&text, &p.answer, &opts);
-            rows.push(EvalRow {
+    Ok(samples
+        .into_iter()
+        .map(|r| {
+            let (extracted, correct) = deltarl_verify::grade(&r.response_text, &r.gold, &opts);
+            EvalRow {
                 benchmark: bench.to_string(),
-                problem_id: p.id.clone(),
-                sample_idx: k as u32,
+                problem_id: r.prompt_id,
+                sample_idx: r.sample_idx,
                 correct,
-                response_len: smp.tokens.len() as u32,
+                response_len: r.response_token_ids.len() as u32,
                 extracted,
-                finish_reason: match smp.finish {
-                    Finish::Stop => FinishReason::Stop,
-                    Finish::Length => FinishReason::Length,
-                },
-            });
-        }
-    }
-    Ok(rows)
+                finish_reason: r.finish_reason,
+            }
+        })
+        .collect())
 }
 
 /// Unbiased pass@k from `n` samples with `c` correct: `1 - C(n - c, k) / C(n, k)`.

@@ -1,10 +1,19 @@
 //! deltarl: configuration, run directory, stage graph, resume, and the CLI's commands.
+//!
+//! Layers, bottom up (a module only uses the ones above it in this list):
+//! `config` (options and their validation), `progress`, `data` and `chat` (prompts),
+//! `rundir` and `hashcache` (the run's files), `eval` (sampling and grading of benchmarks),
+//! `stage` (one module per stage), `context` (an opened run), `runner` (completion, resume),
+//! `cli` (one module per command).
 
 pub mod chat;
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod data;
 pub mod eval;
-pub mod run;
+mod hashcache;
+pub mod progress;
+pub mod runner;
 pub mod rundir;
-pub mod warmstart;
+pub mod stage;

@@ -27,20 +27,24 @@ pub fn temp_path(path: &Path) -> PathBuf {
 }
 
 /// Writes `path` through `fill`, atomically. On error the temporary file is removed and
-/// any existing file at `path` is left untouched.
-pub fn atomic_write<F>(path: &Path, fill: F) -> Result<()>
+/// any existing file at `path` is left untouched. `fill` may fail with its own error type
+/// (a stage's), which is returned as is, its cause chain intact.
+pub fn atomic_write<F, E>(path: &Path, fill: F) -> std::result::Result<(), E>
 where
-    F: FnOnce(&mut BufWriter<File>) -> Result<()>,
+    F: FnOnce(&mut BufWriter<File>) -> std::result::Result<(), E>,
+    E: From<Error>,
 {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     let tmp = temp_path(path);
-    let result = (|| {
+    let result = (|| -> std::result::Result<(), E> {
         let file = File::create(&tmp).map_err(io_err(&tmp))?;
         let mut w = BufWriter::new(file);
         fill(&mut w)?;
         w.flush().map_err(io_err(&tmp))?;
-        let file = w.into_inner().map_err(|e| io_err(&tmp)(e.into_error()))?;
+        let file = w
+            .into_inner()
+            .map_err(|e| Error::from(io_err(&tmp)(e.into_error())))?;
         file.sync_all().map_err(io_err(&tmp))?;
         std::fs::rename(&tmp, path).map_err(io_err(path))?;
         // The rename is durable only once the directory entry is on disk.

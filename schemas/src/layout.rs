@@ -1,8 +1,8 @@
-//! The run-directory layout (DESIGN.md 2.2), shared by the pipeline that writes runs and
-//! the report tool that reads them:
+//! The stages of a run and the run-directory layout, shared by the pipeline that writes
+//! runs and the report tool that reads them:
 //!
 //! ```text
-//! runs/<run>/base/                     warm-started policy
+//! runs/<run>/base/                     warm-started policy (stage 0), base/manifest.json
 //! runs/<run>/iter-0001/<stage file>    one Parquet table per stage
 //! runs/<run>/iter-0001/manifest/<stage>.json        written last: the stage is complete
 //! runs/<run>/iter-0001/manifest/<stage>.stale.json  an upstream stage was rerun
@@ -10,19 +10,118 @@
 
 use std::path::{Path, PathBuf};
 
-/// The stages of one iteration, in order.
-pub const STAGES: [&str; 6] = ["rollout", "score", "features", "coeffs", "update", "eval"];
+use serde::{Deserialize, Serialize};
 
-/// Output file of each stage (relative to the iteration directory); empty for unknown names.
-pub fn stage_output(stage: &str) -> &'static str {
-    match stage {
-        "rollout" => "rollouts.parquet",
-        "score" => "scores.parquet",
-        "features" => "features.parquet",
-        "coeffs" => "coeffs.parquet",
-        "update" => "update.parquet",
-        "eval" => "eval.parquet",
-        _ => "",
+/// A stage of a run. `Warmstart` is stage 0 and runs once per run (it builds `base/`);
+/// the others run once per iteration, in the order of [`Stage::ITERATION`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Supervised warm start of the built-in tiny model (`base/`).
+    Warmstart,
+    /// Sample G responses per prompt with the previous policy.
+    Rollout,
+    /// Verify answers, rewards, group advantages.
+    Score,
+    /// Per-token gradient proxies (teacher-forced pass of the previous policy).
+    Features,
+    /// DelTA (or uniform / top-entropy) token coefficients.
+    Coeffs,
+    /// The reweighted clipped policy-gradient step: the new policy.
+    Update,
+    /// Held-out accuracy of the new policy.
+    Eval,
+}
+
+/// Which policy a stage runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyUse {
+    /// The policy that samples this iteration: that of the previous one, or the base.
+    Previous,
+    /// The policy this iteration's update produced.
+    This,
+}
+
+impl Stage {
+    /// Every stage, in dependency order.
+    pub const ALL: [Stage; 7] = [
+        Stage::Warmstart,
+        Stage::Rollout,
+        Stage::Score,
+        Stage::Features,
+        Stage::Coeffs,
+        Stage::Update,
+        Stage::Eval,
+    ];
+
+    /// The stages of one iteration, in order.
+    pub const ITERATION: [Stage; 6] = [
+        Stage::Rollout,
+        Stage::Score,
+        Stage::Features,
+        Stage::Coeffs,
+        Stage::Update,
+        Stage::Eval,
+    ];
+
+    /// The name used on the command line, in file metadata, manifests and seeds.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Warmstart => "warmstart",
+            Stage::Rollout => "rollout",
+            Stage::Score => "score",
+            Stage::Features => "features",
+            Stage::Coeffs => "coeffs",
+            Stage::Update => "update",
+            Stage::Eval => "eval",
+        }
+    }
+
+    /// The stage's main output, relative to its folder ([`stage_dir`]).
+    pub fn output(self) -> &'static str {
+        match self {
+            Stage::Warmstart => "model.safetensors",
+            Stage::Rollout => "rollouts.parquet",
+            Stage::Score => "scores.parquet",
+            Stage::Features => "features.parquet",
+            Stage::Coeffs => "coeffs.parquet",
+            Stage::Update => "update.parquet",
+            Stage::Eval => "eval.parquet",
+        }
+    }
+
+    /// The stages of the same iteration whose output files this stage reads.
+    pub fn upstream(self) -> &'static [Stage] {
+        match self {
+            Stage::Warmstart | Stage::Rollout | Stage::Eval => &[],
+            Stage::Score | Stage::Features => &[Stage::Rollout],
+            Stage::Coeffs => &[Stage::Rollout, Stage::Score, Stage::Features],
+            Stage::Update => &[Stage::Rollout, Stage::Score, Stage::Coeffs],
+        }
+    }
+
+    /// The policy the stage runs, if any.
+    pub fn policy(self) -> Option<PolicyUse> {
+        match self {
+            Stage::Warmstart | Stage::Score | Stage::Coeffs => None,
+            Stage::Rollout | Stage::Features | Stage::Update => Some(PolicyUse::Previous),
+            Stage::Eval => Some(PolicyUse::This),
+        }
+    }
+
+    /// The stages of the same iteration after this one.
+    pub fn downstream(self) -> &'static [Stage] {
+        match Stage::ITERATION.iter().position(|s| *s == self) {
+            Some(i) => &Stage::ITERATION[i + 1..],
+            None => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.name())
     }
 }
 
@@ -31,18 +130,42 @@ pub fn iter_dir(run: &Path, iter: u32) -> PathBuf {
     run.join(format!("iter-{iter:04}"))
 }
 
+/// `base/`: the warm-started policy.
+pub fn base_dir(run: &Path) -> PathBuf {
+    run.join("base")
+}
+
+/// The folder a stage writes into: `base/` for the warm start, else the iteration's.
+pub fn stage_dir(run: &Path, iter: u32, stage: Stage) -> PathBuf {
+    match stage {
+        Stage::Warmstart => base_dir(run),
+        _ => iter_dir(run, iter),
+    }
+}
+
+/// A stage's main output file.
+pub fn output_path(run: &Path, iter: u32, stage: Stage) -> PathBuf {
+    stage_dir(run, iter, stage).join(stage.output())
+}
+
 /// Where a stage's manifest lives.
-pub fn manifest_path(run: &Path, iter: u32, stage: &str) -> PathBuf {
-    iter_dir(run, iter)
-        .join("manifest")
-        .join(format!("{stage}.json"))
+pub fn manifest_path(run: &Path, iter: u32, stage: Stage) -> PathBuf {
+    match stage {
+        Stage::Warmstart => base_dir(run).join("manifest.json"),
+        _ => iter_dir(run, iter)
+            .join("manifest")
+            .join(format!("{}.json", stage.name())),
+    }
 }
 
 /// Where a stage's stale marker lives.
-pub fn stale_path(run: &Path, iter: u32, stage: &str) -> PathBuf {
-    iter_dir(run, iter)
-        .join("manifest")
-        .join(format!("{stage}.stale.json"))
+pub fn stale_path(run: &Path, iter: u32, stage: Stage) -> PathBuf {
+    match stage {
+        Stage::Warmstart => base_dir(run).join("manifest.stale.json"),
+        _ => iter_dir(run, iter)
+            .join("manifest")
+            .join(format!("{}.stale.json", stage.name())),
+    }
 }
 
 /// Iterations of a run that have a directory, ascending (none if the run does not exist).
@@ -86,14 +209,37 @@ mod tests {
         let run = Path::new("runs/r");
         assert_eq!(iter_dir(run, 7), Path::new("runs/r/iter-0007"));
         assert_eq!(
-            manifest_path(run, 12, "score"),
+            manifest_path(run, 12, Stage::Score),
             Path::new("runs/r/iter-0012/manifest/score.json")
         );
-        assert!(STAGES.iter().all(|s| !stage_output(s).is_empty()));
-        assert_eq!(stage_output("nope"), "");
+        assert_eq!(
+            manifest_path(run, 3, Stage::Warmstart),
+            Path::new("runs/r/base/manifest.json")
+        );
+        assert_eq!(
+            output_path(run, 2, Stage::Coeffs),
+            Path::new("runs/r/iter-0002/coeffs.parquet")
+        );
         assert!(check_run_name("a-b_1").is_ok());
         for bad in ["", "a/b", "..", "x..y", ".hidden", "a\\b"] {
             assert!(check_run_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn stages_read_only_what_came_before() {
+        for s in Stage::ALL {
+            for u in s.upstream() {
+                assert!(u < &s, "{s} reads {u}");
+            }
+            assert!(s.downstream().iter().all(|d| d > &s));
+        }
+        assert_eq!(Stage::Coeffs.downstream(), &[Stage::Update, Stage::Eval]);
+        assert!(Stage::Warmstart.downstream().is_empty());
+        // Names round-trip through serde as they appear in manifests.
+        for s in Stage::ALL {
+            let json = serde_json::to_string(&s).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", s.name()));
         }
     }
 

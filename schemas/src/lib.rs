@@ -10,6 +10,7 @@ mod arrays;
 mod atomic;
 mod error;
 mod io;
+mod keyed;
 pub mod layout;
 mod manifest;
 pub mod seed;
@@ -20,6 +21,8 @@ pub use error::{Error, Result};
 pub use io::{
     read_foreign_path, read_meta, read_path, read_table, write_path, write_table, FileMeta,
 };
+pub use keyed::{render_template, Index, Keyed};
+pub use layout::{PolicyUse, Stage};
 pub use manifest::Manifest;
 pub use tables::{
     CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,

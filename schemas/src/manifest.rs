@@ -12,7 +12,7 @@ use crate::{atomic_write_bytes, Error, Result};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
-    pub stage: String,
+    pub stage: crate::Stage,
     pub iter: u32,
     /// Hash of the stage-relevant resolved configuration.
     pub config_hash: String,

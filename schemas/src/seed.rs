@@ -1,4 +1,4 @@
-//! Seeding (DESIGN.md 2.3): every random draw is seeded from (run seed, iteration, stage,
+//! Seeding (`docs/method.md` §6): every random draw is seeded from (run seed, iteration, stage,
 //! prompt id, sample index), so results do not depend on sharding or batch composition.
 
 /// SplitMix64 finaliser: a strong 64-bit mix.

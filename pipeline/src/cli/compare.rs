@@ -3,20 +3,24 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use deltarl_plot::{Figure, Mark, Panel, Series};
-use deltarl_schemas::{read_path, EvalRow};
+use deltarl_schemas::{read_path, EvalRow, Stage};
+use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::run::Ctx;
+use crate::config::Algorithm;
+use crate::context::Ctx;
+use crate::runner::Runner;
+use crate::rundir::RunLock;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Base configuration; each variant sets only `algorithm` and `seed` over it.
     #[arg(long, default_value = "configs/tiny-arith.toml")]
     config: PathBuf,
-    /// Comma-separated algorithms (grpo, dapo, drgrpo, delta).
-    #[arg(long, default_value = "grpo,dapo,delta", value_delimiter = ',')]
-    variants: Vec<String>,
+    /// Comma-separated algorithms.
+    #[arg(long, value_enum, default_value = "grpo,dapo,delta", value_delimiter = ',')]
+    variants: Vec<Algorithm>,
     /// Seeds per variant (1..=N).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
@@ -28,16 +32,9 @@ pub struct Args {
     name: String,
 }
 
-/// Two-sided 97.5 % Student-t quantiles for 1..=10 degrees of freedom (then normal).
+/// The two-sided 95 % Student-t quantile with `df` degrees of freedom.
 fn t975(df: usize) -> f64 {
-    const T: [f64; 10] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    ];
-    if df == 0 {
-        f64::NAN
-    } else {
-        T.get(df - 1).copied().unwrap_or(1.96)
-    }
+    StudentsT::new(0.0, 1.0, df as f64).map_or(f64::NAN, |t| t.inverse_cdf(0.975))
 }
 
 /// Mean and half-width of the 95 % CI of the mean.
@@ -66,39 +63,41 @@ impl Args {
             .with_context(|| format!("config {}", self.config.display()))?;
         let mut results: Vec<Outcome> = Vec::new();
         let mut shared_base: Option<PathBuf> = None;
-        for v in &self.variants {
-            if !matches!(v.as_str(), "grpo" | "dapo" | "drgrpo" | "delta") {
-                bail!("unknown variant {v:?} (grpo, dapo, drgrpo, delta)");
-            }
+        let variants: Vec<String> = self.variants.iter().map(|a| a.name().to_string()).collect();
+        let total = variants.len() as u64 * self.seeds;
+        let mut k = 0;
+        for v in &variants {
             for seed in 1..=self.seeds {
+                k += 1;
                 let name = run_name(&self.name, v, seed);
                 let cfg = folder.join("configs").join(format!("{v}-s{seed}.toml"));
-                let text = format!(
+                let mut text = format!(
                     "extends = {:?}\nalgorithm = {v:?}\nseed = {seed}\n",
                     base_cfg.display().to_string()
                 );
+                // Every run starts from the first run's warm-started base, so runs differ
+                // only in the RL algorithm and seed.
+                if let Some(base) = &shared_base {
+                    text += &format!("[model]\nsource = {:?}\n", base.display().to_string());
+                }
                 deltarl_schemas::atomic_write_bytes(&cfg, text.as_bytes())?;
-                let ctx = Ctx::open(&cfg, runs, &name, false)?;
-                // Every run starts from one warm-started base, so runs differ only in the
-                // RL algorithm and seed.
-                if let Some(src) = &shared_base {
-                    if !ctx.run.base().exists() && ctx.cfg.opts.model.source == "tiny" {
-                        copy_dir(src, &ctx.run.base())?;
-                    }
+                let ctx = Ctx::open(&cfg, runs, &name)?;
+                let lock = RunLock::acquire(&ctx.run)?;
+                ctx.adopt_config(&lock, false)?;
+                let runner = Runner::new(&ctx);
+                eprintln!("== [{k}/{total}] {name}");
+                runner.iterate(&lock, self.iters.saturating_sub(runner.next_iteration()? - 1))?;
+                if shared_base.is_none() && ctx.tiny() {
+                    shared_base = Some(ctx.run.base().canonicalize()?);
                 }
-                eprintln!("== {name}");
-                ctx.iterate(self.iters.saturating_sub(ctx.next_iteration()? - 1))?;
-                if shared_base.is_none() && ctx.cfg.opts.model.source == "tiny" {
-                    shared_base = Some(ctx.run.base());
-                }
-                ctx.run_stage(self.iters, "eval", false)?;
+                runner.run_stage(self.iters, Stage::Eval, false)?;
                 let curve = (1..=self.iters)
                     .map(|it| {
-                        let p = ctx.run.iter_dir(it).join("eval.parquet");
+                        let p = ctx.run.output(it, Stage::Eval);
                         p.exists().then(|| accuracy(&p).ok()).flatten()
                     })
                     .collect();
-                let last = accuracy(&ctx.run.iter_dir(self.iters).join("eval.parquet"))?;
+                let last = accuracy(&ctx.run.output(self.iters, Stage::Eval))?;
                 results.push((v.clone(), seed, curve, last));
             }
         }
@@ -112,7 +111,7 @@ impl Args {
             .and_then(|m| m.summary["heldout_greedy_accuracy"].as_f64());
         let mut table = String::from("| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n|---|---|---|---|---|\n");
         let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
-        for v in &self.variants {
+        for v in &variants {
             let finals: Vec<f64> = results.iter().filter(|r| &r.0 == v).map(|r| r.3).collect();
             let (m, ci) = mean_ci(&finals);
             let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
@@ -134,7 +133,7 @@ impl Args {
         }
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.md"), table.as_bytes())?;
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.csv"), csv.as_bytes())?;
-        let png = deltarl_plot::render_png(&figure(&self.variants, &results, base_acc))?;
+        let png = deltarl_plot::render_png(&figure(&variants, &results, base_acc))?;
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.png"), &png)?;
         println!("{table}");
         eprintln!(
@@ -239,20 +238,6 @@ fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Figure
     }
 }
 
-fn copy_dir(src: &Path, dst: &Path) -> Result<()> {
-    std::fs::create_dir_all(dst)?;
-    for e in std::fs::read_dir(src)? {
-        let e = e?;
-        let to = dst.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &to)?;
-        } else {
-            std::fs::copy(e.path(), &to)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -263,7 +248,8 @@ mod tests {
         // 0.5, 0.6, 0.7: mean 0.6, sd 0.1, half-width t(2) * 0.1 / sqrt(3).
         let (m, ci) = mean_ci(&[0.5, 0.6, 0.7]);
         assert!((m - 0.6).abs() < 1e-12);
-        assert!((ci - 4.303 * 0.1 / 3f64.sqrt()).abs() < 1e-9);
+        // t(2) = 4.302653 (tables print 4.303).
+        assert!((ci - 4.302653 * 0.1 / 3f64.sqrt()).abs() < 1e-6);
         assert!(mean_ci(&[0.4]).1.is_nan());
     }
 

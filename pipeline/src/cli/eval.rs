@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 
 use crate::eval::{evaluate, summarize, EvalSettings};
 
-/// The DelTA prompt template (DESIGN.md 1.4).
+/// The DelTA prompt template (`docs/method.md` §8).
 pub const DELTA_TEMPLATE: &str =
     "User:\n{question}\nPlease reason step by step, and put your final answer within \\boxed{}.\n\nAssistant:\n";
 
@@ -57,22 +57,13 @@ impl Args {
             deltarl_model::Dtype::F32,
         )
         .with_context(|| format!("cannot load {}", self.model.display()))?;
-        let chat = if self.chat_template {
-            Some(crate::chat::ChatTemplate::from_model_dir(&self.model)?)
-        } else {
-            None
-        };
         let template = self
             .template
             .clone()
             .unwrap_or_else(|| DELTA_TEMPLATE.to_string());
-        let s = EvalSettings {
-            // With a chat template the prompts arrive fully rendered.
-            template: if chat.is_some() {
-                "{question}".into()
-            } else {
-                template.clone()
-            },
+        // With a chat template the prompts are rendered in full before sampling.
+        let mut s = EvalSettings {
+            template: template.clone(),
             samples: self.k,
             temperature: self.temperature,
             top_p: self.top_p,
@@ -99,10 +90,8 @@ impl Args {
             if let Some(n) = self.limit {
                 prompts.truncate(n);
             }
-            if let Some(chat) = &chat {
-                for p in &mut prompts {
-                    p.problem = chat.render(&deltarl_rollout::render(&template, &p.problem))?;
-                }
+            if self.chat_template {
+                s.template = crate::chat::apply(&mut prompts, &template, &self.model)?;
             }
             // Problems whose prompt cannot fit the context with the answer budget are
             // skipped and counted, not silently truncated.
@@ -112,7 +101,7 @@ impl Args {
             for p in prompts {
                 let n = policy
                     .tokenizer
-                    .encode(&deltarl_rollout::render(&s.template, &p.problem))?
+                    .encode(&deltarl_schemas::render_template(&s.template, &p.problem))?
                     .len();
                 if n + self.max_new_tokens <= ctx {
                     fits.push(p);

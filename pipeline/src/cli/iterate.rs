@@ -2,7 +2,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::run::Ctx;
+use crate::context::Ctx;
+use crate::runner::Runner;
+use crate::rundir::RunLock;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,18 +20,21 @@ pub struct Args {
     /// Instead of --iters: run until iteration N is complete (a no-op when it is).
     #[arg(long)]
     until: Option<u32>,
-    /// Continue a run made with another configuration.
+    /// Continue a run made with another configuration (changed stages rerun).
     #[arg(long)]
     force: bool,
 }
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        let ctx = Ctx::open(&self.config, runs, &self.run, self.force)?;
+        let ctx = Ctx::open(&self.config, runs, &self.run)?;
+        let lock = RunLock::acquire(&ctx.run)?;
+        ctx.adopt_config(&lock, self.force)?;
+        let runner = Runner::new(&ctx);
         let iters = match self.until {
-            Some(n) => (n + 1).saturating_sub(ctx.next_iteration()?),
+            Some(n) => (n + 1).saturating_sub(runner.next_iteration()?),
             None => self.iters,
         };
-        ctx.iterate(iters)
+        runner.iterate(&lock, iters)
     }
 }

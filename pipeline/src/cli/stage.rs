@@ -1,20 +1,23 @@
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
+use deltarl_schemas::Stage;
 
-use crate::run::{summary_line, Ctx};
+use crate::context::Ctx;
+use crate::runner::{summary_line, Runner};
 use crate::rundir::RunLock;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// rollout | score | features | coeffs | update | eval
-    name: String,
+    /// The stage.
+    #[arg(value_enum)]
+    name: Stage,
     /// Run name.
     #[arg(long)]
     run: String,
-    /// Iteration (1-based).
+    /// Iteration (1-based; not used by warmstart).
     #[arg(long)]
-    iter: u32,
+    iter: Option<u32>,
     /// Rerun even if complete; marks the later stages of the iteration stale.
     #[arg(long)]
     force: bool,
@@ -24,9 +27,17 @@ impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
         let ctx = Ctx::open_existing(runs, &self.run)?;
         let _lock = RunLock::acquire(&ctx.run)?;
-        crate::warmstart::ensure_base(&ctx)?;
-        let outcome = ctx.run_stage(self.iter, &self.name, self.force)?;
-        eprintln!("{}", summary_line(&self.name, &outcome));
+        let runner = Runner::new(&ctx);
+        let iter = match (self.name, self.iter) {
+            (Stage::Warmstart, _) => 0,
+            (_, Some(i)) => {
+                runner.ensure_base()?;
+                i
+            }
+            (s, None) => bail!("stage {s} needs --iter N"),
+        };
+        let outcome = runner.run_stage(iter, self.name, self.force)?;
+        eprintln!("{}", summary_line(self.name, &outcome));
         Ok(())
     }
 }

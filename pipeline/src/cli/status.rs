@@ -1,9 +1,11 @@
 use std::path::Path;
 
 use anyhow::Result;
+use deltarl_schemas::Stage;
 
-use crate::run::Ctx;
-use crate::rundir::{StageState, STAGES};
+use crate::context::Ctx;
+use crate::runner::Runner;
+use crate::rundir::StageState;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -12,31 +14,28 @@ pub struct Args {
     run: String,
 }
 
+fn cell(stage: Stage, state: &StageState) -> String {
+    match state {
+        StageState::Done(m) => format!("{stage} done {:.1}s", m.seconds),
+        StageState::Stale(why) => format!("{stage} stale ({why})"),
+        StageState::Missing => format!("{stage} missing"),
+        StageState::External(dir) => format!("{stage}: none (base {})", dir.display()),
+    }
+}
+
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
         let ctx = Ctx::open_existing(runs, &self.run)?;
-        let base = ctx.run.base().join("manifest.json");
+        let runner = Runner::new(&ctx);
         println!(
             "run {}  base: {}",
             ctx.run.root.display(),
-            if base.exists() || ctx.cfg.opts.model.source != "tiny" {
-                "done"
-            } else {
-                "missing"
-            }
+            cell(Stage::Warmstart, &runner.state(0, Stage::Warmstart)?)
         );
         for it in ctx.run.iterations() {
             let mut cells = Vec::new();
-            for s in STAGES {
-                if s == "eval" && !ctx.stages_of(it).contains(&"eval") {
-                    continue;
-                }
-                let cell = match ctx.state(it, s)? {
-                    StageState::Done(m) => format!("{s} done {:.1}s", m.seconds),
-                    StageState::Stale(why) => format!("{s} stale ({why})"),
-                    StageState::Missing => format!("{s} missing"),
-                };
-                cells.push(cell);
+            for s in runner.stages_of(it) {
+                cells.push(cell(s, &runner.state(it, s)?));
             }
             println!("iter-{it:04}  {}", cells.join(" | "));
         }

@@ -1,8 +1,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use deltarl_schemas::Stage;
 
-use crate::run::Ctx;
+use crate::context::Ctx;
+use crate::runner::{summary_line, Runner};
 use crate::rundir::RunLock;
 
 #[derive(Debug, clap::Args)]
@@ -13,19 +15,18 @@ pub struct Args {
     /// Run name.
     #[arg(long, default_value = "tiny-arith")]
     run: String,
-    /// Redo the warm start even if the run has a base policy.
+    /// Redo the warm start even if the run's base is complete.
     #[arg(long)]
     force: bool,
 }
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        let ctx = Ctx::open(&self.config, runs, &self.run, false)?;
-        let _lock = RunLock::acquire(&ctx.run)?;
-        if self.force {
-            crate::warmstart::warmstart(&ctx)
-        } else {
-            crate::warmstart::ensure_base(&ctx)
-        }
+        let ctx = Ctx::open(&self.config, runs, &self.run)?;
+        let lock = RunLock::acquire(&ctx.run)?;
+        ctx.adopt_config(&lock, false)?;
+        let outcome = Runner::new(&ctx).run_stage(0, Stage::Warmstart, self.force)?;
+        eprintln!("{}", summary_line(Stage::Warmstart, &outcome));
+        Ok(())
     }
 }

@@ -1,4 +1,4 @@
-//! DelTA coefficients over one estimation scope (DESIGN.md 1.4, steps 1-5).
+//! DelTA coefficients over one estimation scope (`docs/method.md` §4, steps 1-5).
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -1,7 +1,7 @@
 //! Token-coefficient estimation: DelTA (discriminative token credit assignment) and the
 //! baselines that share its interface, so that an ablation changes only the coefficients.
 //!
-//! The math follows `DESIGN.md` 1.4. Everything here is a pure function of (features,
+//! The math follows `docs/method.md` §4. Everything here is a pure function of (features,
 //! advantages, settings); the Parquet shell is in [`shell`]. No libtorch.
 //!
 //! Determinism: responses are put in (`prompt_id`, `sample_idx`) order first, every sum is
@@ -28,7 +28,7 @@ pub enum Estimator {
     /// Keep the highest-entropy `keep` fraction of valid tokens (the "80/20" baseline):
     /// kept tokens get `1 / keep`, the others 0, so the mean coefficient is 1.
     TopEntropy { keep: f64 },
-    /// DelTA (DESIGN.md 1.4).
+    /// DelTA (`docs/method.md` §4).
     Delta(DeltaSettings),
 }
 

@@ -1,11 +1,10 @@
 //! The coeffs stage's Parquet shell: join rollouts, scores and features on
 //! (`prompt_id`, `sample_idx`), estimate, write coeffs.parquet.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 
 use deltarl_schemas::{
-    read_table, write_table, CoeffRow, FeatureRow, FileMeta, RolloutRow, ScoreRow,
+    read_table, write_table, CoeffRow, FeatureRow, FileMeta, Index, Keyed, RolloutRow, ScoreRow,
 };
 
 use crate::{estimate, Error, Response, Result, Settings, Summary};
@@ -24,27 +23,14 @@ pub fn run(
     inputs: &Inputs,
     decode: &dyn Fn(&[u32]) -> String,
 ) -> Result<(Vec<CoeffRow>, Summary)> {
-    let scores: HashMap<(&str, u32), &ScoreRow> = inputs
-        .scores
-        .iter()
-        .map(|s| ((s.prompt_id.as_str(), s.sample_idx), s))
-        .collect();
-    let feats: HashMap<(&str, u32), &FeatureRow> = inputs
-        .features
-        .iter()
-        .map(|f| ((f.prompt_id.as_str(), f.sample_idx), f))
-        .collect();
+    let scores = Index::new(&inputs.scores);
+    let feats = Index::new(&inputs.features);
     let dim = inputs.features.first().map_or(0, |f| f.dim as usize);
     let mut responses = Vec::with_capacity(inputs.rollouts.len());
     for r in &inputs.rollouts {
-        let key = (r.prompt_id.as_str(), r.sample_idx);
         let at = || format!("prompt_id {:?}, sample_idx {}", r.prompt_id, r.sample_idx);
-        let s = scores
-            .get(&key)
-            .ok_or_else(|| Error::Input(format!("{}: no row in scores", at())))?;
-        let f = feats
-            .get(&key)
-            .ok_or_else(|| Error::Input(format!("{}: no row in features", at())))?;
+        let s = scores.get(r, "scores").map_err(Error::Input)?;
+        let f = feats.get(r, "features").map_err(Error::Input)?;
         if f.tokens() != r.response_token_ids.len() {
             return Err(Error::Input(format!(
                 "{}: {} feature vectors for {} response tokens",
@@ -71,11 +57,8 @@ pub fn run(
     }
     let out = estimate(settings, dim, &responses)?;
     let mut summary = out.summary;
-    let index: HashMap<(&str, u32), &RolloutRow> = inputs
-        .rollouts
-        .iter()
-        .map(|r| ((r.prompt_id.as_str(), r.sample_idx), r))
-        .collect();
+    let index: std::collections::HashMap<(&str, u32), &RolloutRow> =
+        inputs.rollouts.iter().map(|r| (r.key(), r)).collect();
     for t in summary.top.iter_mut().chain(summary.bottom.iter_mut()) {
         if let Some(r) = index.get(&(t.prompt_id.as_str(), t.sample_idx)) {
             let ids = &r.response_token_ids;

@@ -1,4 +1,4 @@
-//! Tests that pin the DelTA math (DESIGN.md 1.4). Golden numbers come from
+//! Tests that pin the DelTA math (docs/method.md §4). Golden numbers come from
 //! `reference.py` (a plain numpy implementation), checked by hand where noted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,4 @@
-"""Straightforward numpy implementation of DelTA coefficients (DESIGN.md 1.4).
+"""Straightforward numpy implementation of DelTA coefficients (docs/method.md §4).
 
 Used (1) to produce the golden numbers of the hand-checkable case in `delta_math.rs`
 (run `python reference.py`), and (2) as the numpy baseline of `deltarl bench coeffs`

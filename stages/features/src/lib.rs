@@ -1,4 +1,4 @@
-//! The features stage: per-token gradient proxies (DESIGN.md 1.3).
+//! The features stage: per-token gradient proxies (`docs/method.md` §3).
 //!
 //! For response token `y_t`, `h_t` is the final normed hidden state that predicts it and
 //! `p_t = pi(y_t | prefix)` at the rollout temperature. The derivative of `log p_t` with
@@ -142,8 +142,14 @@ fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
     )?)
 }
 
-/// Pure core: one feature row per rollout row, in the same order.
-pub fn run(s: &Settings, model: &Qwen3, rollouts: &[RolloutRow]) -> Result<Vec<FeatureRow>> {
+/// Pure core: one feature row per rollout row, in the same order. `progress` is told how
+/// many responses each forward pass finished.
+pub fn run(
+    s: &Settings,
+    model: &Qwen3,
+    rollouts: &[RolloutRow],
+    progress: &mut dyn FnMut(usize),
+) -> Result<Vec<FeatureRow>> {
     let device = model.lm_head_weight().device();
     let hidden = model.config.hidden_size;
     let proj = projection(hidden, s).map(|p| p.to_device(device));
@@ -213,6 +219,7 @@ pub fn run(s: &Settings, model: &Qwen3, rollouts: &[RolloutRow]) -> Result<Vec<F
             Ok(rows)
         })?;
         out.extend(chunk_out);
+        progress(chunk.len());
     }
     Ok(out)
 }
@@ -224,8 +231,9 @@ pub fn run_io<W: Write + Send>(
     rollouts: &[RolloutRow],
     out: W,
     meta: FileMeta,
+    progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<FeatureRow>> {
-    let rows = run(s, model, rollouts)?;
+    let rows = run(s, model, rollouts, progress)?;
     let k = rows.first().map_or(0, |r| r.dim);
     let meta = meta
         .with("settings", serde_json::to_string(s).unwrap_or_default())

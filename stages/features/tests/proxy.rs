@@ -53,7 +53,7 @@ fn settings(chunk: usize) -> Settings {
 fn proxy_is_the_lm_head_row_gradient() {
     let (_d, p) = policy(false);
     let rs = rows();
-    let feats = run(&settings(2), &p.model, &rs).unwrap();
+    let feats = run(&settings(2), &p.model, &rs, &mut |_| {}).unwrap();
     let head = p.model.lm_head_weight();
     for (r, f) in rs.iter().zip(&feats) {
         let seq: Vec<i64> = r
@@ -97,8 +97,8 @@ fn proxy_is_the_lm_head_row_gradient() {
 fn chunking_changes_nothing_but_round_off() {
     let (_d, p) = policy(true);
     let rs = rows();
-    let a = run(&settings(1), &p.model, &rs).unwrap();
-    let b = run(&settings(5), &p.model, &rs).unwrap();
+    let a = run(&settings(1), &p.model, &rs, &mut |_| {}).unwrap();
+    let b = run(&settings(5), &p.model, &rs, &mut |_| {}).unwrap();
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(x.features.len(), y.features.len());
         let d = x
@@ -116,9 +116,9 @@ fn chunking_changes_nothing_but_round_off() {
         projection_seed: 9,
         ..settings(5)
     };
-    let c = run(&s, &p.model, &rs).unwrap();
+    let c = run(&s, &p.model, &rs, &mut |_| {}).unwrap();
     assert_eq!(c[0].dim, 8);
-    assert_eq!(run(&s, &p.model, &rs).unwrap(), c);
+    assert_eq!(run(&s, &p.model, &rs, &mut |_| {}).unwrap(), c);
 }
 
 #[test]
@@ -126,6 +126,6 @@ fn bad_token_ids_name_the_row() {
     let (_d, p) = policy(true);
     let mut rs = rows();
     rs[2].response_token_ids[0] = 10_000;
-    let err = run(&settings(2), &p.model, &rs).unwrap_err().to_string();
+    let err = run(&settings(2), &p.model, &rs, &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("p2") && err.contains("10000"), "{err}");
 }

@@ -19,6 +19,16 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The name of the first parameter (in name order) holding a NaN or an infinity, if
+    /// any: a policy like that must never be saved as a result.
+    pub fn first_non_finite(&self) -> Option<String> {
+        let mut vars: Vec<(String, tch::Tensor)> = self.vs.variables().into_iter().collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        vars.into_iter()
+            .find(|(_, t)| t.isfinite().all().int64_value(&[]) == 0)
+            .map(|(name, _)| name)
+    }
+
     /// Token ids that end a response: the config's `eos_token_id` plus the tokenizer's
     /// usual end tokens when present.
     pub fn eos_ids(&self) -> Vec<u32> {
@@ -271,22 +281,13 @@ pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     let meta: HashMap<String, String> = [("format".to_string(), "pt".to_string())].into();
     let bytes = safetensors::tensor::serialize(views, &Some(meta))
         .map_err(|e| file_err(path, format!("{e:?}")))?;
-    deltarl_atomic_write(path, &bytes)
+    atomic_write(path, &bytes)
 }
 
-fn deltarl_atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res.map_err(|e| file_err(path, e.to_string()))
+/// Writes `bytes` atomically through the one crash-safe writer (temporary name, fsync,
+/// rename, directory fsync).
+fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
+    deltarl_schemas::atomic_write_bytes(path, bytes).map_err(|e| file_err(path, e.to_string()))
 }
 
 /// Saves the policy as a Hugging Face folder: `model.safetensors`, `config.json`,
@@ -311,7 +312,7 @@ pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
         .into(),
     );
     let json = serde_json::to_vec_pretty(&cfg).map_err(|e| Error::Config(e.to_string()))?;
-    deltarl_atomic_write(&dir.join("config.json"), &json)?;
+    atomic_write(&dir.join("config.json"), &json)?;
     let src_dir = policy.tokenizer.path.parent().map(Path::to_path_buf);
     for name in [
         "tokenizer.json",
@@ -324,7 +325,7 @@ pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
         let dst = dir.join(name);
         if src.exists() && src != dst {
             let bytes = std::fs::read(&src).map_err(|e| file_err(&src, e.to_string()))?;
-            deltarl_atomic_write(&dst, &bytes)?;
+            atomic_write(&dst, &bytes)?;
         }
     }
     Ok(())

@@ -8,12 +8,13 @@
 //! temperature (before top-k / top-p truncation), which is what the update's ratio uses.
 
 use deltarl_schemas::seed::Rng;
+use deltarl_schemas::FinishReason;
 use tch::{Device, Kind, Tensor};
 
 use crate::{Error, KvCache, Qwen3, Result, StopScanner, Tokenizer};
 
 /// Sampling settings, validated by the caller's configuration layer.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SampleSettings {
     /// 0 means greedy.
     pub temperature: f64,
@@ -39,11 +40,15 @@ pub struct Request {
     pub seeds: Vec<u64>,
 }
 
-/// Why a sample ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finish {
-    Stop,
-    Length,
+/// The temperature log-probabilities are measured at: the sampling temperature, or 1 for
+/// greedy decoding (temperature 0), whose log-probs are those of the plain softmax. The
+/// features and update stages measure at the same temperature as the rollout.
+pub fn logprob_temperature(temperature: f64) -> f64 {
+    if temperature > 0.0 {
+        temperature
+    } else {
+        1.0
+    }
 }
 
 /// One generated response.
@@ -51,16 +56,12 @@ pub enum Finish {
 pub struct Sample {
     pub tokens: Vec<u32>,
     pub logprobs: Vec<f32>,
-    pub finish: Finish,
+    pub finish: FinishReason,
 }
 
 /// Draws one token from a row of logits. Returns (token, log-prob at the temperature).
 pub fn sample_row(logits: &[f32], s: &SampleSettings, rng: &mut Rng) -> (u32, f32) {
-    let t = if s.temperature > 0.0 {
-        s.temperature
-    } else {
-        1.0
-    };
+    let t = logprob_temperature(s.temperature);
     let z: Vec<f64> = logits.iter().map(|&x| f64::from(x) / t).collect();
     let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let lse = max + z.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
@@ -112,7 +113,7 @@ struct Row {
     rng: Rng,
     tokens: Vec<u32>,
     logprobs: Vec<f32>,
-    finish: Option<Finish>,
+    finish: Option<FinishReason>,
     stop: StopScanner,
 }
 
@@ -231,10 +232,10 @@ fn generate_batch(
             row.tokens.push(tok);
             row.logprobs.push(lp);
             if s.eos_ids.contains(&tok) || row.stop.push(tokenizer, &row.tokens, &s.stop_strings) {
-                row.finish = Some(Finish::Stop);
+                row.finish = Some(FinishReason::Stop);
             }
             if row.finish.is_none() && step + 1 == s.max_new_tokens {
-                row.finish = Some(Finish::Length);
+                row.finish = Some(FinishReason::Length);
             }
             next.push(i64::from(tok));
         }
@@ -280,7 +281,7 @@ fn generate_batch(
         out[r.group].push(Sample {
             tokens: r.tokens,
             logprobs: r.logprobs,
-            finish: r.finish.unwrap_or(Finish::Length),
+            finish: r.finish.unwrap_or(FinishReason::Length),
         });
         debug_assert_eq!(out[r.group].len(), r.sample + 1);
     }

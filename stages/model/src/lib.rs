@@ -1,7 +1,7 @@
 //! The Qwen3-family policy model on tch: blocks, Hugging Face checkpoints and generation.
 //!
-//! Layout follows candle's `qwen3.rs`: one small file per block, numbered steps with shape
-//! comments. Tensor names match transformers' `Qwen3ForCausalLM`, so our checkpoints load
+//! The code reads like candle's `qwen3.rs` (numbered steps with shape comments), split here
+//! into one small file per block. Tensor names match transformers' `Qwen3ForCausalLM`, so our checkpoints load
 //! there and theirs load here.
 
 mod attention;

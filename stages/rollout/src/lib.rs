@@ -3,13 +3,13 @@
 
 use std::io::Write;
 
-use deltarl_model::generate::{generate, Finish, Request, SampleSettings};
+use deltarl_model::generate::{generate, Request, SampleSettings};
 use deltarl_model::Policy;
 use deltarl_schemas::seed::seed_for;
-use deltarl_schemas::{write_table, FileMeta, FinishReason, PromptRow, RolloutRow};
+use deltarl_schemas::{render_template, write_table, FileMeta, PromptRow, RolloutRow, Stage};
 
 /// Validated rollout settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Settings {
     /// Responses per prompt (G).
     pub samples_per_prompt: u32,
@@ -20,6 +20,9 @@ pub struct Settings {
     pub iter: u32,
     /// The iteration whose policy samples (iter - 1; 0 = base).
     pub policy_iter: u32,
+    /// The stage whose seeds the samples draw from: `Rollout` for training samples, `Eval`
+    /// for held-out evaluation (so the two never share random streams).
+    pub seed_stage: Stage,
 }
 
 /// Errors of the rollout stage.
@@ -35,14 +38,6 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The stage name used in seeds and metadata.
-pub const STAGE: &str = "rollout";
-
-/// Renders the template; `{question}` must appear exactly where the problem goes.
-pub fn render(template: &str, problem: &str) -> String {
-    template.replace("{question}", problem)
-}
-
 /// Pure core: prompts in, one row per (prompt, sample) out, in prompt order.
 pub fn run(
     s: &Settings,
@@ -53,7 +48,7 @@ pub fn run(
     let mut texts = Vec::with_capacity(prompts.len());
     let mut requests = Vec::with_capacity(prompts.len());
     for p in prompts {
-        let text = render(&s.template, &p.problem);
+        let text = render_template(&s.template, &p.problem);
         let ids = policy.tokenizer.encode(&text).map_err(Error::from)?;
         if ids.is_empty() {
             return Err(Error::Prompt {
@@ -62,7 +57,7 @@ pub fn run(
             });
         }
         let seeds = (0..s.samples_per_prompt)
-            .map(|k| seed_for(s.run_seed, s.iter, STAGE, &p.id, k))
+            .map(|k| seed_for(s.run_seed, s.iter, s.seed_stage.name(), &p.id, k))
             .collect();
         requests.push(Request {
             prompt_ids: ids,
@@ -106,10 +101,7 @@ pub fn run(
                 response_text: policy.tokenizer.decode(&smp.tokens),
                 response_token_ids: smp.tokens,
                 old_logprobs: smp.logprobs,
-                finish_reason: match smp.finish {
-                    Finish::Stop => FinishReason::Stop,
-                    Finish::Length => FinishReason::Length,
-                },
+                finish_reason: smp.finish,
                 policy_iter: s.policy_iter,
                 gold: p.answer.clone(),
             });
@@ -118,7 +110,8 @@ pub fn run(
     Ok(rows)
 }
 
-/// Thin Parquet shell: runs [`run`] and writes rollouts.parquet to `out`.
+/// Thin Parquet shell: runs [`run`] and writes rollouts.parquet to `out`, with the
+/// settings in the file metadata.
 pub fn run_io<W: Write + Send>(
     s: &Settings,
     policy: &Policy,
@@ -128,6 +121,7 @@ pub fn run_io<W: Write + Send>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RolloutRow>> {
     let rows = run(s, policy, prompts, progress)?;
+    let meta = meta.with("settings", serde_json::to_string(s).unwrap_or_default());
     write_table(out, &rows, &meta)?;
     Ok(rows)
 }

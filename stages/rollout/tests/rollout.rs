@@ -38,6 +38,7 @@ fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Settings {
         run_seed: 3,
         iter: 2,
         policy_iter: 1,
+        seed_stage: deltarl_schemas::Stage::Rollout,
     }
 }
 

@@ -4,6 +4,7 @@
 mod adamw;
 mod loss;
 pub mod sft;
+pub mod shell;
 mod train;
 
 pub use adamw::{AdamW, AdamWSettings};

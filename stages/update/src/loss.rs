@@ -1,4 +1,4 @@
-//! The token loss of DESIGN.md 1.1 and the aggregation weights.
+//! The token loss of `docs/method.md` §1 and the aggregation weights.
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};

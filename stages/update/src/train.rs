@@ -72,7 +72,8 @@ fn mini_batches(rows: &[&TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
 }
 
 /// Runs the configured optimizer steps over `rows` and returns one metrics row per step.
-/// `reference` is the base policy when KL is on.
+/// `reference` is the base policy when KL is on; `progress` is told how many responses
+/// each micro-batch trained on.
 // `x = x - y` on tensors builds a new graph node; `x -= y` would write in place into a
 // tensor autograd still needs.
 #[allow(clippy::assign_op_pattern)]
@@ -82,6 +83,7 @@ pub fn run(
     opt: &mut AdamW,
     reference: Option<&Qwen3>,
     rows: &[TrainRow],
+    progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<UpdateRow>> {
     for r in rows {
         if r.old_logprobs.len() != r.response_ids.len() || r.coeff.len() != r.response_ids.len() {
@@ -154,6 +156,7 @@ pub fn run(
             if let Some(k) = kl_tok {
                 kl_sum += k.detach().sum(Kind::Double).double_value(&[]) / tw;
             }
+            progress(micro.len());
         }
         // 5. Clip the global gradient norm, then one AdamW step.
         let grad_norm = opt.clip_grad_norm(s.grad_clip);

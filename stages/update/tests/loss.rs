@@ -165,7 +165,7 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
     for coeffs in [&c_delta, &c_dapo] {
         let (_d, p) = policy();
         let mut opt = AdamW::new(&p.vs, adam);
-        let metrics = run(&s, &p, &mut opt, None, &train_rows(coeffs)).unwrap();
+        let metrics = run(&s, &p, &mut opt, None, &train_rows(coeffs), &mut |_| {}).unwrap();
         results.push((metrics, weights(&p)));
     }
     assert_eq!(results[0].0.len(), 2);
@@ -210,7 +210,7 @@ fn micro_batching_does_not_change_the_objective() {
                 temperature: 1.0,
                 seed: 5,
             };
-            let m = run(&s, &p, &mut opt, None, &train_rows(&coeffs)).unwrap();
+            let m = run(&s, &p, &mut opt, None, &train_rows(&coeffs), &mut |_| {}).unwrap();
             losses.push((m[0].loss, m[0].grad_norm));
         }
         assert!(
@@ -246,7 +246,7 @@ fn optimizer_state_round_trips() {
         temperature: 1.0,
         seed: 1,
     };
-    run(&s, &p, &mut opt, None, &train_rows(&coeffs)).unwrap();
+    run(&s, &p, &mut opt, None, &train_rows(&coeffs), &mut |_| {}).unwrap();
     let dir = tempfile::tempdir().unwrap();
     opt.save(dir.path()).unwrap();
     let mut again = AdamW::new(&p.vs, adam);

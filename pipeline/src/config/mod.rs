@@ -1,5 +1,7 @@
-//! Configuration in two layers (as ruff does): TOML *options*, every field documented and
-//! unknown keys rejected, resolved once into validated *settings* for each stage.
+//! Configuration in two layers (as ruff does): TOML *options* ([`options`]), every field
+//! documented and unknown keys rejected, resolved and validated once here into
+//! [`Resolved`]; each stage then takes the part it uses as its own settings
+//! (`crate::stage`), and that part alone makes up the stage's hash.
 //!
 //! A file may start with `extends = "other.toml"` (relative to itself) and then state only
 //! what differs; tables are merged key by key. Keys whose default depends on the algorithm
@@ -9,237 +11,13 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use deltarl_coeffs::{DeltaSettings, Estimator, Scope};
-use deltarl_features::Proxy;
+use deltarl_coeffs::{DeltaSettings, Estimator};
 use deltarl_update::Aggregation;
 
-/// The policy-gradient variant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    Grpo,
-    Dapo,
-    Drgrpo,
-    Delta,
-}
-
-/// How group advantages are formed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AdvantageKind {
-    /// (R - mean) / (std + 1e-6), unbiased std.
-    Grpo,
-    /// R - mean (Dr.GRPO).
-    Drgrpo,
-}
-
-/// Coefficient estimator name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EstimatorKind {
-    Uniform,
-    TopEntropy,
-    Delta,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceKind {
-    Auto,
-    Cpu,
-    Cuda,
-}
-
-/// Top-level options.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Options {
-    /// Run seed: every random draw derives from it.
-    pub seed: u64,
-    /// grpo | dapo | drgrpo | delta.
-    pub algorithm: Algorithm,
-    pub model: ModelOptions,
-    pub warmstart: WarmstartOptions,
-    pub data: DataOptions,
-    pub rollout: RolloutOptions,
-    pub score: ScoreOptions,
-    pub features: FeatureOptions,
-    pub coeffs: CoeffOptions,
-    pub update: UpdateOptions,
-    pub eval: EvalOptions,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelOptions {
-    /// "tiny" (built and warm-started here) or a Hugging Face model folder.
-    pub source: String,
-    /// f32 | bf16.
-    pub dtype: deltarl_model::Dtype,
-    /// auto (CUDA when present) | cpu | cuda.
-    pub device: DeviceKind,
-    /// CPU threads for libtorch and rayon (0 = all cores).
-    pub threads: usize,
-    /// Shape of the tiny model (used when source = "tiny").
-    pub tiny: TinyOptions,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct TinyOptions {
-    /// Width of the residual stream.
-    pub hidden_size: usize,
-    /// Width of the SwiGLU layer.
-    pub intermediate_size: usize,
-    /// Decoder blocks.
-    pub num_hidden_layers: usize,
-    /// Query heads.
-    pub num_attention_heads: usize,
-    /// Key/value heads (grouped-query attention).
-    pub num_key_value_heads: usize,
-    /// Context length.
-    pub max_position_embeddings: usize,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct WarmstartOptions {
-    /// Optimizer steps of the supervised warm start.
-    pub steps: usize,
-    /// Examples per step.
-    pub batch_size: usize,
-    /// Peak learning rate (linear warm-up, cosine decay).
-    pub lr: f64,
-    /// Warm-up steps.
-    pub warmup_steps: usize,
-    /// Fraction of worked solutions with one wrong step.
-    pub wrong_frac: f64,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct DataOptions {
-    /// "tiny-arith" (generated) or a JSONL / Parquet file of prompts.
-    pub source: String,
-    /// Number of generated training problems (tiny-arith).
-    pub train_size: usize,
-    /// Prompt template; `{question}` is replaced by the problem.
-    pub template: String,
-    /// Wrap the rendered template as the user message of the model's chat template
-    /// (`tokenizer_config.json`), as `apply_chat_template(add_generation_prompt=True)`.
-    #[serde(default)]
-    pub chat_template: bool,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct RolloutOptions {
-    /// Prompts drawn per iteration.
-    pub prompts_per_iter: usize,
-    /// Responses per prompt (G).
-    pub samples_per_prompt: u32,
-    /// Maximum response length in tokens.
-    pub max_new_tokens: usize,
-    /// Sampling temperature (0 = greedy).
-    pub temperature: f64,
-    /// Nucleus sampling mass (1 = off).
-    pub top_p: f64,
-    /// Top-k (0 = off).
-    pub top_k: usize,
-    /// Stop strings (besides EOS).
-    pub stop: Vec<String>,
-    /// Rows decoded together at most.
-    pub max_batch_rows: usize,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScoreOptions {
-    /// grpo | drgrpo (default from algorithm).
-    pub advantage: Option<AdvantageKind>,
-    /// DAPO overlong penalty (default from algorithm).
-    pub overlong_penalty: Option<bool>,
-    /// Penalty buffer Lbuf in tokens.
-    pub overlong_buffer: usize,
-    /// Penalty factor.
-    pub overlong_factor: f64,
-    /// Drop groups whose rewards are all equal (DAPO dynamic sampling).
-    pub dynamic_sampling: bool,
-    /// Extraction fallbacks besides \boxed: "answer-is", "hashes", "last-number".
-    pub extract_fallbacks: Vec<String>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct FeatureOptions {
-    /// lm-head-row ((1 - p) h, reference) | hidden.
-    pub proxy: Proxy,
-    /// Project to this many dimensions when the hidden size is larger (0 = never).
-    pub project_dim: usize,
-    /// Responses per forward pass.
-    pub chunk_rows: usize,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CoeffOptions {
-    /// uniform | top-entropy | delta (default from algorithm).
-    pub estimator: Option<EstimatorKind>,
-    /// DelTA refinement passes K.
-    pub refine_steps: u32,
-    /// Smallest coefficient before normalisation.
-    pub lam_min: f64,
-    /// Largest coefficient before normalisation.
-    pub lam_max: f64,
-    /// batch | group.
-    pub scope: Scope,
-    /// Kept fraction of the top-entropy estimator.
-    pub top_entropy_keep: f64,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateOptions {
-    /// token-mean | seq-mean-token-mean | seq-mean-token-sum-norm (default from algorithm).
-    pub aggregation: Option<Aggregation>,
-    /// Lower clip range.
-    pub eps_low: f64,
-    /// Upper clip range (default from algorithm: 0.28 with clip-higher, else eps_low).
-    pub eps_high: Option<f64>,
-    /// Dual-clip constant for negative advantages (0 = off).
-    pub dual_clip: f64,
-    /// AdamW learning rate.
-    pub lr: f64,
-    /// AdamW decoupled weight decay.
-    pub weight_decay: f64,
-    /// Linear warm-up in optimizer steps.
-    pub warmup_steps: u64,
-    /// Global gradient-norm clip (0 = off).
-    pub grad_clip: f64,
-    /// Optimizer steps (mini-batches) per iteration.
-    pub optimizer_steps: usize,
-    /// Responses per forward/backward pass.
-    pub micro_batch_rows: usize,
-    /// k3 KL-to-base coefficient (0 = off).
-    pub kl_coef: f64,
-    /// Entropy bonus coefficient (0 = off).
-    pub entropy_coef: f64,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct EvalOptions {
-    /// Evaluate every this many iterations (0 = never inside iterate).
-    pub every: u32,
-    /// Held-out problems (tiny-arith) evaluated.
-    pub problems: usize,
-    /// Samples per problem.
-    pub samples: u32,
-    /// Sampling temperature (0 = greedy).
-    pub temperature: f64,
-}
+mod options;
+pub use options::*;
 
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {
@@ -273,10 +51,32 @@ fn read_table(path: &Path, depth: usize) -> Result<toml::Table> {
     Ok(table)
 }
 
+/// Refuses NaN and infinite floats anywhere in the configuration, naming the key: no
+/// setting of ours means anything when it is not finite, and a NaN slips through every
+/// range check written as a comparison.
+fn check_finite(table: &toml::Table, prefix: &str, path: &Path) -> Result<()> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Float(x) if !x.is_finite() => {
+                bail!("{}: config key `{key}` = {x}: must be finite", path.display())
+            }
+            toml::Value::Table(t) => check_finite(t, &key, path)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 impl Options {
     /// Loads and checks a configuration file (unknown keys are errors naming the key).
     pub fn load(path: &Path) -> Result<Self> {
         let table = read_table(path, 0)?;
+        check_finite(&table, "", path)?;
         let opts: Options = toml::Value::Table(table)
             .try_into()
             .map_err(|e: toml::de::Error| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
@@ -495,23 +295,5 @@ impl Resolved {
 
     pub fn hash(&self) -> String {
         deltarl_schemas::sha256_hex(self.canonical_json().as_bytes())
-    }
-
-    /// Hash of one part of the configuration (what one stage depends on).
-    pub fn part_hash(&self, parts: &[&dyn erased::Part]) -> String {
-        let joined: Vec<String> = parts.iter().map(|p| p.json()).collect();
-        deltarl_schemas::sha256_hex(joined.join("|").as_bytes())
-    }
-}
-
-/// Serialisable configuration parts for per-stage hashes.
-pub mod erased {
-    pub trait Part {
-        fn json(&self) -> String;
-    }
-    impl<T: serde::Serialize> Part for T {
-        fn json(&self) -> String {
-            serde_json::to_string(self).unwrap_or_default()
-        }
     }
 }

@@ -11,10 +11,9 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The binary of this package, which cargo builds before these tests.
 fn bin() -> PathBuf {
-    std::env::var_os("DELTARL_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("bin/deltarl"))
+    PathBuf::from(env!("CARGO_BIN_EXE_deltarl"))
 }
 
 fn python() -> String {
@@ -85,7 +84,7 @@ fn deltarl(runs: &Path, args: &[&str]) -> Output {
         .env("DELTARL_RUNS", runs)
         .env("DELTARL_NO_PROGRESS", "1")
         .output()
-        .expect("run bin/deltarl (built by `make build`)")
+        .expect("run the deltarl binary")
 }
 
 fn ok(out: Output) -> Output {

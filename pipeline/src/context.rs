@@ -1,0 +1,145 @@
+//! An opened run: its validated configuration, its directory and the device. Opening reads
+//! and validates; nothing is written until the run's lock is held ([`Ctx::adopt_config`]).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use tch::Device;
+
+use crate::config::{DeviceKind, Resolved};
+use crate::rundir::{RunDir, RunLock};
+
+/// An opened run: configuration, directory, device.
+pub struct Ctx {
+    pub cfg: Resolved,
+    pub run: RunDir,
+    pub device: Device,
+}
+
+/// Sets libtorch's and rayon's thread counts (0 = all cores), once per process where the
+/// library allows only that.
+fn set_threads(threads: usize) {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    tch::set_num_threads(threads as i32);
+    // libtorch allows setting the inter-op pool once per process (compare opens many runs).
+    static INTEROP: std::sync::Once = std::sync::Once::new();
+    INTEROP.call_once(|| tch::set_num_interop_threads(1));
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
+}
+
+fn device(kind: DeviceKind) -> Result<Device> {
+    Ok(match kind {
+        DeviceKind::Auto => Device::cuda_if_available(),
+        DeviceKind::Cpu => Device::Cpu,
+        DeviceKind::Cuda => {
+            if !tch::Cuda::is_available() {
+                bail!("config key `model.device` = cuda, but no CUDA device is available");
+            }
+            Device::Cuda(0)
+        }
+    })
+}
+
+impl Ctx {
+    /// Loads and validates a configuration for run `name`. Writes nothing.
+    pub fn open(config: &Path, runs: &Path, name: &str) -> Result<Self> {
+        let cfg = Resolved::load(config)?;
+        let run = RunDir::new(runs, name)?;
+        set_threads(cfg.opts.model.threads);
+        let device = device(cfg.opts.model.device)?;
+        Ok(Ctx { cfg, run, device })
+    }
+
+    /// Opens an existing run with the configuration recorded in it.
+    pub fn open_existing(runs: &Path, name: &str) -> Result<Self> {
+        let run = RunDir::new(runs, name)?;
+        let path = run.root.join("run.toml");
+        if !path.exists() {
+            bail!("{}: no such run (missing run.toml)", run.root.display());
+        }
+        let ctx = Self::open(&path, runs, name)?;
+        ctx.check_recorded(false)?;
+        Ok(ctx)
+    }
+
+    /// Whether the run may go on with this configuration: yes when it has none recorded or
+    /// the same one; a different one only with `force`.
+    fn check_recorded(&self, force: bool) -> Result<bool> {
+        let hash = self.cfg.hash();
+        let Ok(old) = std::fs::read_to_string(self.run.root.join("run.hash")) else {
+            return Ok(false);
+        };
+        let old = old.trim();
+        if old == hash {
+            return Ok(true);
+        }
+        if !force {
+            bail!(
+                "run {} was made with another configuration (hash {} != {}); use --force to \
+                 continue it with this one (changed stages will rerun)",
+                self.run.root.display(),
+                &old[..12.min(old.len())],
+                &hash[..12]
+            );
+        }
+        Ok(false)
+    }
+
+    /// Records this configuration as the run's (`run.toml`, then `run.hash`), after checking
+    /// everything it names exists. Needs the run's lock, so a refused command has written
+    /// nothing; a different recorded configuration is replaced only with `force`.
+    pub fn adopt_config(&self, _lock: &RunLock, force: bool) -> Result<()> {
+        if self.check_recorded(force)? {
+            return Ok(());
+        }
+        let o = &self.cfg.opts;
+        if o.data.source != "tiny-arith" && !Path::new(&o.data.source).is_file() {
+            bail!(
+                "config key `data.source` = {:?}: no such file",
+                o.data.source
+            );
+        }
+        if o.model.source != "tiny" && !self.base_dir().join("config.json").is_file() {
+            bail!(
+                "config key `model.source` = {:?}: no config.json there",
+                o.model.source
+            );
+        }
+        let hash = self.cfg.hash();
+        let path = self.run.root.join("run.toml");
+        if path != self.cfg.config_path {
+            let text = toml::to_string_pretty(&self.cfg.opts)
+                .context("cannot serialise the configuration")?;
+            let text = format!("# Resolved configuration of this run (hash {hash}).\n{text}");
+            deltarl_schemas::atomic_write_bytes(&path, text.as_bytes())?;
+        }
+        deltarl_schemas::atomic_write_bytes(&self.run.root.join("run.hash"), hash.as_bytes())?;
+        Ok(())
+    }
+
+    /// Whether the base policy is the tiny model warm-started in this run.
+    pub fn tiny(&self) -> bool {
+        self.cfg.opts.model.source == "tiny"
+    }
+
+    /// The directory of the base policy.
+    pub fn base_dir(&self) -> PathBuf {
+        if self.tiny() {
+            self.run.base()
+        } else {
+            PathBuf::from(&self.cfg.opts.model.source)
+        }
+    }
+
+    /// Whether iteration `iter` evaluates (`[eval] every`).
+    pub fn eval_due(&self, iter: u32) -> bool {
+        let every = self.cfg.opts.eval.every;
+        every > 0 && iter.is_multiple_of(every)
+    }
+}

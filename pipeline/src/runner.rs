@@ -1,0 +1,267 @@
+//! Running stages: completion checks (a stage is done when its own record matches and every
+//! stage it depends on is done), atomic outputs with the manifest written last, and the
+//! resume loop of `iterate`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use deltarl_schemas::seed::seed_for;
+use deltarl_schemas::{Manifest, PolicyUse, Stage, TOOL_VERSION};
+
+use crate::context::Ctx;
+use crate::rundir::{clean_temporaries, invalidate_downstream, stage_state, RunLock, StageState};
+use crate::stage::{self, policy_before, Env};
+
+/// What happened to a stage.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Complete already (or, for the warm start, not needed: the base is a model folder).
+    Skipped,
+    Ran(Box<Manifest>),
+}
+
+/// Runs the stages of one opened run.
+pub struct Runner<'a> {
+    pub ctx: &'a Ctx,
+    base: PathBuf,
+    /// Whether (iteration, stage) is done, remembered until a stage runs.
+    done: RefCell<HashMap<(u32, Stage), bool>>,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(ctx: &'a Ctx) -> Self {
+        Runner {
+            ctx,
+            base: ctx.base_dir(),
+            done: RefCell::default(),
+        }
+    }
+
+    fn env(&self, iter: u32, stage: Stage) -> Result<Env<'_>> {
+        Ok(Env {
+            run: &self.ctx.run,
+            device: self.ctx.device,
+            iter,
+            base: &self.base,
+            hash: stage::hash(stage, &self.ctx.cfg)?,
+            stage,
+        })
+    }
+
+    /// The weights file of a policy folder (a sharded checkpoint's index).
+    fn weights(&self, dir: PathBuf) -> PathBuf {
+        let single = dir.join("model.safetensors");
+        if single.exists() || self.ctx.tiny() {
+            single
+        } else {
+            dir.join("model.safetensors.index.json")
+        }
+    }
+
+    /// The files a stage reads.
+    fn inputs(&self, iter: u32, stage: Stage, env: &Env) -> Vec<PathBuf> {
+        let run = &self.ctx.run;
+        let mut v: Vec<PathBuf> = stage.upstream().iter().map(|&u| run.output(iter, u)).collect();
+        match stage.policy() {
+            Some(PolicyUse::Previous) => v.push(self.weights(policy_before(run, &self.base, iter))),
+            Some(PolicyUse::This) => v.push(self.weights(env.this_policy())),
+            None => {}
+        }
+        v.extend(stage::extra_inputs(stage, &self.ctx.cfg, env));
+        v
+    }
+
+    /// The stages whose outputs this one reads: its upstream stages, and the stage that
+    /// wrote the policy it runs.
+    fn dependencies(&self, iter: u32, stage: Stage) -> Vec<(u32, Stage)> {
+        let mut d: Vec<(u32, Stage)> = stage.upstream().iter().map(|&u| (iter, u)).collect();
+        match stage.policy() {
+            Some(PolicyUse::Previous) if iter <= 1 => d.push((0, Stage::Warmstart)),
+            Some(PolicyUse::Previous) => d.push((iter - 1, Stage::Update)),
+            Some(PolicyUse::This) => d.push((iter, Stage::Update)),
+            None => {}
+        }
+        d
+    }
+
+    /// The state of a stage: its own record, then the stages it depends on, so that a
+    /// rebuilt base makes every iteration after it stale.
+    pub fn state(&self, iter: u32, stage: Stage) -> Result<StageState> {
+        if stage == Stage::Warmstart && !self.ctx.tiny() {
+            return Ok(StageState::External(self.base.clone()));
+        }
+        let env = self.env(iter, stage)?;
+        let own = stage_state(
+            &self.ctx.run,
+            iter,
+            stage,
+            &env.hash,
+            &self.inputs(iter, stage, &env),
+        );
+        self.ctx.run.save_hashes();
+        let own = own?;
+        if !matches!(own, StageState::Done(_)) {
+            return Ok(own);
+        }
+        for (i, dep) in self.dependencies(iter, stage) {
+            if !self.is_done(i, dep)? {
+                let at = if dep == Stage::Warmstart {
+                    "the base".to_string()
+                } else {
+                    format!("{dep} of iteration {i}")
+                };
+                return Ok(StageState::Stale(format!("{at} is not done")));
+            }
+        }
+        Ok(own)
+    }
+
+    fn is_done(&self, iter: u32, stage: Stage) -> Result<bool> {
+        if let Some(&d) = self.done.borrow().get(&(iter, stage)) {
+            return Ok(d);
+        }
+        let d = matches!(
+            self.state(iter, stage)?,
+            StageState::Done(_) | StageState::External(_)
+        );
+        self.done.borrow_mut().insert((iter, stage), d);
+        Ok(d)
+    }
+
+    /// The stages `iterate` runs for an iteration.
+    pub fn stages_of(&self, iter: u32) -> Vec<Stage> {
+        Stage::ITERATION
+            .into_iter()
+            .filter(|&s| s != Stage::Eval || self.ctx.eval_due(iter))
+            .collect()
+    }
+
+    /// Runs one stage unless it is complete (or `force`). Outputs are committed
+    /// atomically, then the manifest is written last.
+    pub fn run_stage(&self, iter: u32, stage: Stage, force: bool) -> Result<Outcome> {
+        if stage == Stage::Warmstart {
+            if !self.ctx.tiny() {
+                return Ok(Outcome::Skipped);
+            }
+        } else if iter == 0 {
+            bail!("iterations start at 1");
+        }
+        let iter = if stage == Stage::Warmstart { 0 } else { iter };
+        if !force && self.is_done(iter, stage)? {
+            return Ok(Outcome::Skipped);
+        }
+        let env = self.env(iter, stage)?;
+        let inputs = self.inputs(iter, stage, &env);
+        for p in &inputs {
+            if !p.exists() {
+                bail!(
+                    "stage {stage} of iteration {iter} needs {} (run the stages before it first)",
+                    p.display()
+                );
+            }
+        }
+        let run = &self.ctx.run;
+        let dir = run.stage_dir(iter, stage);
+        if stage != Stage::Warmstart {
+            std::fs::create_dir_all(dir.join("manifest"))
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            clean_temporaries(&dir);
+        }
+        self.done.borrow_mut().clear();
+        // Anything downstream is no longer known to match this stage's output.
+        let _ = std::fs::remove_file(run.manifest_path(iter, stage));
+        invalidate_downstream(run, iter, stage)?;
+        let input_hashes = run.hash_inputs(&inputs)?;
+        let start = Instant::now();
+        let ran = stage::run(stage, &self.ctx.cfg, &env)
+            .with_context(|| format!("stage {stage} of {}", where_(iter, stage)))?;
+        let mut outputs = ran.outputs;
+        outputs.push(run.output(iter, stage));
+        let mut out_hashes = std::collections::BTreeMap::new();
+        for p in outputs {
+            out_hashes.insert(run.rel(&p), run.hash(&p)?);
+        }
+        let m = Manifest {
+            stage,
+            iter,
+            config_hash: env.hash.clone(),
+            seed: seed_for(self.ctx.cfg.opts.seed, iter, stage.name(), "", 0),
+            inputs: input_hashes,
+            outputs: out_hashes,
+            rows: ran.rows as u64,
+            seconds: start.elapsed().as_secs_f64(),
+            version: TOOL_VERSION.to_string(),
+            summary: ran.summary,
+        };
+        m.write(&run.manifest_path(iter, stage))?;
+        run.save_hashes();
+        let _ = std::fs::remove_file(run.stale_path(iter, stage));
+        self.done.borrow_mut().clear();
+        Ok(Outcome::Ran(Box::new(m)))
+    }
+
+    /// The first iteration that is not complete (1 when there is none).
+    pub fn next_iteration(&self) -> Result<u32> {
+        let mut next = 1;
+        for i in self.ctx.run.iterations() {
+            for s in self.stages_of(i) {
+                if !self.is_done(i, s)? {
+                    return Ok(i);
+                }
+            }
+            next = i + 1;
+        }
+        Ok(next)
+    }
+
+    /// Runs `iters` iterations starting from the first incomplete stage, warm-starting the
+    /// base first when it is missing or stale. Needs the run's lock.
+    pub fn iterate(&self, _lock: &RunLock, iters: u32) -> Result<()> {
+        // Leftovers of a killed process (never final names) go first.
+        clean_temporaries(&self.ctx.run.root);
+        self.ensure_base()?;
+        for _ in 0..iters {
+            let it = self.next_iteration()?;
+            eprintln!("iteration {it} ({})", self.ctx.run.root.display());
+            for stage in self.stages_of(it) {
+                let outcome = self.run_stage(it, stage, false)?;
+                eprintln!("{}", summary_line(stage, &outcome));
+            }
+        }
+        Ok(())
+    }
+
+    /// Warm-starts the base when the run builds its own and it is missing or stale.
+    pub fn ensure_base(&self) -> Result<()> {
+        let outcome = self.run_stage(0, Stage::Warmstart, false)?;
+        if let Outcome::Ran(_) = outcome {
+            eprintln!("{}", summary_line(Stage::Warmstart, &outcome));
+        }
+        Ok(())
+    }
+}
+
+fn where_(iter: u32, stage: Stage) -> String {
+    if stage == Stage::Warmstart {
+        "the base".into()
+    } else {
+        format!("iteration {iter}")
+    }
+}
+
+/// The one-line summary of a stage.
+pub fn summary_line(stage: Stage, o: &Outcome) -> String {
+    let Outcome::Ran(m) = o else {
+        return format!("  {stage:<9} done already (skipped)");
+    };
+    format!(
+        "  {stage:<9} {:>6} rows {:>7.2} s  {}",
+        m.rows,
+        m.seconds,
+        stage::summary(stage, &m.summary)
+    )
+}

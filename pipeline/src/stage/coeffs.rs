@@ -1,0 +1,62 @@
+//! The coeffs stage: DelTA (or uniform / top-entropy) token coefficients from the features,
+//! advantages and kept flags; writes coeffs.parquet with the diagnostics in its metadata.
+
+use anyhow::{Context, Result};
+
+use deltarl_schemas::{atomic_write, Stage};
+
+use super::{num, Env, Ran};
+use crate::config::Resolved;
+
+/// The estimator and its validated parameters (the coeffs crate's own settings).
+pub type Settings = deltarl_coeffs::Settings;
+
+/// Builds the validated estimator settings.
+pub fn settings(cfg: &Resolved) -> Result<Settings> {
+    deltarl_coeffs::Settings::new(cfg.estimator).context("config [coeffs]")
+}
+
+pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+    let tok_path = env.previous_policy().join("tokenizer.json");
+    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)?;
+    let decode = |ids: &[u32]| tokenizer.decode(ids);
+    let (r, rn) = env.open(Stage::Rollout)?;
+    let (sc, sn) = env.open(Stage::Score)?;
+    let (f, fname) = env.open(Stage::Features)?;
+    let mut written = (0, Default::default());
+    atomic_write(&env.file(Stage::Coeffs), |w| -> Result<()> {
+        written = deltarl_coeffs::shell::run_io(
+            s,
+            (r, &rn),
+            (sc, &sn),
+            (f, &fname),
+            w,
+            env.meta(),
+            &decode,
+        )?;
+        Ok(())
+    })?;
+    let (rows, summary) = written;
+    Ok(Ran {
+        rows,
+        summary: serde_json::to_value(&summary)?,
+        outputs: Vec::new(),
+    })
+}
+
+pub fn summary(s: &serde_json::Value) -> String {
+    if s["scopes"].as_u64() == Some(0) {
+        return format!(
+            "cos(mu+, mu-) {:.4} (uniform or top-entropy: no DelTA statistics)",
+            num(s, "cos_before")
+        );
+    }
+    format!(
+        "cos(mu+, mu-) {:.4} -> {:.4}, gamma+ {:.3e} gamma- {:.3e}, g {:.4}",
+        num(s, "cos_before"),
+        num(s, "cos_after"),
+        num(s, "gamma_pos"),
+        num(s, "gamma_neg"),
+        num(s, "norm")
+    )
+}

@@ -1,0 +1,91 @@
+//! The features stage: a teacher-forced pass of the previous policy over every response,
+//! giving the per-token gradient proxy `v = (1 - p) h`, log-probs and entropies; writes
+//! features.parquet.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::json;
+
+use deltarl_features::Proxy;
+use deltarl_model::generate::logprob_temperature;
+use deltarl_model::Dtype;
+use deltarl_schemas::seed::seed_for;
+use deltarl_schemas::{atomic_write, read_path, FeatureRow, RolloutRow, Stage};
+
+use super::{load_policy, num, Env, Ran};
+use crate::config::Resolved;
+use crate::progress::Progress;
+
+/// Everything the features pass reads from the configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub seed: u64,
+    pub proxy: Proxy,
+    /// Project to this many dimensions when the hidden size is larger.
+    pub project_dim: Option<usize>,
+    /// The rollout temperature the probabilities are measured at.
+    pub temperature: f64,
+    pub chunk_rows: usize,
+    pub dtype: Dtype,
+}
+
+impl Settings {
+    pub fn new(cfg: &Resolved) -> Self {
+        let o = &cfg.opts;
+        Settings {
+            seed: o.seed,
+            proxy: o.features.proxy,
+            project_dim: (o.features.project_dim > 0).then_some(o.features.project_dim),
+            temperature: logprob_temperature(o.rollout.temperature),
+            chunk_rows: o.features.chunk_rows,
+            dtype: o.model.dtype,
+        }
+    }
+}
+
+pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+    let (rollouts, _) = read_path::<RolloutRow>(&env.file(Stage::Rollout))?;
+    let dir = env.previous_policy();
+    let policy = load_policy(&dir, env.device, s.dtype)?;
+    let core = deltarl_features::Settings {
+        proxy: s.proxy,
+        project_dim: s.project_dim,
+        projection_seed: seed_for(s.seed, env.iter, Stage::Features.name(), "projection", 0),
+        temperature: s.temperature,
+        chunk_rows: s.chunk_rows,
+    };
+    let progress = Progress::new("features", rollouts.len() as u64);
+    let mut rows = Vec::new();
+    atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
+        rows = deltarl_features::run_io(&core, &policy.model, &rollouts, w, env.meta(), &mut |n| {
+            progress.inc(n as u64)
+        })
+        .with_context(|| format!("teacher-forced pass of the policy in {}", dir.display()))?;
+        Ok(())
+    })?;
+    progress.finish();
+    let tokens: usize = rows.iter().map(FeatureRow::tokens).sum();
+    let entropy: f64 = rows
+        .iter()
+        .flat_map(|r| r.entropy.iter())
+        .map(|&e| f64::from(e))
+        .sum();
+    Ok(Ran {
+        rows: rows.len(),
+        summary: json!({
+            "tokens": tokens,
+            "dim": rows.first().map_or(0, |r| r.dim),
+            "entropy_mean": entropy / tokens.max(1) as f64,
+        }),
+        outputs: Vec::new(),
+    })
+}
+
+pub fn summary(s: &serde_json::Value) -> String {
+    format!(
+        "{} tokens, k = {}, entropy {:.3}",
+        s["tokens"],
+        s["dim"],
+        num(s, "entropy_mean")
+    )
+}

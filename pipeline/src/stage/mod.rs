@@ -1,0 +1,161 @@
+//! One module per stage, each with the same shape:
+//!
+//! * `Settings::new(&Resolved)`: the part of the configuration the stage uses, and nothing
+//!   else. Its serialisation is the stage's hash ([`hash`]), so a setting the stage reads
+//!   is a setting that reruns it: none can be forgotten from a hand-kept list.
+//! * `run(&Env, &Settings)`: read the inputs, run the stage crate's pure core, write through
+//!   its Parquet shell (temporary name, renamed when complete).
+//! * `summary(&serde_json::Value)`: the stage's part of the console line.
+//!
+//! This file only dispatches on [`Stage`], exhaustively.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use tch::Device;
+
+use deltarl_model::{Dtype, Policy};
+use deltarl_schemas::{FileMeta, Stage};
+
+use crate::config::Resolved;
+use crate::rundir::RunDir;
+
+pub mod coeffs;
+pub mod eval;
+pub mod features;
+pub mod rollout;
+pub mod score;
+pub mod update;
+pub mod warmstart;
+
+/// What a stage run sees besides its settings.
+pub struct Env<'a> {
+    pub run: &'a RunDir,
+    pub device: Device,
+    /// The iteration (0 for the warm start).
+    pub iter: u32,
+    /// The base policy folder: the run's `base/`, or `model.source`.
+    pub base: &'a Path,
+    /// The stage's hash, written into its files' metadata.
+    pub hash: String,
+    pub stage: Stage,
+}
+
+impl Env<'_> {
+    /// The output file of `stage` in this iteration.
+    pub fn file(&self, stage: Stage) -> PathBuf {
+        self.run.output(self.iter, stage)
+    }
+
+    /// Opens the output file of `stage` in this iteration, with its name for errors.
+    pub fn open(&self, stage: Stage) -> Result<(std::fs::File, String)> {
+        let p = self.file(stage);
+        let f = std::fs::File::open(&p).with_context(|| format!("cannot open {}", p.display()))?;
+        Ok((f, p.display().to_string()))
+    }
+
+    /// The file metadata of this stage's outputs.
+    pub fn meta(&self) -> FileMeta {
+        FileMeta::new(self.stage.name(), &self.hash)
+    }
+
+    /// The policy that samples this iteration: the previous iteration's, or the base.
+    pub fn previous_policy(&self) -> PathBuf {
+        policy_before(self.run, self.base, self.iter)
+    }
+
+    /// The policy this iteration's update writes.
+    pub fn this_policy(&self) -> PathBuf {
+        self.run.iter_dir(self.iter).join("policy")
+    }
+}
+
+/// The policy that samples iteration `iter`: the base for the first, else the policy the
+/// previous iteration's update wrote.
+pub fn policy_before(run: &RunDir, base: &Path, iter: u32) -> PathBuf {
+    if iter <= 1 {
+        base.to_path_buf()
+    } else {
+        run.iter_dir(iter - 1).join("policy")
+    }
+}
+
+/// Loads a policy folder.
+pub fn load_policy(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
+    deltarl_model::load(dir, device, dtype)
+        .with_context(|| format!("cannot load the policy in {}", dir.display()))
+}
+
+/// What a finished stage reports to the runner.
+#[derive(Debug, Default)]
+pub struct Ran {
+    pub rows: usize,
+    /// Metrics and diagnostics for the manifest and the console line.
+    pub summary: serde_json::Value,
+    /// Outputs besides the stage's main file (a policy folder's weights).
+    pub outputs: Vec<PathBuf>,
+}
+
+fn hash_of<T: Serialize>(stage: Stage, settings: &T) -> Result<String> {
+    let json = serde_json::to_string(settings)
+        .with_context(|| format!("cannot serialise the settings of stage {stage}"))?;
+    Ok(deltarl_schemas::sha256_hex(
+        format!("{}:{json}", stage.name()).as_bytes(),
+    ))
+}
+
+/// The hash of a stage's settings under this configuration.
+pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
+    match stage {
+        Stage::Warmstart => hash_of(stage, &warmstart::Settings::new(cfg)),
+        Stage::Rollout => hash_of(stage, &rollout::Settings::new(cfg)),
+        Stage::Score => hash_of(stage, &score::Settings::new(cfg)),
+        Stage::Features => hash_of(stage, &features::Settings::new(cfg)),
+        Stage::Coeffs => hash_of(stage, &coeffs::settings(cfg)?),
+        Stage::Update => hash_of(stage, &update::Settings::new(cfg)),
+        Stage::Eval => hash_of(stage, &eval::Settings::new(cfg)),
+    }
+}
+
+/// Runs a stage with its settings from this configuration.
+pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
+    match stage {
+        Stage::Warmstart => warmstart::run(env, &warmstart::Settings::new(cfg)),
+        Stage::Rollout => rollout::run(env, &rollout::Settings::new(cfg)),
+        Stage::Score => score::run(env, &score::Settings::new(cfg)),
+        Stage::Features => features::run(env, &features::Settings::new(cfg)),
+        Stage::Coeffs => coeffs::run(env, &coeffs::settings(cfg)?),
+        Stage::Update => update::run(env, &update::Settings::new(cfg)),
+        Stage::Eval => eval::run(env, &eval::Settings::new(cfg)),
+    }
+}
+
+/// Input files a stage reads besides the outputs of its upstream stages and its policy.
+pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Vec<PathBuf> {
+    match stage {
+        Stage::Rollout => rollout::Settings::new(cfg).data_file().into_iter().collect(),
+        Stage::Update => update::optimizer_state(env).into_iter().collect(),
+        Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs | Stage::Eval => {
+            Vec::new()
+        }
+    }
+}
+
+/// The stage's part of the console line, from its manifest summary.
+pub fn summary(stage: Stage, s: &serde_json::Value) -> String {
+    match stage {
+        Stage::Warmstart => warmstart::summary(s),
+        Stage::Rollout => rollout::summary(s),
+        Stage::Score => score::summary(s),
+        Stage::Features => features::summary(s),
+        Stage::Coeffs => coeffs::summary(s),
+        Stage::Update => update::summary(s),
+        Stage::Eval => eval::summary(s),
+    }
+}
+
+/// A number from a summary (NaN when absent), for console lines.
+pub fn num(s: &serde_json::Value, key: &str) -> f64 {
+    s.get(key).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN)
+}

@@ -1,0 +1,124 @@
+//! The rollout stage: draw the iteration's prompts, sample G responses to each with the
+//! previous policy, write rollouts.parquet.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::json;
+
+use deltarl_model::generate::SampleSettings;
+use deltarl_model::Dtype;
+use deltarl_schemas::{atomic_write, FinishReason, Stage};
+
+use super::{load_policy, num, Env, Ran};
+use crate::config::{DataOptions, Resolved, RolloutOptions};
+use crate::data;
+use crate::progress::Progress;
+
+/// Everything the rollout reads from the configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub seed: u64,
+    pub data: DataOptions,
+    pub rollout: RolloutOptions,
+    pub dtype: Dtype,
+}
+
+impl Settings {
+    pub fn new(cfg: &Resolved) -> Self {
+        let o = &cfg.opts;
+        Settings {
+            seed: o.seed,
+            data: o.data.clone(),
+            rollout: o.rollout.clone(),
+            dtype: o.model.dtype,
+        }
+    }
+
+    /// The prompt file, when prompts come from one.
+    pub fn data_file(&self) -> Option<PathBuf> {
+        (self.data.source != "tiny-arith").then(|| PathBuf::from(&self.data.source))
+    }
+}
+
+/// The engine's sampling settings for these options at `temperature`.
+pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) -> SampleSettings {
+    SampleSettings {
+        temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        max_new_tokens: r.max_new_tokens,
+        eos_ids,
+        stop_strings: r.stop.clone(),
+        max_batch_rows: r.max_batch_rows,
+        use_cache: true,
+    }
+}
+
+pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+    let r = &s.rollout;
+    let prompts = data::load_prompts(&s.data.source, s.data.train_size)?;
+    let mut drawn = data::draw(&prompts, r.prompts_per_iter, s.seed, env.iter);
+    let dir = env.previous_policy();
+    let policy = load_policy(&dir, env.device, s.dtype)?;
+    let template = if s.data.chat_template {
+        crate::chat::apply(&mut drawn, &s.data.template, &dir)?
+    } else {
+        s.data.template.clone()
+    };
+    let core = deltarl_rollout::Settings {
+        samples_per_prompt: r.samples_per_prompt,
+        template,
+        sampling: sample_settings(r, r.temperature, policy.eos_ids()),
+        run_seed: s.seed,
+        iter: env.iter,
+        policy_iter: env.iter - 1,
+        seed_stage: Stage::Rollout,
+    };
+    let progress = Progress::new(
+        "rollout",
+        drawn.len() as u64 * u64::from(r.samples_per_prompt),
+    );
+    let t0 = Instant::now();
+    let mut rows = Vec::new();
+    atomic_write(&env.file(Stage::Rollout), |w| -> Result<()> {
+        rows = deltarl_rollout::run_io(&core, &policy, &drawn, w, env.meta(), &mut |done, toks| {
+            progress.set_message(format!(
+                "{:.0} tok/s",
+                toks as f64 / t0.elapsed().as_secs_f64().max(1e-9)
+            ));
+            progress.set_position(done as u64);
+        })
+        .with_context(|| format!("sampling with the policy in {}", dir.display()))?;
+        Ok(())
+    })?;
+    progress.finish();
+    let tokens: usize = rows.iter().map(|r| r.response_token_ids.len()).sum();
+    let n = rows.len().max(1) as f64;
+    let truncated = rows
+        .iter()
+        .filter(|r| r.finish_reason == FinishReason::Length)
+        .count();
+    Ok(Ran {
+        rows: rows.len(),
+        summary: json!({
+            "prompts": drawn.len(),
+            "tokens": tokens,
+            "tokens_per_s": tokens as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+            "mean_response_len": tokens as f64 / n,
+            "truncated_frac": truncated as f64 / n,
+        }),
+        outputs: Vec::new(),
+    })
+}
+
+pub fn summary(s: &serde_json::Value) -> String {
+    format!(
+        "{:.0} tok/s, mean len {:.1}, truncated {:.1}%",
+        num(s, "tokens_per_s"),
+        num(s, "mean_response_len"),
+        100.0 * num(s, "truncated_frac")
+    )
+}

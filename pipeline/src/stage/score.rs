@@ -1,0 +1,93 @@
+//! The score stage: verify each response, rewards (with the DAPO overlong penalty), group
+//! advantages and the dynamic-sampling flag; write scores.parquet.
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use serde_json::json;
+
+use deltarl_schemas::{atomic_write, Stage};
+
+use super::{num, Env, Ran};
+use crate::config::{AdvantageKind, Resolved};
+use crate::progress::Progress;
+
+/// Everything scoring reads from the configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub advantage: AdvantageKind,
+    /// (max response length, buffer, factor) when the overlong penalty is on.
+    pub overlong: Option<(usize, usize, f64)>,
+    pub dynamic_sampling: bool,
+    pub extract_fallbacks: Vec<String>,
+}
+
+impl Settings {
+    pub fn new(cfg: &Resolved) -> Self {
+        let o = &cfg.opts;
+        Settings {
+            advantage: cfg.advantage,
+            overlong: cfg.overlong_penalty.then_some((
+                o.rollout.max_new_tokens,
+                o.score.overlong_buffer,
+                o.score.overlong_factor,
+            )),
+            dynamic_sampling: o.score.dynamic_sampling,
+            extract_fallbacks: o.score.extract_fallbacks.clone(),
+        }
+    }
+
+    fn core(&self) -> deltarl_score::Settings {
+        let fb = |name: &str| self.extract_fallbacks.iter().any(|f| f == name);
+        deltarl_score::Settings {
+            std_normalize: self.advantage == AdvantageKind::Grpo,
+            overlong: self.overlong,
+            dynamic_sampling: self.dynamic_sampling,
+            extract: deltarl_verify::ExtractOptions {
+                answer_is: fb("answer-is"),
+                hashes: fb("hashes"),
+                last_number: fb("last-number"),
+            },
+        }
+    }
+}
+
+pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+    let src = env.file(Stage::Rollout);
+    let bytes = std::fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
+    let progress = Progress::new("score", 0);
+    let mut scores = Vec::new();
+    atomic_write(&env.file(Stage::Score), |w| -> Result<()> {
+        scores = deltarl_score::run_io(
+            &s.core(),
+            (bytes.as_slice(), &src.display().to_string()),
+            w,
+            env.meta(),
+            &|k| progress.inc(k as u64),
+        )?;
+        Ok(())
+    })?;
+    progress.finish();
+    let n = scores.len().max(1) as f64;
+    let frac = |f: &dyn Fn(&deltarl_schemas::ScoreRow) -> bool| {
+        scores.iter().filter(|r| f(r)).count() as f64 / n
+    };
+    Ok(Ran {
+        rows: scores.len(),
+        summary: json!({
+            "accuracy": frac(&|r| r.correct),
+            "reward_mean": scores.iter().map(|r| f64::from(r.reward)).sum::<f64>() / n,
+            "kept_frac": frac(&|r| r.kept),
+            "extracted_frac": frac(&|r| r.extracted.is_some()),
+        }),
+        outputs: Vec::new(),
+    })
+}
+
+pub fn summary(s: &serde_json::Value) -> String {
+    format!(
+        "accuracy {:.3}, reward {:.3}, kept {:.2}",
+        num(s, "accuracy"),
+        num(s, "reward_mean"),
+        num(s, "kept_frac")
+    )
+}

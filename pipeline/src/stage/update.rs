@@ -1,0 +1,180 @@
+//! The update stage: the reweighted clipped policy-gradient step (AdamW, optimizer state
+//! carried across iterations) on the previous policy; writes `policy/` and update.parquet.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::json;
+
+use deltarl_model::generate::logprob_temperature;
+use deltarl_model::Dtype;
+use deltarl_schemas::seed::seed_for;
+use deltarl_schemas::{atomic_write, Stage};
+use deltarl_update::shell::{train_rows, write_metrics, Inputs};
+use deltarl_update::{AdamW, AdamWSettings, LossSettings};
+
+use super::{load_policy, num, Env, Ran};
+use crate::config::Resolved;
+use crate::progress::Progress;
+
+/// Everything the update reads from the configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub seed: u64,
+    pub loss: LossSettings,
+    pub optimizer_steps: usize,
+    pub micro_batch_rows: usize,
+    pub warmup_steps: u64,
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub grad_clip: f64,
+    /// The rollout temperature the log-probs are measured at.
+    pub temperature: f64,
+    pub dtype: Dtype,
+}
+
+/// AdamW's moment decay rates and epsilon (the reference's, not configurable).
+const BETA1: f64 = 0.9;
+const BETA2: f64 = 0.999;
+const ADAM_EPS: f64 = 1e-8;
+
+impl Settings {
+    pub fn new(cfg: &Resolved) -> Self {
+        let (o, u) = (&cfg.opts, &cfg.opts.update);
+        Settings {
+            seed: o.seed,
+            loss: LossSettings {
+                eps_low: u.eps_low,
+                eps_high: cfg.eps_high,
+                dual_clip: (u.dual_clip > 0.0).then_some(u.dual_clip),
+                aggregation: cfg.aggregation,
+                norm_len: o.rollout.max_new_tokens as f64,
+                kl_coef: u.kl_coef,
+                entropy_coef: u.entropy_coef,
+            },
+            optimizer_steps: u.optimizer_steps,
+            micro_batch_rows: u.micro_batch_rows,
+            warmup_steps: u.warmup_steps,
+            lr: u.lr,
+            weight_decay: u.weight_decay,
+            grad_clip: u.grad_clip,
+            temperature: logprob_temperature(o.rollout.temperature),
+            dtype: o.model.dtype,
+        }
+    }
+
+    /// The update crate's settings for iteration `iter` (the mini-batch shuffle is seeded
+    /// per iteration).
+    fn core(&self, iter: u32) -> deltarl_update::Settings {
+        deltarl_update::Settings {
+            loss: self.loss,
+            optimizer_steps: self.optimizer_steps,
+            micro_batch_rows: self.micro_batch_rows,
+            warmup_steps: self.warmup_steps,
+            lr: self.lr,
+            grad_clip: self.grad_clip,
+            temperature: self.temperature,
+            seed: seed_for(self.seed, iter, Stage::Update.name(), "", 0),
+        }
+    }
+}
+
+/// The optimizer state the previous policy carries, if any (an input of the update).
+pub fn optimizer_state(env: &Env) -> Option<PathBuf> {
+    let path = env.previous_policy().join("optimizer.safetensors");
+    path.exists().then_some(path)
+}
+
+pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+    let ((r, rn), (sc, sn), (c, cn)) = (
+        env.open(Stage::Rollout)?,
+        env.open(Stage::Score)?,
+        env.open(Stage::Coeffs)?,
+    );
+    let inputs = Inputs::read((r, &rn), (sc, &sn), (c, &cn))?;
+    let rows = train_rows(&inputs)?;
+    drop(inputs);
+    let src = env.previous_policy();
+    let policy = load_policy(&src, env.device, s.dtype)?;
+    let mut opt = AdamW::new(
+        &policy.vs,
+        AdamWSettings {
+            lr: s.lr,
+            beta1: BETA1,
+            beta2: BETA2,
+            eps: ADAM_EPS,
+            weight_decay: s.weight_decay,
+        },
+    );
+    if optimizer_state(env).is_some() {
+        opt.load(&src)?;
+    }
+    let reference = if s.loss.kl_coef != 0.0 {
+        Some(load_policy(env.base, env.device, s.dtype)?)
+    } else {
+        None
+    };
+    let core = s.core(env.iter);
+    let progress = Progress::new("update", rows.len() as u64 * s.optimizer_steps as u64);
+    let metrics = deltarl_update::run(
+        &core,
+        &policy,
+        &mut opt,
+        reference.as_ref().map(|p| &p.model),
+        &rows,
+        &mut |n| progress.inc(n as u64),
+    )
+    .with_context(|| format!("updating the policy in {}", src.display()))?;
+    progress.finish();
+    // A non-finite loss or weight is never a result: refuse before anything is written.
+    if let Some(m) = metrics.iter().find(|m| !m.loss.is_finite()) {
+        bail!("update step {}: the loss is {} (nothing written)", m.step, m.loss);
+    }
+    if let Some(name) = policy.first_non_finite() {
+        bail!("after the update, tensor {name} has non-finite values (nothing written)");
+    }
+    // The new policy goes to a temporary folder, renamed into place when complete.
+    let dir = env.run.iter_dir(env.iter);
+    let final_dir = env.this_policy();
+    let tmp = dir.join(format!(".policy.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    deltarl_model::save(&policy, &tmp)?;
+    opt.save(&tmp)?;
+    if final_dir.exists() {
+        std::fs::remove_dir_all(&final_dir)
+            .with_context(|| format!("cannot replace {}", final_dir.display()))?;
+    }
+    std::fs::rename(&tmp, &final_dir)
+        .with_context(|| format!("cannot move the new policy to {}", final_dir.display()))?;
+    atomic_write(&env.file(Stage::Update), |w| -> Result<()> {
+        write_metrics(w, &core, &metrics, env.meta())?;
+        Ok(())
+    })?;
+    let last = metrics.last();
+    Ok(Ran {
+        rows: metrics.len(),
+        summary: json!({
+            "responses": rows.len(),
+            "loss": last.map(|m| m.loss),
+            "grad_norm": last.map(|m| m.grad_norm),
+            "clip_frac": last.map(|m| m.clip_frac),
+            "entropy": last.map(|m| m.entropy),
+            "kl": last.map(|m| m.kl),
+            "approx_kl_old": last.map(|m| m.approx_kl_old),
+        }),
+        outputs: vec![
+            final_dir.join("model.safetensors"),
+            final_dir.join("optimizer.safetensors"),
+        ],
+    })
+}
+
+pub fn summary(s: &serde_json::Value) -> String {
+    format!(
+        "loss {:.4}, grad norm {:.3}, clip {:.3}",
+        num(s, "loss"),
+        num(s, "grad_norm"),
+        num(s, "clip_frac")
+    )
+}

@@ -1,0 +1,197 @@
+//! Stage 0, the warm start: the tiny model trained from scratch on worked solutions with a
+//! controlled fraction of wrong steps, written to `base/` (a temporary folder renamed when
+//! complete). Runs only when `model.source = "tiny"`.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use serde_json::json;
+
+use deltarl_data as tiny;
+use deltarl_model::{Dtype, Policy, Qwen3Config, Tokenizer};
+use deltarl_schemas::seed::{seed_for, Rng};
+use deltarl_schemas::{atomic_write_bytes, Stage};
+
+use super::eval::{Sampling, BENCHMARK};
+use super::{num, Env, Ran};
+use crate::config::{Resolved, TinyOptions, WarmstartOptions};
+use crate::progress::Progress;
+
+/// Held-out problems the new base is measured on (for its manifest summary).
+const HELDOUT_PROBLEMS: usize = 200;
+
+/// Everything the warm start reads from the configuration.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    pub seed: u64,
+    pub warmstart: WarmstartOptions,
+    pub tiny: TinyOptions,
+    /// The prompt template the worked solutions follow.
+    pub template: String,
+    pub dtype: Dtype,
+    /// How the held-out accuracy of the new base is sampled.
+    pub heldout: Sampling,
+}
+
+impl Settings {
+    pub fn new(cfg: &Resolved) -> Self {
+        let o = &cfg.opts;
+        Settings {
+            seed: o.seed,
+            warmstart: o.warmstart.clone(),
+            tiny: o.model.tiny.clone(),
+            template: o.data.template.clone(),
+            dtype: o.model.dtype,
+            heldout: Sampling::new(cfg),
+        }
+    }
+}
+
+/// The Qwen3 config of the tiny model.
+pub fn tiny_config(t: &TinyOptions) -> Result<Qwen3Config> {
+    let v = json!({
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "vocab_size": tiny::vocab_size(),
+        "hidden_size": t.hidden_size,
+        "intermediate_size": t.intermediate_size,
+        "num_hidden_layers": t.num_hidden_layers,
+        "num_attention_heads": t.num_attention_heads,
+        "num_key_value_heads": t.num_key_value_heads,
+        "head_dim": t.hidden_size / t.num_attention_heads.max(1),
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": t.max_position_embeddings,
+        "tie_word_embeddings": true,
+        "attention_bias": false,
+        "hidden_act": "silu",
+        "bos_token_id": tiny::EOS_ID,
+        "eos_token_id": tiny::EOS_ID,
+        "pad_token_id": tiny::PAD_ID,
+        "torch_dtype": "float32",
+    });
+    serde_json::from_value(v).context("the [model.tiny] shape is not a valid Qwen3 config")
+}
+
+/// Greedy or sampled accuracy of `policy` on held-out problems.
+fn heldout_accuracy(s: &Settings, policy: &Policy, temperature: f64) -> Result<f64> {
+    let prompts = crate::data::tiny_test_prompts(HELDOUT_PROBLEMS);
+    let rows = crate::eval::evaluate(policy, BENCHMARK, &prompts, &s.heldout.at(1, temperature, 0))?;
+    Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
+}
+
+pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+    let w = &s.warmstart;
+    let base = env.run.base();
+    let tmp = env
+        .run
+        .root
+        .join(format!(".base.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    atomic_write_bytes(&tmp.join("tokenizer.json"), tiny::tokenizer_json().as_bytes())?;
+    atomic_write_bytes(
+        &tmp.join("tokenizer_config.json"),
+        tiny::tokenizer_config_json().as_bytes(),
+    )?;
+    let tokenizer = Tokenizer::from_file(&tmp.join("tokenizer.json"))?;
+    let mut policy = deltarl_model::build(&tiny_config(&s.tiny)?, tokenizer, env.device, s.dtype)?;
+    let seed = seed_for(s.seed, 0, Stage::Warmstart.name(), "", 0);
+    deltarl_model::init_weights(&mut policy, seed);
+    let mut opt = deltarl_update::AdamW::new(
+        &policy.vs,
+        deltarl_update::AdamWSettings {
+            lr: w.lr,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        },
+    );
+    let sft = deltarl_update::sft::SftSettings {
+        steps: w.steps,
+        lr: w.lr,
+        warmup_steps: w.warmup_steps,
+        grad_clip: 1.0,
+    };
+    let start = Instant::now();
+    let progress = Progress::new("warmstart", w.steps as u64);
+    let tok = &policy.tokenizer;
+    let mut encode_err = None;
+    let mut batch = |step: usize| {
+        let mut rng = Rng::new(seed_for(
+            s.seed,
+            0,
+            Stage::Warmstart.name(),
+            "batch",
+            step as u32,
+        ));
+        (0..w.batch_size)
+            .map(|_| {
+                let (prompt, target) = tiny::warmstart_example(&mut rng, &s.template, w.wrong_frac);
+                let p = tok.encode(&prompt).unwrap_or_else(|e| {
+                    encode_err = Some(e.to_string());
+                    Vec::new()
+                });
+                let mut t = tok.encode(&target).unwrap_or_default();
+                t.push(tiny::EOS_ID);
+                (p, t)
+            })
+            .collect()
+    };
+    let loss = deltarl_update::sft::train(&sft, &policy, &mut opt, &mut batch, &mut |step, loss| {
+        progress.set_message(format!("loss {loss:.3}"));
+        progress.set_position(step as u64 + 1);
+    });
+    progress.finish();
+    if let Some(e) = encode_err {
+        bail!("warm start: {e}");
+    }
+    if w.steps > 0 && !loss.is_finite() {
+        bail!("warm start: the loss is {loss} (nothing written)");
+    }
+    if let Some(name) = policy.first_non_finite() {
+        bail!("warm start: tensor {name} has non-finite values (nothing written)");
+    }
+    let train_secs = start.elapsed().as_secs_f64();
+    deltarl_model::save(&policy, &tmp)?;
+    let greedy = heldout_accuracy(s, &policy, 0.0)?;
+    let sampled = heldout_accuracy(s, &policy, 1.0)?;
+    if base.exists() {
+        std::fs::remove_dir_all(&base)
+            .with_context(|| format!("cannot replace {}", base.display()))?;
+    }
+    std::fs::rename(&tmp, &base)
+        .with_context(|| format!("cannot move the base policy to {}", base.display()))?;
+    let params: i64 = policy
+        .vs
+        .variables()
+        .values()
+        .map(|t| t.numel() as i64)
+        .sum();
+    Ok(Ran {
+        rows: w.steps,
+        summary: json!({
+            "final_loss": loss,
+            "params": params,
+            "steps": w.steps,
+            "train_seconds": train_secs,
+            "heldout_greedy_accuracy": greedy,
+            "heldout_t1_accuracy": sampled,
+        }),
+        outputs: Vec::new(),
+    })
+}
+
+pub fn summary(s: &serde_json::Value) -> String {
+    format!(
+        "{} parameters, {} steps in {:.1} s, loss {:.3}, held-out accuracy {:.3} greedy / {:.3} at T=1",
+        s["params"],
+        s["steps"],
+        num(s, "train_seconds"),
+        num(s, "final_loss"),
+        num(s, "heldout_greedy_accuracy"),
+        num(s, "heldout_t1_accuracy")
+    )
+}
