@@ -87,6 +87,13 @@ fn deltarl(runs: &Path, args: &[&str]) -> Output {
         .expect("run the deltarl binary")
 }
 
+/// `deltarl iterate --config CONFIG --run RUN EXTRA...`, for tests of what it refuses.
+fn iterate(runs: &Path, config: &Path, run: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["iterate", "--config", config.to_str().unwrap(), "--run", run];
+    args.extend_from_slice(extra);
+    deltarl(runs, &args)
+}
+
 fn ok(out: Output) -> Output {
     assert!(
         out.status.success(),
@@ -137,18 +144,7 @@ fn two_iterations_open_and_join_in_polars() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = micro_config(dir.path());
     let runs = dir.path().join("runs");
-    let out = ok(deltarl(
-        &runs,
-        &[
-            "iterate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--run",
-            "m",
-            "--iters",
-            "2",
-        ],
-    ));
+    let out = ok(iterate(&runs, &cfg, "m", &["--iters", "2"]));
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(
         log.contains("coeffs") && log.contains("cos(mu+, mu-)"),
@@ -258,18 +254,7 @@ fn eval_prints_the_benchmark_table() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = micro_config(dir.path());
     let runs = dir.path().join("runs");
-    ok(deltarl(
-        &runs,
-        &[
-            "iterate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--run",
-            "e",
-            "--iters",
-            "0",
-        ],
-    ));
+    ok(iterate(&runs, &cfg, "e", &["--iters", "0"]));
     let bench = dir.path().join("mini.jsonl");
     let lines: Vec<String> = (0..6)
         .map(|i| {
@@ -387,6 +372,106 @@ fn killed_runs_resume_to_identical_results() {
 }
 
 #[test]
+fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "w", "--iters", "2"]));
+    let before = parquet_files(&runs.join("w"));
+    let status = |extra: &[&str]| {
+        let mut args = vec!["status", "--run", "w"];
+        args.extend_from_slice(extra);
+        String::from_utf8_lossy(&ok(deltarl(&runs, &args)).stdout).to_string()
+    };
+    let text = status(&[]);
+    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
+    // Under a config with one more warm-start step, the base is stale for its settings and
+    // every stage of both iterations for the base (or the policy after it).
+    for (name, body) in [
+        ("steps.toml", "[warmstart]\nsteps = 31\n"),
+        ("shape.toml", "[model.tiny]\nintermediate_size = 48\n"),
+    ] {
+        let changed = variant(&cfg, name, body);
+        let text = status(&["--config", changed.to_str().unwrap()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].contains("warmstart stale (configuration changed)"),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 3, "{text}");
+        for line in &lines[1..] {
+            assert_eq!(line.matches("stale").count(), line.matches(" | ").count() + 1, "{text}");
+        }
+        assert!(lines[1].contains("rollout stale (the base is not done)"), "{text}");
+        assert!(
+            lines[2].contains("rollout stale (update of iteration 1 is not done)"),
+            "{text}"
+        );
+    }
+    // The recorded config is unchanged by a status query; iterate rebuilds base and both
+    // iterations under the new one.
+    assert!(!status(&[]).contains("stale"));
+    let changed = variant(&cfg, "steps.toml", "[warmstart]\nsteps = 31\n");
+    let out = ok(iterate(&runs, &changed, "w", &["--until", "2", "--force"]));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("warmstart") && log.contains("iteration 2"), "{log}");
+    let text = status(&[]);
+    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
+    let after = parquet_files(&runs.join("w"));
+    let diff = differing(&before, &after);
+    for f in [
+        "base/model.safetensors",
+        "iter-0001/rollouts.parquet",
+        "iter-0002/rollouts.parquet",
+        "iter-0002/policy/model.safetensors",
+    ] {
+        assert!(diff.iter().any(|d| d == f), "{f} not rebuilt: {diff:?}");
+    }
+    // `--until N` stops at iteration N when it first repairs an earlier one.
+    ok(deltarl(
+        &runs,
+        &["stage", "coeffs", "--run", "w", "--iter", "1", "--force"],
+    ));
+    assert!(status(&[]).contains("update stale"));
+    let c2 = changed.to_str().unwrap();
+    ok(deltarl(
+        &runs,
+        &["iterate", "--config", c2, "--run", "w", "--until", "2"],
+    ));
+    assert!(!runs.join("w/iter-0003").exists());
+    let text = status(&[]);
+    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
+}
+
+#[test]
+fn verify_jsonl_reports_bad_lines_and_grades_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("answers.jsonl");
+    let mut bytes = b"{\"pred\": \"\\\\boxed{2}\", \"gold\": \"2\"}\n".to_vec();
+    bytes.extend_from_slice(b"{\"pred\": \"\xff\xfe\", \"gold\": \"1\"}\n");
+    bytes.extend_from_slice(b"not json\n");
+    bytes.extend_from_slice(b"{\"pred\": \"\\\\boxed{3}\", \"gold\": \"4\"}\n");
+    std::fs::write(&path, bytes).unwrap();
+    let out = deltarl(
+        dir.path(),
+        &["verify", "--jsonl", path.to_str().unwrap()],
+    );
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success(), "{stderr}");
+    let graded: Vec<&str> = stdout.lines().collect();
+    assert_eq!(graded.len(), 2, "{stdout}");
+    assert!(graded[0].contains("\"correct\":true") && graded[1].contains("\"correct\":false"));
+    let name = path.display().to_string();
+    assert!(stderr.contains(&format!("{name}:2: not valid UTF-8")), "{stderr}");
+    assert!(stderr.contains(&format!("{name}:3: not a JSON object")), "{stderr}");
+    assert!(stderr.contains("2 lines could not be graded"), "{stderr}");
+}
+
+#[test]
 fn bad_input_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = micro_config(dir.path());
@@ -396,27 +481,23 @@ fn bad_input_is_refused_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("run name"));
     let bad = variant(&cfg, "bad.toml", "[rollout]\ntemprature = 1.0\n");
-    let out = deltarl(
-        &runs,
-        &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
-    );
+    let out = iterate(&runs, &bad, "x", &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("temprature"), "{err}");
     let bad = variant(&cfg, "bad.toml", "[rollout]\ntemperature = -1.0\n");
-    let out = deltarl(
-        &runs,
-        &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
-    );
+    let out = iterate(&runs, &bad, "x", &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("rollout.temperature") && err.contains("-1"),
         "{err}"
     );
+    // A type error names its key.
+    let bad = variant(&cfg, "bad.toml", "[rollout]\nprompts_per_iter = \"16\"\n");
+    let out = iterate(&runs, &bad, "x", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rollout.prompts_per_iter"), "{err}");
     std::fs::write(&bad, "seed = [").unwrap();
-    let out = deltarl(
-        &runs,
-        &["iterate", "--config", bad.to_str().unwrap(), "--run", "x"],
-    );
+    let out = iterate(&runs, &bad, "x", &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("malformed TOML"));
     // A run made with one config refuses another unless forced.
     ok(deltarl(
@@ -424,37 +505,131 @@ fn bad_input_is_refused_clearly() {
         &["iterate", "--config", c, "--run", "r", "--iters", "0"],
     ));
     let other = variant(&cfg, "other.toml", "seed = 2\n");
-    let out = deltarl(
-        &runs,
-        &[
-            "iterate",
-            "--config",
-            other.to_str().unwrap(),
-            "--run",
-            "r",
-            "--iters",
-            "0",
-        ],
-    );
+    let out = iterate(&runs, &other, "r", &["--iters", "0"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("another configuration"));
-    // A second iterate while one holds the lock is refused.
+    // A second iterate while another process holds the lock (an OS lock: `flock`) is
+    // refused.
     let lock = runs.join("r/.lock");
-    let holder = Command::new("sleep").arg("30").spawn().unwrap();
-    std::fs::write(&lock, holder.id().to_string()).unwrap();
-    let out = deltarl(
-        &runs,
-        &["iterate", "--config", c, "--run", "r", "--iters", "0"],
-    );
+    // `-o`: the lock stays with `flock` itself (not its child), so killing it releases it.
+    let holder = Command::new("flock")
+        .arg("-o")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let mut err = String::new();
+    for _ in 0..100 {
+        let out = deltarl(
+            &runs,
+            &["iterate", "--config", c, "--run", "r", "--iters", "0"],
+        );
+        err = String::from_utf8_lossy(&out.stderr).to_string();
+        if !out.status.success() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(err.contains("in use by another process"), "{err}");
+    // A forced change of configuration refused for the lock has rewritten nothing.
+    let recorded = std::fs::read(runs.join("r/run.hash")).unwrap();
+    let out = iterate(&runs, &other, "r", &["--iters", "0", "--force"]);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("in use by another process"), "{err}");
+    assert_eq!(std::fs::read(runs.join("r/run.hash")).unwrap(), recorded);
     let mut holder = holder;
     let _ = holder.kill();
     let _ = holder.wait();
-    assert!(err.contains("in use by process"), "{err}");
+    // So is one whose prompt file does not exist.
+    let missing = variant(
+        &cfg,
+        "missing.toml",
+        "[data]\nsource = \"no/such.jsonl\"\n[eval]\nevery = 0\n",
+    );
+    let out = iterate(&runs, &missing, "r", &["--iters", "0", "--force"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("data.source") && err.contains("no/such.jsonl"), "{err}");
+    assert_eq!(std::fs::read(runs.join("r/run.hash")).unwrap(), recorded);
+    // On a new run it is refused before the warm start, not minutes into it.
+    let out = iterate(&runs, &missing, "fresh", &[]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("data.source"), "{err}");
+    assert!(!runs.join("fresh/base").exists() && !runs.join("fresh/run.toml").exists());
+    // So is a run name longer than a file name may be, by name.
+    let long = "r".repeat(300);
+    let out = deltarl(&runs, &["iterate", "--config", c, "--run", &long]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(err.contains("run name") && err.contains("300 bytes"), "{err}");
+    ok(deltarl(&runs, &["status", "--run", "r"]));
+    // A reader that goes away (`status | head -1`) is not an error.
+    let mut child = Command::new(bin())
+        .args(["status", "--run", "r"])
+        .env("DELTARL_RUNS", &runs)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked"), "{err}");
+    // Non-finite numbers are refused wherever they are, naming the key.
+    for (body, key) in [
+        ("[update]\nentropy_coef = nan\n", "update.entropy_coef"),
+        ("[update]\nkl_coef = inf\n", "update.kl_coef"),
+        ("[score]\noverlong_factor = nan\n", "score.overlong_factor"),
+    ] {
+        let nan = variant(&cfg, "nan.toml", body);
+        let out = iterate(&runs, &nan, "n", &[]);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            !out.status.success() && err.contains(key) && err.contains("finite"),
+            "{body}: {err}"
+        );
+    }
     // A corrupted input file is named.
     ok(deltarl(
         &runs,
         &["iterate", "--config", c, "--run", "r", "--iters", "1"],
     ));
+    // Same-size corruption with the modification time put back fools the hash cache's
+    // stamps; `--verify` re-reads every file and sees it, and `iterate --verify` repairs it.
+    let rollouts = runs.join("r/iter-0001/rollouts.parquet");
+    let original = std::fs::read(&rollouts).unwrap();
+    let mtime = std::fs::metadata(&rollouts).unwrap().modified().unwrap();
+    let mut corrupt = original.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid..mid + 8].fill(0);
+    std::fs::write(&rollouts, &corrupt).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&rollouts)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let text = String::from_utf8_lossy(
+        &ok(deltarl(&runs, &["status", "--run", "r", "--verify"])).stdout,
+    )
+    .to_string();
+    assert!(text.contains("rollout stale (output"), "{text}");
+    ok(deltarl(
+        &runs,
+        &["iterate", "--config", c, "--run", "r", "--until", "1", "--verify"],
+    ));
+    assert_eq!(std::fs::read(&rollouts).unwrap(), original);
+    // A stage that fails (here: the base cannot be loaded) leaves the records of the
+    // stages after it alone.
+    let config_json = runs.join("r/base/config.json");
+    let saved = std::fs::read(&config_json).unwrap();
+    std::fs::write(&config_json, b"{").unwrap();
+    let out = deltarl(
+        &runs,
+        &["stage", "rollout", "--run", "r", "--iter", "1", "--force"],
+    );
+    assert!(!out.status.success());
+    std::fs::write(&config_json, saved).unwrap();
+    let text = String::from_utf8_lossy(&ok(deltarl(&runs, &["status", "--run", "r"])).stdout)
+        .to_string();
+    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
     let scores = runs.join("r/iter-0001/scores.parquet");
     let bytes = std::fs::read(&scores).unwrap();
     std::fs::write(&scores, &bytes[..bytes.len() / 2]).unwrap();

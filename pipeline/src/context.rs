@@ -95,21 +95,9 @@ impl Ctx {
     /// everything it names exists. Needs the run's lock, so a refused command has written
     /// nothing; a different recorded configuration is replaced only with `force`.
     pub fn adopt_config(&self, _lock: &RunLock, force: bool) -> Result<()> {
+        self.check_sources()?;
         if self.check_recorded(force)? {
             return Ok(());
-        }
-        let o = &self.cfg.opts;
-        if o.data.source != "tiny-arith" && !Path::new(&o.data.source).is_file() {
-            bail!(
-                "config key `data.source` = {:?}: no such file",
-                o.data.source
-            );
-        }
-        if o.model.source != "tiny" && !self.base_dir().join("config.json").is_file() {
-            bail!(
-                "config key `model.source` = {:?}: no config.json there",
-                o.model.source
-            );
         }
         let hash = self.cfg.hash();
         let path = self.run.root.join("run.toml");
@@ -120,6 +108,24 @@ impl Ctx {
             deltarl_schemas::atomic_write_bytes(&path, text.as_bytes())?;
         }
         deltarl_schemas::atomic_write_bytes(&self.run.root.join("run.hash"), hash.as_bytes())?;
+        Ok(())
+    }
+
+    /// The files the configuration names exist: checked before any long work.
+    fn check_sources(&self) -> Result<()> {
+        let o = &self.cfg.opts;
+        if o.data.source != "tiny-arith" && !Path::new(&o.data.source).is_file() {
+            bail!(
+                "config key `data.source` = {:?}: no such file",
+                o.data.source
+            );
+        }
+        if !self.tiny() && !self.base_dir().join("config.json").is_file() {
+            bail!(
+                "config key `model.source` = {:?}: no config.json there",
+                o.model.source
+            );
+        }
         Ok(())
     }
 

@@ -43,15 +43,19 @@ fn json_str(v: &serde_json::Value) -> Option<String> {
 pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRow>> {
     let name = path.display().to_string();
     if path.extension().is_some_and(|e| e == "parquet") {
-        return read_prompt_parquet(path);
+        let rows = read_prompt_parquet(path)?;
+        let places: Vec<String> = (1..=rows.len()).map(|i| format!("row {i}")).collect();
+        check_prompts(&name, &rows, &places)?;
+        return Ok(rows);
     }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read prompts {name}"))?;
-    let mut out = Vec::new();
+    let (mut out, mut places) = (Vec::new(), Vec::new());
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
+        places.push(format!("line {}", i + 1));
         let v: serde_json::Value =
             serde_json::from_str(line).with_context(|| format!("{name}:{}: not JSON", i + 1))?;
         let field = |k: &str| -> Result<String> {
@@ -66,10 +70,28 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRow>> {
             data_source: v.get("data_source").and_then(json_str),
         });
     }
-    if out.is_empty() {
+    check_prompts(&name, &out, &places)?;
+    Ok(out)
+}
+
+/// A dataset must have prompts, and ids that tell them apart (every later table is keyed
+/// by the id). `places[i]` says where prompt `i` is in the file.
+fn check_prompts(name: &str, rows: &[PromptRow], places: &[String]) -> Result<()> {
+    if rows.is_empty() {
         bail!("{name}: no prompts");
     }
-    Ok(out)
+    let mut seen = std::collections::HashMap::new();
+    for (i, p) in rows.iter().enumerate() {
+        if let Some(first) = seen.insert(p.id.as_str(), i) {
+            bail!(
+                "{name}: id {:?} appears twice ({} and {}); ids must be unique",
+                p.id,
+                places[first],
+                places[i]
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The prompts of iteration `iter` (1-based): consecutive slices of seeded per-epoch
@@ -289,6 +311,8 @@ pl.DataFrame({
     "extra_info": [{"index": 0, "split": "test"}, {"index": 1, "split": "test"}],
 }).write_parquet(v)
 pl.DataFrame({"prompt": [[{"role": "user", "content": "x"}]]}).write_parquet(b)
+pl.DataFrame(schema={"id": pl.String, "problem": pl.String, "answer": pl.String}).write_parquet(b + ".empty.parquet")
+pl.DataFrame({"id": ["a", "b", "a"], "problem": ["x", "y", "z"], "answer": ["1", "2", "3"]}).write_parquet(b + ".dup.parquet")
 "#;
         let py = std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into());
         let out = std::process::Command::new(py)
@@ -322,6 +346,13 @@ pl.DataFrame({"prompt": [[{"role": "user", "content": "x"}]]}).write_parquet(b)
             err.contains("b.parquet") && err.contains("reward_model"),
             "{err}"
         );
+        // An empty dataset is refused as an empty JSONL is; so are repeated ids.
+        let empty = dir.path().join("b.parquet.empty.parquet");
+        let err = format!("{:#}", read_prompt_file(&empty).unwrap_err());
+        assert!(err.contains("no prompts"), "{err}");
+        let dup = dir.path().join("b.parquet.dup.parquet");
+        let err = format!("{:#}", read_prompt_file(&dup).unwrap_err());
+        assert!(err.contains("\"a\" appears twice (row 1 and row 3)"), "{err}");
     }
 
     #[test]
@@ -335,5 +366,15 @@ pl.DataFrame({"prompt": [[{"role": "user", "content": "x"}]]}).write_parquet(b)
         .unwrap();
         let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
         assert!(err.contains("x.jsonl:2: missing field `answer`"), "{err}");
+        std::fs::write(
+            &p,
+            "{\"id\": 7, \"problem\": \"a\", \"answer\": \"2\"}\n\n{\"id\": \"7\", \"problem\": \"b\", \"answer\": \"3\"}\n",
+        )
+        .unwrap();
+        let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
+        assert!(err.contains("\"7\" appears twice (line 1 and line 3)"), "{err}");
+        std::fs::write(&p, "\n").unwrap();
+        let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
+        assert!(err.contains("no prompts"), "{err}");
     }
 }

@@ -3,18 +3,23 @@
 //! iteration.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use deltarl_schemas::sha256_file;
 
-use crate::rundir::RunDir;
-
-/// The hash cache as loaded (on first use) plus whether it gained entries since.
+/// A run's hash cache: the entries as loaded from its file (on first use), and whether
+/// they gained entries since. Shared by the clones of a run directory.
 #[derive(Debug, Default)]
-pub(crate) struct HashState {
-    entries: Option<HashCache>,
+pub struct HashCache {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: Option<Entries>,
     dirty: bool,
 }
 
@@ -48,14 +53,13 @@ impl Stamp {
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct CacheEntry {
     stamp: Stamp,
-    /// When the hash was taken; see [`RunDir::hash`] on racy entries.
+    /// When the hash was taken; see [`RACY_NS`].
     hashed_at_ns: i128,
     sha256: String,
 }
 
-/// SHA-256 of the run's files keyed by relative path, so that finding where to resume does
-/// not re-read every (possibly GB-sized) table of every iteration.
-type HashCache = BTreeMap<String, CacheEntry>;
+/// SHA-256 of the run's files keyed by their path relative to the run.
+type Entries = BTreeMap<String, CacheEntry>;
 
 /// An entry is trusted only if the file was last modified well before it was hashed:
 /// file times have a clock-tick granularity, so a same-size rewrite within the tick of a
@@ -68,28 +72,24 @@ fn now_ns() -> i128 {
         .map_or(0, |d| d.as_nanos() as i128)
 }
 
-impl RunDir {
-    pub(crate) fn cache_path(&self) -> PathBuf {
-        self.root.join(".hash-cache.json")
-    }
-
-    /// SHA-256 of a file of this run, from the cache when the file's size, modification
-    /// time and inode are those it had when hashed (and that was not racy); otherwise the
-    /// file is read and the cache updated. A lost or corrupt cache only costs re-hashing.
-    pub fn hash(&self, path: &Path) -> Result<String> {
-        let rel = self.rel(path);
+impl HashCache {
+    /// SHA-256 of `path` (cached under `rel`; the cache lives in `cache_file`), from the
+    /// cache when the file's size, modification time and inode are those it had when
+    /// hashed (and that was not racy) and `reread` is false; otherwise the file is read and
+    /// the cache updated. A lost or corrupt cache only costs re-hashing.
+    pub fn hash(&self, cache_file: &Path, rel: String, path: &Path, reread: bool) -> Result<String> {
         let stamp = Stamp::of(path).with_context(|| format!("cannot stat {}", path.display()))?;
         let mut guard = self
-            .hash_state()
+            .state
             .lock()
             .map_err(|_| anyhow::anyhow!("hash cache lock poisoned"))?;
         let cache = guard.entries.get_or_insert_with(|| {
-            std::fs::read(self.cache_path())
+            std::fs::read(cache_file)
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())
                 .unwrap_or_default()
         });
-        if let Some(e) = cache.get(&rel) {
+        if let Some(e) = cache.get(&rel).filter(|_| !reread) {
             if e.stamp == stamp && e.hashed_at_ns - stamp.mtime_ns > RACY_NS {
                 return Ok(e.sha256.clone());
             }
@@ -108,14 +108,14 @@ impl RunDir {
         Ok(sha256)
     }
 
-    /// Writes the hash cache if it gained entries: once per stage check or stage run, not
-    /// once per file. Best effort: a reader without write access still gets right answers,
-    /// and a cache that is never written only costs re-hashing.
-    pub fn save_hashes(&self) {
-        let Ok(mut guard) = self.hash_state().lock() else {
+    /// Writes the cache to `cache_file` if it gained entries: once per stage check or
+    /// stage run, not once per file. Best effort: a reader without write access still gets
+    /// right answers, and a cache that is never written only costs re-hashing.
+    pub fn save(&self, cache_file: &Path) {
+        let Ok(mut guard) = self.state.lock() else {
             return;
         };
-        if !guard.dirty || !self.root.is_dir() {
+        if !guard.dirty {
             return;
         }
         if let Some(json) = guard
@@ -123,68 +123,10 @@ impl RunDir {
             .as_ref()
             .and_then(|c| serde_json::to_vec(c).ok())
         {
-            if deltarl_schemas::atomic_write_bytes(&self.cache_path(), &json).is_ok() {
+            if deltarl_schemas::atomic_write_bytes(cache_file, &json).is_ok() {
                 guard.dirty = false;
             }
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn set_mtime(path: &Path, t: SystemTime) {
-        std::fs::File::options()
-            .write(true)
-            .open(path)
-            .unwrap()
-            .set_modified(t)
-            .unwrap();
-    }
-
-    #[test]
-    fn hash_cache_serves_old_files_and_notices_changes() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = RunDir::new(dir.path(), "r").unwrap();
-        std::fs::create_dir_all(&run.root).unwrap();
-        let f = run.root.join("a.parquet");
-        std::fs::write(&f, b"first").unwrap();
-        let old = SystemTime::now() - std::time::Duration::from_secs(60);
-        set_mtime(&f, old);
-        assert_eq!(run.hash(&f).unwrap(), sha256_file(&f).unwrap());
-        run.save_hashes();
-
-        // A fresh RunDir reads the cache file: a non-racy entry is trusted as is (shown by
-        // planting a marker hash in it).
-        let mut cache: HashCache =
-            serde_json::from_slice(&std::fs::read(run.cache_path()).unwrap()).unwrap();
-        cache.get_mut("a.parquet").unwrap().sha256 = "planted".into();
-        std::fs::write(run.cache_path(), serde_json::to_vec(&cache).unwrap()).unwrap();
-        let again = RunDir::new(dir.path(), "r").unwrap();
-        assert_eq!(again.hash(&f).unwrap(), "planted");
-
-        // New content (new size and time) is hashed again.
-        std::fs::write(&f, b"second!").unwrap();
-        assert_eq!(again.hash(&f).unwrap(), sha256_file(&f).unwrap());
-
-        // Racy: rewritten in place with the same size and the same mtime right after being
-        // hashed. The entry was taken within the clock tick of the write, so it is not
-        // trusted and the change is seen.
-        let t = SystemTime::now();
-        std::fs::write(&f, b"third!!").unwrap();
-        set_mtime(&f, t);
-        let before = again.hash(&f).unwrap();
-        std::fs::write(&f, b"fourth!").unwrap();
-        set_mtime(&f, t);
-        let after = again.hash(&f).unwrap();
-        assert_ne!(before, after);
-        assert_eq!(after, sha256_file(&f).unwrap());
-
-        // A corrupt cache file costs only a re-hash.
-        std::fs::write(run.cache_path(), b"{not json").unwrap();
-        let fresh = RunDir::new(dir.path(), "r").unwrap();
-        assert_eq!(fresh.hash(&f).unwrap(), sha256_file(&f).unwrap());
-    }
-}

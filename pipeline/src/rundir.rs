@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use deltarl_schemas::{layout, Manifest, Stage};
 
-use crate::hashcache::HashState;
+use crate::hashcache::HashCache;
 
 /// Checks a run name: one path component, no `..`, nothing hidden.
 pub fn check_run_name(name: &str) -> Result<()> {
@@ -21,7 +21,9 @@ pub fn check_run_name(name: &str) -> Result<()> {
 #[derive(Clone, Debug)]
 pub struct RunDir {
     pub root: PathBuf,
-    hashes: Arc<Mutex<HashState>>,
+    hashes: Arc<HashCache>,
+    /// Re-read every file instead of trusting the hash cache (`--verify`).
+    verify: bool,
 }
 
 impl RunDir {
@@ -30,11 +32,32 @@ impl RunDir {
         Ok(RunDir {
             root: runs.join(name),
             hashes: Arc::default(),
+            verify: false,
         })
     }
 
-    pub(crate) fn hash_state(&self) -> &Mutex<HashState> {
-        &self.hashes
+    fn cache_path(&self) -> PathBuf {
+        self.root.join(".hash-cache.json")
+    }
+
+    /// SHA-256 of a file of this run, through the run's hash cache unless every file is
+    /// being verified.
+    pub fn hash(&self, path: &Path) -> Result<String> {
+        self.hashes
+            .hash(&self.cache_path(), self.rel(path), path, self.verify)
+    }
+
+    /// From now on, re-read every file instead of trusting the cache's size, time and inode
+    /// stamps (which a same-size rewrite with the time put back would fool).
+    pub fn verify_every_file(&mut self) {
+        self.verify = true;
+    }
+
+    /// Writes the hash cache if it gained entries (not before the run has a folder).
+    pub fn save_hashes(&self) {
+        if self.root.is_dir() {
+            self.hashes.save(&self.cache_path());
+        }
     }
 
     pub fn base(&self) -> PathBuf {
@@ -158,14 +181,13 @@ pub fn invalidate_downstream(run: &RunDir, iter: u32, stage: Stage) -> Result<()
     Ok(())
 }
 
-/// An exclusive lock on a run directory: a second `iterate` on the same run is refused.
+/// An exclusive lock on a run directory: a second `iterate` (or `stage`) on the same run is
+/// refused. It is an OS file lock (`flock`) on `.lock`, so it is released when the process
+/// ends however it ends, and two processes starting at once cannot both take it. The file
+/// holds the holder's process id, for the message only.
 #[derive(Debug)]
 pub struct RunLock {
-    path: PathBuf,
-}
-
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+    file: std::fs::File,
 }
 
 impl RunLock {
@@ -173,40 +195,41 @@ impl RunLock {
         std::fs::create_dir_all(&run.root)
             .with_context(|| format!("cannot create run directory {}", run.root.display()))?;
         let path = run.root.join(".lock");
-        for _ in 0..2 {
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut f) => {
-                    writeln!(f, "{}", std::process::id())?;
-                    return Ok(RunLock { path });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let pid: Option<u32> = std::fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|s| s.trim().parse().ok());
-                    match pid {
-                        Some(pid) if pid_alive(pid) && pid != std::process::id() => bail!(
-                            "run {} is in use by process {pid} (lock file {}); wait for it to finish",
-                            run.root.display(),
-                            path.display()
-                        ),
-                        // A lock left by a killed process: take it over.
-                        _ => {
-                            let _ = std::fs::remove_file(&path);
-                        }
-                    }
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| format!("cannot create {}", path.display()))
-                }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+                    .map_or("another process".to_string(), |pid| format!("process {pid}"));
+                bail!(
+                    "run {} is in use by {holder} (lock file {}); wait for it to finish",
+                    run.root.display(),
+                    path.display()
+                );
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()))
             }
         }
-        bail!("cannot take the lock {}", path.display())
+        file.set_len(0)
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(RunLock { file })
     }
 }
 
 impl Drop for RunLock {
+    /// Clears the process id while the lock is still held (closing the file releases it).
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.set_len(0);
     }
 }
 
@@ -225,3 +248,63 @@ pub fn clean_temporaries(dir: &Path) {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use deltarl_schemas::sha256_file;
+    use std::time::SystemTime;
+
+    fn set_mtime(path: &Path, t: SystemTime) {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
+    }
+
+    #[test]
+    fn hash_cache_serves_old_files_and_notices_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path(), "r").unwrap();
+        std::fs::create_dir_all(&run.root).unwrap();
+        let f = run.root.join("a.parquet");
+        std::fs::write(&f, b"first").unwrap();
+        let old = SystemTime::now() - std::time::Duration::from_secs(60);
+        set_mtime(&f, old);
+        assert_eq!(run.hash(&f).unwrap(), sha256_file(&f).unwrap());
+        run.save_hashes();
+
+        // A fresh RunDir reads the cache file: a non-racy entry is trusted as is (shown by
+        // planting a marker hash in it).
+        let mut cache: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.cache_path()).unwrap()).unwrap();
+        cache["a.parquet"]["sha256"] = "planted".into();
+        std::fs::write(run.cache_path(), serde_json::to_vec(&cache).unwrap()).unwrap();
+        let again = RunDir::new(dir.path(), "r").unwrap();
+        assert_eq!(again.hash(&f).unwrap(), "planted");
+
+        // New content (new size and time) is hashed again.
+        std::fs::write(&f, b"second!").unwrap();
+        assert_eq!(again.hash(&f).unwrap(), sha256_file(&f).unwrap());
+
+        // Racy: rewritten in place with the same size and the same mtime right after being
+        // hashed. The entry was taken within the clock tick of the write, so it is not
+        // trusted and the change is seen.
+        let t = SystemTime::now();
+        std::fs::write(&f, b"third!!").unwrap();
+        set_mtime(&f, t);
+        let before = again.hash(&f).unwrap();
+        std::fs::write(&f, b"fourth!").unwrap();
+        set_mtime(&f, t);
+        let after = again.hash(&f).unwrap();
+        assert_ne!(before, after);
+        assert_eq!(after, sha256_file(&f).unwrap());
+
+        // A corrupt cache file costs only a re-hash.
+        std::fs::write(run.cache_path(), b"{not json").unwrap();
+        let fresh = RunDir::new(dir.path(), "r").unwrap();
+        assert_eq!(fresh.hash(&f).unwrap(), sha256_file(&f).unwrap());
+    }
+}

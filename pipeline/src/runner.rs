@@ -16,6 +16,15 @@ use crate::context::Ctx;
 use crate::rundir::{clean_temporaries, invalidate_downstream, stage_state, RunLock, StageState};
 use crate::stage::{self, policy_before, Env};
 
+/// How far `iterate` goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Until {
+    /// This many iterations (an incomplete earlier one counts).
+    Count(u32),
+    /// Until this iteration is complete.
+    Iteration(u32),
+}
+
 /// What happened to a stage.
 #[derive(Debug)]
 pub enum Outcome {
@@ -134,8 +143,9 @@ impl<'a> Runner<'a> {
 
     /// The stages `iterate` runs for an iteration.
     pub fn stages_of(&self, iter: u32) -> Vec<Stage> {
-        Stage::ITERATION
-            .into_iter()
+        Stage::iteration()
+            .iter()
+            .copied()
             .filter(|&s| s != Stage::Eval || self.ctx.eval_due(iter))
             .collect()
     }
@@ -158,8 +168,14 @@ impl<'a> Runner<'a> {
         let inputs = self.inputs(iter, stage, &env);
         for p in &inputs {
             if !p.exists() {
+                let hint = if p.starts_with(&self.ctx.run.root) {
+                    "run the stages before it first"
+                } else {
+                    "a file the configuration names (model.source or data.source)"
+                };
                 bail!(
-                    "stage {stage} of iteration {iter} needs {} (run the stages before it first)",
+                    "stage {stage} of {} needs {} ({hint})",
+                    where_(iter, stage),
                     p.display()
                 );
             }
@@ -172,9 +188,6 @@ impl<'a> Runner<'a> {
             clean_temporaries(&dir);
         }
         self.done.borrow_mut().clear();
-        // Anything downstream is no longer known to match this stage's output.
-        let _ = std::fs::remove_file(run.manifest_path(iter, stage));
-        invalidate_downstream(run, iter, stage)?;
         let input_hashes = run.hash_inputs(&inputs)?;
         let start = Instant::now();
         let ran = stage::run(stage, &self.ctx.cfg, &env)
@@ -200,6 +213,9 @@ impl<'a> Runner<'a> {
         m.write(&run.manifest_path(iter, stage))?;
         run.save_hashes();
         let _ = std::fs::remove_file(run.stale_path(iter, stage));
+        // Only now, with this stage's new outputs in place, is anything downstream no longer
+        // known to match them. (A failed run leaves the earlier outputs and their records.)
+        invalidate_downstream(run, iter, stage)?;
         self.done.borrow_mut().clear();
         Ok(Outcome::Ran(Box::new(m)))
     }
@@ -218,14 +234,25 @@ impl<'a> Runner<'a> {
         Ok(next)
     }
 
-    /// Runs `iters` iterations starting from the first incomplete stage, warm-starting the
-    /// base first when it is missing or stale. Needs the run's lock.
-    pub fn iterate(&self, _lock: &RunLock, iters: u32) -> Result<()> {
+    /// Runs iterations from the first incomplete stage, warm-starting the base first when
+    /// it is missing or stale: `Count(k)` runs k iterations (repairs included),
+    /// `Until(n)` runs until iteration n is complete. Needs the run's lock.
+    pub fn iterate(&self, _lock: &RunLock, until: Until) -> Result<()> {
         // Leftovers of a killed process (never final names) go first.
         clean_temporaries(&self.ctx.run.root);
         self.ensure_base()?;
-        for _ in 0..iters {
+        let (mut ran, mut last) = (0, None);
+        loop {
             let it = self.next_iteration()?;
+            if last == Some(it) {
+                bail!("iteration {it} is still incomplete after running its stages");
+            }
+            last = Some(it);
+            match until {
+                Until::Count(k) if ran >= k => break,
+                Until::Iteration(n) if it > n => break,
+                _ => ran += 1,
+            }
             eprintln!("iteration {it} ({})", self.ctx.run.root.display());
             for stage in self.stages_of(it) {
                 let outcome = self.run_stage(it, stage, false)?;

@@ -115,7 +115,8 @@ pub fn write_path<T: Table>(path: &Path, rows: &[T], meta: &FileMeta) -> Result<
     atomic_write(path, |f| write_table(f, rows, meta))
 }
 
-/// How strictly to check a file's deltarl metadata.
+/// Refuses a file whose schema version is missing or not the one this build writes, naming
+/// the file and both versions.
 fn check_version(file: &str, found: Option<String>) -> Result<()> {
     if found.as_deref() != Some(SCHEMA_VERSION) {
         return Err(Error::Version {

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// A stage of a run. `Warmstart` is stage 0 and runs once per run (it builds `base/`);
-/// the others run once per iteration, in the order of [`Stage::ITERATION`].
+/// the others run once per iteration, in the order of [`Stage::iteration`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
@@ -55,15 +55,10 @@ impl Stage {
         Stage::Eval,
     ];
 
-    /// The stages of one iteration, in order.
-    pub const ITERATION: [Stage; 6] = [
-        Stage::Rollout,
-        Stage::Score,
-        Stage::Features,
-        Stage::Coeffs,
-        Stage::Update,
-        Stage::Eval,
-    ];
+    /// The stages of one iteration, in order: all but the warm start.
+    pub fn iteration() -> &'static [Stage] {
+        &Stage::ALL[1..]
+    }
 
     /// The name used on the command line, in file metadata, manifests and seeds.
     pub fn name(self) -> &'static str {
@@ -112,8 +107,8 @@ impl Stage {
 
     /// The stages of the same iteration after this one.
     pub fn downstream(self) -> &'static [Stage] {
-        match Stage::ITERATION.iter().position(|s| *s == self) {
-            Some(i) => &Stage::ITERATION[i + 1..],
+        match Stage::iteration().iter().position(|s| *s == self) {
+            Some(i) => &Stage::iteration()[i + 1..],
             None => &[],
         }
     }
@@ -185,8 +180,19 @@ pub fn iterations(run: &Path) -> Vec<u32> {
     out
 }
 
-/// Checks a run name: one path component, no `..`, nothing hidden.
+/// The longest run name (file systems allow 255 bytes a component; temporary names add a
+/// suffix).
+pub const MAX_RUN_NAME: usize = 200;
+
+/// Checks a run name: one path component, no `..`, nothing hidden, not too long.
 pub fn check_run_name(name: &str) -> std::result::Result<(), String> {
+    if name.len() > MAX_RUN_NAME {
+        return Err(format!(
+            "run name {:?}... is {} bytes long; at most {MAX_RUN_NAME}",
+            name.chars().take(24).collect::<String>(),
+            name.len()
+        ));
+    }
     if name.is_empty()
         || name.contains('/')
         || name.contains('\\')
@@ -224,6 +230,9 @@ mod tests {
         for bad in ["", "a/b", "..", "x..y", ".hidden", "a\\b"] {
             assert!(check_run_name(bad).is_err(), "{bad}");
         }
+        let long = "r".repeat(MAX_RUN_NAME + 1);
+        assert!(check_run_name(&long).is_err_and(|e| e.contains("201 bytes")));
+        assert!(check_run_name(&long[1..]).is_ok());
     }
 
     #[test]

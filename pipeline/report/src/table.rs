@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use deltarl_schemas::{layout, Manifest};
+use deltarl_schemas::{layout, Manifest, Stage};
 use polars::prelude::*;
 
 use crate::{ReportError, Result};
@@ -32,7 +32,7 @@ pub const COLUMNS: [&str; 17] = [
 
 /// What the report reads from one stage's table and how it aggregates it per iteration.
 struct Spec {
-    stage: &'static str,
+    stage: Stage,
     /// Columns the scan projects (and requires).
     columns: &'static [&'static str],
     /// A list column flattened to one row per token before aggregating, if any.
@@ -56,7 +56,7 @@ fn spread(side: Expr) -> Expr {
 
 const SPECS: [Spec; 6] = [
     Spec {
-        stage: "rollout",
+        stage: Stage::Rollout,
         columns: &["finish_reason"],
         explode: None,
         aggs: || {
@@ -68,7 +68,7 @@ const SPECS: [Spec; 6] = [
         },
     },
     Spec {
-        stage: "score",
+        stage: Stage::Score,
         columns: &["reward", "correct", "response_len", "kept"],
         explode: None,
         aggs: || {
@@ -81,14 +81,14 @@ const SPECS: [Spec; 6] = [
         },
     },
     Spec {
-        stage: "features",
+        stage: Stage::Features,
         columns: &["entropy"],
         explode: Some("entropy"),
         // Token mean: every generated token counts once, as in the loss's token-mean.
         aggs: || vec![f64_of("entropy").mean().alias("entropy")],
     },
     Spec {
-        stage: "coeffs",
+        stage: Stage::Coeffs,
         columns: &["coeff", "advantage"],
         explode: Some("coeff"),
         aggs: || {
@@ -100,7 +100,7 @@ const SPECS: [Spec; 6] = [
         },
     },
     Spec {
-        stage: "update",
+        stage: Stage::Update,
         columns: &["clip_frac", "kl", "grad_norm"],
         explode: None,
         // Mean over the optimizer steps of the iteration.
@@ -113,7 +113,7 @@ const SPECS: [Spec; 6] = [
         },
     },
     Spec {
-        stage: "eval",
+        stage: Stage::Eval,
         columns: &["correct"],
         explode: None,
         aggs: || vec![f64_of("correct").mean().alias("eval_accuracy")],
@@ -122,7 +122,7 @@ const SPECS: [Spec; 6] = [
 
 /// A stage counts once its manifest is written (the last step of a stage) and no upstream
 /// rerun has marked it stale.
-fn complete(run: &Path, iter: u32, stage: &str) -> bool {
+fn complete(run: &Path, iter: u32, stage: Stage) -> bool {
     layout::manifest_path(run, iter, stage).is_file()
         && !layout::stale_path(run, iter, stage).exists()
 }
@@ -138,7 +138,7 @@ fn polars_err(file: &Path) -> impl Fn(PolarsError) -> ReportError + '_ {
 /// any data is read, tagged with its run and iteration.
 fn scan(path: &Path, spec: &Spec, run_idx: u32, run: &str, iter: u32) -> Result<LazyFrame> {
     let meta = deltarl_schemas::read_meta(path)?;
-    if meta.stage != spec.stage {
+    if meta.stage != spec.stage.name() {
         return Err(ReportError::Content {
             file: path.display().to_string(),
             message: format!(
@@ -180,10 +180,10 @@ fn scan(path: &Path, spec: &Spec, run_idx: u32, run: &str, iter: u32) -> Result<
 /// The cosines are properties of whole batches (centroids), so they come from the coeffs
 /// manifest's summary rather than from rows.
 fn cosines(run: &Path, iter: u32) -> Result<(Option<f64>, Option<f64>)> {
-    if !complete(run, iter, "coeffs") {
+    if !complete(run, iter, Stage::Coeffs) {
         return Ok((None, None));
     }
-    let m = Manifest::read(&layout::manifest_path(run, iter, "coeffs"))?;
+    let m = Manifest::read(&layout::manifest_path(run, iter, Stage::Coeffs))?;
     let get = |k: &str| m.as_ref().and_then(|m| m.summary[k].as_f64());
     Ok((get("cos_before"), get("cos_after")))
 }
@@ -216,7 +216,7 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
             cos1.push(a);
             for (spec, acc) in SPECS.iter().zip(&mut scans) {
                 if complete(&run, it, spec.stage) {
-                    let path = layout::iter_dir(&run, it).join(layout::stage_output(spec.stage));
+                    let path = layout::output_path(&run, it, spec.stage);
                     acc.push(scan(&path, spec, i as u32, name, it)?);
                 }
             }

@@ -6,21 +6,21 @@ use std::path::Path;
 
 use deltarl_report::{iteration_table, to_csv, value, write_report, COLUMNS};
 use deltarl_schemas::{
-    layout, write_path, CoeffRow, EvalRow, FeatureRow, FileMeta, FinishReason, Manifest,
+    layout, write_path, Stage, CoeffRow, EvalRow, FeatureRow, FileMeta, FinishReason, Manifest,
     RolloutRow, ScoreRow, Table, UpdateRow,
 };
 
-fn put<T: Table>(run: &Path, iter: u32, stage: &str, rows: &[T], summary: serde_json::Value) {
+fn put<T: Table>(run: &Path, iter: u32, stage: Stage, rows: &[T], summary: serde_json::Value) {
     let dir = layout::iter_dir(run, iter);
     std::fs::create_dir_all(dir.join("manifest")).unwrap();
-    let file = dir.join(layout::stage_output(stage));
-    write_path(&file, rows, &FileMeta::new(stage, "cfg")).unwrap();
+    let file = layout::output_path(run, iter, stage);
+    write_path(&file, rows, &FileMeta::new(stage.name(), "cfg")).unwrap();
     write_manifest(run, iter, stage, summary);
 }
 
-fn write_manifest(run: &Path, iter: u32, stage: &str, summary: serde_json::Value) {
+fn write_manifest(run: &Path, iter: u32, stage: Stage, summary: serde_json::Value) {
     Manifest {
-        stage: stage.into(),
+        stage,
         iter,
         config_hash: "cfg".into(),
         seed: 0,
@@ -111,7 +111,7 @@ fn make_runs(root: &Path) {
     put(
         &r,
         1,
-        "rollout",
+        Stage::Rollout,
         &[
             rollout(0, FinishReason::Stop),
             rollout(1, FinishReason::Length),
@@ -123,7 +123,7 @@ fn make_runs(root: &Path) {
     put(
         &r,
         1,
-        "score",
+        Stage::Score,
         &[
             score(0, true, 2),
             score(1, false, 4),
@@ -136,7 +136,7 @@ fn make_runs(root: &Path) {
     put(
         &r,
         1,
-        "features",
+        Stage::Features,
         &[feature(0, vec![1.0, 2.0]), feature(1, vec![3.0])],
         serde_json::json!({}),
     );
@@ -146,7 +146,7 @@ fn make_runs(root: &Path) {
     put(
         &r,
         1,
-        "coeffs",
+        Stage::Coeffs,
         &[
             CoeffRow {
                 prompt_id: "p".into(),
@@ -178,29 +178,29 @@ fn make_runs(root: &Path) {
     put(
         &r,
         1,
-        "update",
+        Stage::Update,
         &[update(0, 0.1, 0.0), update(1, 0.3, 0.02)],
         serde_json::json!({}),
     );
     put(
         &r,
         1,
-        "eval",
+        Stage::Eval,
         &[eval(0, true), eval(1, true), eval(2, false), eval(3, true)],
         serde_json::json!({}),
     );
     put(
         &r,
         2,
-        "rollout",
+        Stage::Rollout,
         &[
             rollout(0, FinishReason::Length),
             rollout(1, FinishReason::Length),
         ],
         serde_json::json!({}),
     );
-    put(&r, 2, "score", &[score(0, true, 3)], serde_json::json!({}));
-    std::fs::write(layout::stale_path(&r, 2, "score"), "{}").unwrap();
+    put(&r, 2, Stage::Score, &[score(0, true, 3)], serde_json::json!({}));
+    std::fs::write(layout::stale_path(&r, 2, Stage::Score), "{}").unwrap();
     write_path(
         &layout::iter_dir(&r, 2).join("features.parquet"),
         &[feature(0, vec![7.0])],
@@ -212,14 +212,14 @@ fn make_runs(root: &Path) {
     put(
         &q,
         1,
-        "rollout",
+        Stage::Rollout,
         &[rollout(0, FinishReason::Stop)],
         serde_json::json!({}),
     );
     put(
         &q,
         1,
-        "score",
+        Stage::Score,
         &[score(0, false, 10)],
         serde_json::json!({}),
     );

@@ -10,7 +10,7 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::config::Algorithm;
 use crate::context::Ctx;
-use crate::runner::Runner;
+use crate::runner::{Runner, Until};
 use crate::rundir::RunLock;
 
 #[derive(Debug, clap::Args)]
@@ -86,7 +86,7 @@ impl Args {
                 ctx.adopt_config(&lock, false)?;
                 let runner = Runner::new(&ctx);
                 eprintln!("== [{k}/{total}] {name}");
-                runner.iterate(&lock, self.iters.saturating_sub(runner.next_iteration()? - 1))?;
+                runner.iterate(&lock, Until::Iteration(self.iters))?;
                 if shared_base.is_none() && ctx.tiny() {
                     shared_base = Some(ctx.run.base().canonicalize()?);
                 }

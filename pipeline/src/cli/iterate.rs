@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::context::Ctx;
-use crate::runner::Runner;
+use crate::runner::{Runner, Until};
 use crate::rundir::RunLock;
 
 #[derive(Debug, clap::Args)]
@@ -23,18 +23,24 @@ pub struct Args {
     /// Continue a run made with another configuration (changed stages rerun).
     #[arg(long)]
     force: bool,
+    /// Re-read every file to check its hash before trusting a finished stage, instead of
+    /// the hash cache's size and modification-time stamps.
+    #[arg(long)]
+    verify: bool,
 }
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        let ctx = Ctx::open(&self.config, runs, &self.run)?;
+        let mut ctx = Ctx::open(&self.config, runs, &self.run)?;
+        if self.verify {
+            ctx.run.verify_every_file();
+        }
         let lock = RunLock::acquire(&ctx.run)?;
         ctx.adopt_config(&lock, self.force)?;
-        let runner = Runner::new(&ctx);
-        let iters = match self.until {
-            Some(n) => (n + 1).saturating_sub(runner.next_iteration()?),
-            None => self.iters,
+        let until = match self.until {
+            Some(n) => Until::Iteration(n),
+            None => Until::Count(self.iters),
         };
-        runner.iterate(&lock, iters)
+        Runner::new(&ctx).iterate(&lock, until)
     }
 }

@@ -1,4 +1,4 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use deltarl_schemas::Stage;
@@ -12,6 +12,14 @@ pub struct Args {
     /// Run name.
     #[arg(long)]
     run: String,
+    /// Show what would rerun under this configuration instead of the run's own (the run's
+    /// recorded configuration is left as it is).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Re-read every file to check its hash, instead of trusting the hash cache's size and
+    /// modification-time stamps.
+    #[arg(long)]
+    verify: bool,
 }
 
 fn cell(stage: Stage, state: &StageState) -> String {
@@ -25,10 +33,16 @@ fn cell(stage: Stage, state: &StageState) -> String {
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        let ctx = Ctx::open_existing(runs, &self.run)?;
+        let mut ctx = match &self.config {
+            Some(config) => Ctx::open(config, runs, &self.run)?,
+            None => Ctx::open_existing(runs, &self.run)?,
+        };
+        if self.verify {
+            ctx.run.verify_every_file();
+        }
         let runner = Runner::new(&ctx);
-        println!(
-            "run {}  base: {}",
+        let mut text = format!(
+            "run {}  base: {}\n",
             ctx.run.root.display(),
             cell(Stage::Warmstart, &runner.state(0, Stage::Warmstart)?)
         );
@@ -37,8 +51,8 @@ impl Args {
             for s in runner.stages_of(it) {
                 cells.push(cell(s, &runner.state(it, s)?));
             }
-            println!("iter-{it:04}  {}", cells.join(" | "));
+            text += &format!("iter-{it:04}  {}\n", cells.join(" | "));
         }
-        Ok(())
+        super::print_stdout(&text)
     }
 }

@@ -29,24 +29,51 @@ impl Args {
             .with_context(|| format!("cannot open {}", path.display()))?;
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
-        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = line?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let mut v: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&line)
-                .with_context(|| format!("{}:{}: not a JSON object", path.display(), i + 1))?;
-            let field = |k: &str| -> Result<String> {
-                match v.get(k) {
-                    Some(serde_json::Value::String(s)) => Ok(s.clone()),
-                    Some(serde_json::Value::Number(n)) => Ok(n.to_string()),
-                    _ => bail!("{}:{}: missing string field `{k}`", path.display(), i + 1),
+        // A bad line is reported with its place and skipped; the others are still graded.
+        let mut bad = 0;
+        for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
+            let at = format!("{}:{}", path.display(), i + 1);
+            let line = line.with_context(|| format!("cannot read {at}"))?;
+            match grade_line(&line) {
+                Ok(None) => {}
+                Ok(Some(v)) => match writeln!(out, "{v}") {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    r => r?,
+                },
+                Err(e) => {
+                    eprintln!("{at}: {e}");
+                    bad += 1;
                 }
-            };
-            let ok = deltarl_verify::verify(&field("pred")?, &field("gold")?);
-            v.insert("correct".into(), serde_json::Value::Bool(ok));
-            writeln!(out, "{}", serde_json::Value::Object(v))?;
+            }
+        }
+        match out.flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r?,
+        }
+        if bad > 0 {
+            bail!("{}: {bad} lines could not be graded (listed above)", path.display());
         }
         Ok(())
     }
+}
+
+/// One JSONL line with `pred` and `gold`, returned with `correct` added (`None` for a
+/// blank line).
+fn grade_line(line: &[u8]) -> Result<Option<serde_json::Value>> {
+    let line = std::str::from_utf8(line).context("not valid UTF-8")?;
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let mut v: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(line).context("not a JSON object")?;
+    let field = |k: &str| -> Result<String> {
+        match v.get(k) {
+            Some(serde_json::Value::String(s)) => Ok(s.clone()),
+            Some(serde_json::Value::Number(n)) => Ok(n.to_string()),
+            _ => bail!("missing string field `{k}`"),
+        }
+    };
+    let ok = deltarl_verify::verify(&field("pred")?, &field("gold")?);
+    v.insert("correct".into(), serde_json::Value::Bool(ok));
+    Ok(Some(serde_json::Value::Object(v)))
 }

@@ -16,6 +16,7 @@ use serde::Serialize;
 use deltarl_coeffs::{DeltaSettings, Estimator};
 use deltarl_update::Aggregation;
 
+mod limits;
 mod options;
 pub use options::*;
 
@@ -77,10 +78,17 @@ impl Options {
     pub fn load(path: &Path) -> Result<Self> {
         let table = read_table(path, 0)?;
         check_finite(&table, "", path)?;
-        let opts: Options = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| anyhow::anyhow!("{}: {}", path.display(), e.message()))?;
-        Ok(opts)
+        // serde_path_to_error keeps the key a type error is about (`rollout.top_k`), which
+        // the merged table's own errors no longer carry.
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let key = e.path().to_string();
+            let message = e.into_inner().message().to_string();
+            if key == "." {
+                anyhow::anyhow!("{}: {message}", path.display())
+            } else {
+                anyhow::anyhow!("{}: config key `{key}`: {message}", path.display())
+            }
+        })
     }
 }
 
@@ -254,6 +262,7 @@ impl Resolved {
             format!("{:?}", o.data.template),
             "must contain {question}",
         )?;
+        limits::check(&o)?;
         let w = &o.warmstart;
         check(
             (0.0..=1.0).contains(&w.wrong_frac),

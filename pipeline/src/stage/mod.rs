@@ -81,6 +81,51 @@ pub fn policy_before(run: &RunDir, base: &Path, iter: u32) -> PathBuf {
     }
 }
 
+/// A folder being written under a temporary name beside its final one: removed if dropped
+/// before [`TempFolder::commit`], so no error path leaves it behind.
+pub struct TempFolder {
+    path: PathBuf,
+    committed: bool,
+}
+
+impl TempFolder {
+    /// `.NAME.tmp-PID` in `parent`, emptied first.
+    pub fn new(parent: &Path, name: &str) -> Result<Self> {
+        let path = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(TempFolder {
+            path,
+            committed: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replaces `dest` with the folder.
+    pub fn commit(mut self, dest: &Path) -> Result<()> {
+        if dest.exists() {
+            std::fs::remove_dir_all(dest)
+                .with_context(|| format!("cannot replace {}", dest.display()))?;
+        }
+        std::fs::rename(&self.path, dest)
+            .with_context(|| format!("cannot move {} to {}", self.path.display(), dest.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
 /// Loads a policy folder.
 pub fn load_policy(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
     deltarl_model::load(dir, device, dtype)
@@ -158,4 +203,76 @@ pub fn summary(stage: Stage, s: &serde_json::Value) -> String {
 /// A number from a summary (NaN when absent), for console lines.
 pub fn num(s: &serde_json::Value, key: &str) -> f64 {
     s.get(key).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn config(edit: impl FnOnce(&mut crate::config::Options)) -> Resolved {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/tiny-arith.toml");
+        let mut opts = crate::config::Options::load(&path).unwrap();
+        edit(&mut opts);
+        Resolved::new(opts, &path).unwrap()
+    }
+
+    /// The stages whose hash differs between the default config and an edited one.
+    fn changed(edit: impl FnOnce(&mut crate::config::Options)) -> Vec<Stage> {
+        let (a, b) = (config(|_| {}), config(edit));
+        Stage::ALL
+            .into_iter()
+            .filter(|&s| hash(s, &a).unwrap() != hash(s, &b).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_temporary_folder_is_removed_on_error_paths_and_renamed_on_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = {
+            let t = TempFolder::new(dir.path(), "policy").unwrap();
+            std::fs::write(t.path().join("x"), b"1").unwrap();
+            t.path().to_path_buf()
+            // Dropped without a commit, as when a save fails half-way.
+        };
+        assert!(!path.exists());
+        let dest = dir.path().join("policy");
+        std::fs::create_dir_all(&dest).unwrap();
+        std::fs::write(dest.join("old"), b"0").unwrap();
+        let t = TempFolder::new(dir.path(), "policy").unwrap();
+        std::fs::write(t.path().join("x"), b"1").unwrap();
+        t.commit(&dest).unwrap();
+        assert!(dest.join("x").exists() && !dest.join("old").exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_setting_reruns_exactly_the_stages_that_read_it() {
+        use Stage::*;
+        assert_eq!(changed(|_| {}), vec![]);
+        assert_eq!(changed(|o| o.warmstart.steps += 1), vec![Warmstart]);
+        assert_eq!(changed(|o| o.model.tiny.intermediate_size += 8), vec![Warmstart]);
+        assert_eq!(changed(|o| o.update.entropy_coef = 0.01), vec![Update]);
+        assert_eq!(changed(|o| o.coeffs.lam_max = 1.3), vec![Coeffs]);
+        assert_eq!(changed(|o| o.score.overlong_factor = 0.5), vec![Score]);
+        assert_eq!(changed(|o| o.features.chunk_rows += 1), vec![Features]);
+        assert_eq!(changed(|o| o.eval.problems += 1), vec![Eval]);
+        // `every` decides when eval runs, not what it computes.
+        assert_eq!(changed(|o| o.eval.every += 1), vec![]);
+        assert_eq!(changed(|o| o.rollout.top_k = 5), vec![Rollout]);
+        // The rollout temperature is also the one log-probs are measured at.
+        assert_eq!(
+            changed(|o| o.rollout.temperature = 0.7),
+            vec![Rollout, Features, Update]
+        );
+        // The maximum length bounds sampling and sets the overlong penalty.
+        let max_len = changed(|o| o.rollout.max_new_tokens += 1);
+        assert!(max_len.contains(&Rollout) && max_len.contains(&Score), "{max_len:?}");
+        // The seed reaches every stage that draws random numbers or samples.
+        let seed = changed(|o| o.seed += 1);
+        for s in [Warmstart, Rollout, Features, Update, Eval] {
+            assert!(seed.contains(&s), "{s} ignores the seed: {seed:?}");
+        }
+        assert!(!seed.contains(&Score) && !seed.contains(&Coeffs), "{seed:?}");
+    }
 }

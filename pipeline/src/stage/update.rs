@@ -14,7 +14,7 @@ use deltarl_schemas::{atomic_write, Stage};
 use deltarl_update::shell::{train_rows, write_metrics, Inputs};
 use deltarl_update::{AdamW, AdamWSettings, LossSettings};
 
-use super::{load_policy, num, Env, Ran};
+use super::{load_policy, num, Env, Ran, TempFolder};
 use crate::config::Resolved;
 use crate::progress::Progress;
 
@@ -135,18 +135,11 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         bail!("after the update, tensor {name} has non-finite values (nothing written)");
     }
     // The new policy goes to a temporary folder, renamed into place when complete.
-    let dir = env.run.iter_dir(env.iter);
     let final_dir = env.this_policy();
-    let tmp = dir.join(format!(".policy.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    deltarl_model::save(&policy, &tmp)?;
-    opt.save(&tmp)?;
-    if final_dir.exists() {
-        std::fs::remove_dir_all(&final_dir)
-            .with_context(|| format!("cannot replace {}", final_dir.display()))?;
-    }
-    std::fs::rename(&tmp, &final_dir)
-        .with_context(|| format!("cannot move the new policy to {}", final_dir.display()))?;
+    let tmp = TempFolder::new(&env.run.iter_dir(env.iter), "policy")?;
+    deltarl_model::save(&policy, tmp.path())?;
+    opt.save(tmp.path())?;
+    tmp.commit(&final_dir)?;
     atomic_write(&env.file(Stage::Update), |w| -> Result<()> {
         write_metrics(w, &core, &metrics, env.meta())?;
         Ok(())

@@ -14,7 +14,7 @@ use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::{atomic_write_bytes, Stage};
 
 use super::eval::{Sampling, BENCHMARK};
-use super::{num, Env, Ran};
+use super::{num, Env, Ran, TempFolder};
 use crate::config::{Resolved, TinyOptions, WarmstartOptions};
 use crate::progress::Progress;
 
@@ -84,12 +84,8 @@ fn heldout_accuracy(s: &Settings, policy: &Policy, temperature: f64) -> Result<f
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let w = &s.warmstart;
     let base = env.run.base();
-    let tmp = env
-        .run
-        .root
-        .join(format!(".base.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let folder = TempFolder::new(&env.run.root, "base")?;
+    let tmp = folder.path();
     atomic_write_bytes(&tmp.join("tokenizer.json"), tiny::tokenizer_json().as_bytes())?;
     atomic_write_bytes(
         &tmp.join("tokenizer_config.json"),
@@ -155,15 +151,10 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         bail!("warm start: tensor {name} has non-finite values (nothing written)");
     }
     let train_secs = start.elapsed().as_secs_f64();
-    deltarl_model::save(&policy, &tmp)?;
+    deltarl_model::save(&policy, tmp)?;
     let greedy = heldout_accuracy(s, &policy, 0.0)?;
     let sampled = heldout_accuracy(s, &policy, 1.0)?;
-    if base.exists() {
-        std::fs::remove_dir_all(&base)
-            .with_context(|| format!("cannot replace {}", base.display()))?;
-    }
-    std::fs::rename(&tmp, &base)
-        .with_context(|| format!("cannot move the base policy to {}", base.display()))?;
+    folder.commit(&base)?;
     let params: i64 = policy
         .vs
         .variables()

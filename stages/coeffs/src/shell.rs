@@ -56,6 +56,15 @@ pub fn run(
         });
     }
     let out = estimate(settings, dim, &responses)?;
+    // Never a result: a non-finite coefficient (from non-finite features or advantages).
+    for (r, c) in inputs.rollouts.iter().zip(&out.coeffs) {
+        if c.iter().any(|x| !x.is_finite()) {
+            return Err(Error::Input(format!(
+                "prompt_id {:?}, sample_idx {}: non-finite coefficients",
+                r.prompt_id, r.sample_idx
+            )));
+        }
+    }
     let mut summary = out.summary;
     let index: std::collections::HashMap<(&str, u32), &RolloutRow> =
         inputs.rollouts.iter().map(|r| (r.key(), r)).collect();

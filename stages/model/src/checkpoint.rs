@@ -287,7 +287,7 @@ pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
 /// Writes `bytes` atomically through the one crash-safe writer (temporary name, fsync,
 /// rename, directory fsync).
 fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    deltarl_schemas::atomic_write_bytes(path, bytes).map_err(|e| file_err(path, e.to_string()))
+    Ok(deltarl_schemas::atomic_write_bytes(path, bytes)?)
 }
 
 /// Saves the policy as a Hugging Face folder: `model.safetensors`, `config.json`,

@@ -19,6 +19,9 @@ pub enum Error {
     Generate(String),
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+    /// A file write (the error names the file).
+    #[error(transparent)]
+    Io(#[from] deltarl_schemas::Error),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

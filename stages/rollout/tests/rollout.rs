@@ -99,3 +99,24 @@ fn rows_follow_the_contract() {
         "{err}"
     );
 }
+
+#[test]
+fn a_model_with_nan_weights_is_refused_naming_the_prompt() {
+    let (_d, p) = policy();
+    tch::no_grad(|| {
+        let mut vars = p.vs.variables();
+        let mut names: Vec<String> = vars.keys().cloned().collect();
+        names.sort();
+        let w = vars.get_mut(&names[0]).unwrap();
+        let _ = w.fill_(f64::NAN);
+    });
+    assert!(p.first_non_finite().is_some());
+    let all = prompts();
+    let err = run(&settings(8, 10), &p, &all[..1], &mut |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&all[0].id) && err.contains("not finite"),
+        "{err}"
+    );
+}

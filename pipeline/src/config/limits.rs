@@ -1,0 +1,149 @@
+//! Bounds on every size and on the floats the main validation does not cover, so that a
+//! typo like `prompts_per_iter = 1000000000` is refused by name at load instead of
+//! aborting an allocation (and leaving a lock and a temporary file behind) later.
+
+use anyhow::{bail, Result};
+
+use super::Options;
+
+/// Responses an iteration may sample (prompts x samples): far beyond any real batch.
+const MAX_RESPONSES: u64 = 1 << 24;
+
+fn at_most(key: &str, value: u64, max: u64) -> Result<()> {
+    if value > max {
+        bail!("config key `{key}` = {value}: must be at most {max}");
+    }
+    Ok(())
+}
+
+fn at_least_zero(key: &str, value: f64) -> Result<()> {
+    if value < 0.0 {
+        bail!("config key `{key}` = {value}: must be >= 0");
+    }
+    Ok(())
+}
+
+/// Checks every size against its limit and the remaining float ranges.
+pub(super) fn check(o: &Options) -> Result<()> {
+    let u = |x: usize| x as u64;
+    let (r, t, w, up) = (&o.rollout, &o.model.tiny, &o.warmstart, &o.update);
+    let sizes: [(&str, u64, u64); 21] = [
+        ("data.train_size", u(o.data.train_size), 1 << 26),
+        ("rollout.prompts_per_iter", u(r.prompts_per_iter), 1 << 20),
+        ("rollout.samples_per_prompt", u64::from(r.samples_per_prompt), 1 << 12),
+        ("rollout.max_new_tokens", u(r.max_new_tokens), 1 << 20),
+        ("rollout.top_k", u(r.top_k), 1 << 24),
+        ("rollout.max_batch_rows", u(r.max_batch_rows), 1 << 20),
+        ("score.overlong_buffer", u(o.score.overlong_buffer), 1 << 20),
+        ("features.project_dim", u(o.features.project_dim), 1 << 20),
+        ("features.chunk_rows", u(o.features.chunk_rows), 1 << 20),
+        ("update.optimizer_steps", u(up.optimizer_steps), 1 << 20),
+        ("update.micro_batch_rows", u(up.micro_batch_rows), 1 << 20),
+        ("update.warmup_steps", up.warmup_steps, 1 << 40),
+        ("warmstart.steps", u(w.steps), 1 << 30),
+        ("warmstart.batch_size", u(w.batch_size), 1 << 20),
+        ("warmstart.warmup_steps", u(w.warmup_steps), 1 << 30),
+        ("model.threads", u(o.model.threads), 1 << 12),
+        ("model.tiny.hidden_size", u(t.hidden_size), 1 << 16),
+        ("model.tiny.intermediate_size", u(t.intermediate_size), 1 << 18),
+        ("model.tiny.num_hidden_layers", u(t.num_hidden_layers), 1 << 10),
+        ("model.tiny.max_position_embeddings", u(t.max_position_embeddings), 1 << 20),
+        ("eval.problems", u(o.eval.problems), 1 << 24),
+    ];
+    for (key, value, max) in sizes {
+        at_most(key, value, max)?;
+    }
+    at_most("eval.samples", u64::from(o.eval.samples), 1 << 12)?;
+    let responses = u(r.prompts_per_iter) * u64::from(r.samples_per_prompt);
+    if responses > MAX_RESPONSES {
+        bail!(
+            "config keys `rollout.prompts_per_iter` x `rollout.samples_per_prompt` = \
+             {responses} responses an iteration: must be at most {MAX_RESPONSES}"
+        );
+    }
+    if t.num_attention_heads == 0
+        || t.num_key_value_heads == 0
+        || t.hidden_size % t.num_attention_heads != 0
+        || t.num_attention_heads % t.num_key_value_heads != 0
+    {
+        bail!(
+            "config keys `model.tiny.hidden_size` = {}, `num_attention_heads` = {}, \
+             `num_key_value_heads` = {}: heads must divide the width, kv heads the heads",
+            t.hidden_size,
+            t.num_attention_heads,
+            t.num_key_value_heads
+        );
+    }
+    at_least_zero("update.kl_coef", up.kl_coef)?;
+    at_least_zero("update.entropy_coef", up.entropy_coef)?;
+    at_least_zero("score.overlong_factor", o.score.overlong_factor)?;
+    at_least_zero("eval.temperature", o.eval.temperature)?;
+    if w.lr <= 0.0 {
+        bail!("config key `warmstart.lr` = {}: must be positive", w.lr);
+    }
+    // In-loop evaluation samples the built-in task's held-out split; a file dataset has
+    // none, so a run could never get past its first evaluation.
+    if o.data.source != "tiny-arith" && o.eval.every > 0 {
+        bail!(
+            "config key `eval.every` = {}: in-loop evaluation needs data.source = \
+             \"tiny-arith\" (the only dataset with a held-out split); set it to 0 and \
+             evaluate with `deltarl eval --bench FILE`",
+            o.eval.every
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn default() -> Options {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/tiny-arith.toml");
+        Options::load(&path).unwrap()
+    }
+
+    fn refused(edit: impl FnOnce(&mut Options)) -> String {
+        let mut o = default();
+        edit(&mut o);
+        format!("{:#}", check(&o).unwrap_err())
+    }
+
+    #[test]
+    fn huge_sizes_are_refused_by_name() {
+        assert!(check(&default()).is_ok());
+        let e = refused(|o| o.rollout.prompts_per_iter = 1_000_000_000);
+        assert!(e.contains("rollout.prompts_per_iter") && e.contains("at most"), "{e}");
+        let e = refused(|o| o.rollout.prompts_per_iter = usize::MAX);
+        assert!(e.contains("rollout.prompts_per_iter"), "{e}");
+        let e = refused(|o| o.rollout.samples_per_prompt = 4_000_000_000);
+        assert!(e.contains("rollout.samples_per_prompt"), "{e}");
+        let e = refused(|o| {
+            o.rollout.prompts_per_iter = 1 << 20;
+            o.rollout.samples_per_prompt = 1 << 12;
+        });
+        assert!(e.contains("responses an iteration"), "{e}");
+        let e = refused(|o| o.model.tiny.num_key_value_heads = 3);
+        assert!(e.contains("num_key_value_heads"), "{e}");
+    }
+
+    #[test]
+    fn in_loop_eval_needs_the_built_in_task() {
+        let e = refused(|o| o.data.source = "prompts.jsonl".into());
+        assert!(e.contains("eval.every") && e.contains("--bench"), "{e}");
+        let mut o = default();
+        o.data.source = "prompts.jsonl".into();
+        o.eval.every = 0;
+        assert!(check(&o).is_ok());
+    }
+
+    #[test]
+    fn negative_coefficients_are_refused() {
+        let e = refused(|o| o.update.entropy_coef = -0.1);
+        assert!(e.contains("update.entropy_coef"), "{e}");
+        let e = refused(|o| o.score.overlong_factor = -1.0);
+        assert!(e.contains("score.overlong_factor"), "{e}");
+    }
+}
