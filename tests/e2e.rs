@@ -89,7 +89,13 @@ fn deltarl(runs: &Path, args: &[&str]) -> Output {
 
 /// `deltarl iterate --config CONFIG --run RUN EXTRA...`, for tests of what it refuses.
 fn iterate(runs: &Path, config: &Path, run: &str, extra: &[&str]) -> Output {
-    let mut args = vec!["iterate", "--config", config.to_str().unwrap(), "--run", run];
+    let mut args = vec![
+        "iterate",
+        "--config",
+        config.to_str().unwrap(),
+        "--run",
+        run,
+    ];
     args.extend_from_slice(extra);
     deltarl(runs, &args)
 }
@@ -377,7 +383,10 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
     let cfg = micro_config(dir.path());
     let runs = dir.path().join("runs");
     let c = cfg.to_str().unwrap();
-    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "w", "--iters", "2"]));
+    ok(deltarl(
+        &runs,
+        &["iterate", "--config", c, "--run", "w", "--iters", "2"],
+    ));
     let before = parquet_files(&runs.join("w"));
     let status = |extra: &[&str]| {
         let mut args = vec!["status", "--run", "w"];
@@ -385,7 +394,10 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
         String::from_utf8_lossy(&ok(deltarl(&runs, &args)).stdout).to_string()
     };
     let text = status(&[]);
-    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
     // Under a config with one more warm-start step, the base is stale for its settings and
     // every stage of both iterations for the base (or the policy after it).
     for (name, body) in [
@@ -401,9 +413,16 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
         );
         assert_eq!(lines.len(), 3, "{text}");
         for line in &lines[1..] {
-            assert_eq!(line.matches("stale").count(), line.matches(" | ").count() + 1, "{text}");
+            assert_eq!(
+                line.matches("stale").count(),
+                line.matches(" | ").count() + 1,
+                "{text}"
+            );
         }
-        assert!(lines[1].contains("rollout stale (the base is not done)"), "{text}");
+        assert!(
+            lines[1].contains("rollout stale (the base is not done)"),
+            "{text}"
+        );
         assert!(
             lines[2].contains("rollout stale (update of iteration 1 is not done)"),
             "{text}"
@@ -415,9 +434,15 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
     let changed = variant(&cfg, "steps.toml", "[warmstart]\nsteps = 31\n");
     let out = ok(iterate(&runs, &changed, "w", &["--until", "2", "--force"]));
     let log = String::from_utf8_lossy(&out.stderr);
-    assert!(log.contains("warmstart") && log.contains("iteration 2"), "{log}");
+    assert!(
+        log.contains("warmstart") && log.contains("iteration 2"),
+        "{log}"
+    );
     let text = status(&[]);
-    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
     let after = parquet_files(&runs.join("w"));
     let diff = differing(&before, &after);
     for f in [
@@ -441,7 +466,10 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
     ));
     assert!(!runs.join("w/iter-0003").exists());
     let text = status(&[]);
-    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -453,10 +481,7 @@ fn verify_jsonl_reports_bad_lines_and_grades_the_rest() {
     bytes.extend_from_slice(b"not json\n");
     bytes.extend_from_slice(b"{\"pred\": \"\\\\boxed{3}\", \"gold\": \"4\"}\n");
     std::fs::write(&path, bytes).unwrap();
-    let out = deltarl(
-        dir.path(),
-        &["verify", "--jsonl", path.to_str().unwrap()],
-    );
+    let out = deltarl(dir.path(), &["verify", "--jsonl", path.to_str().unwrap()]);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -466,8 +491,14 @@ fn verify_jsonl_reports_bad_lines_and_grades_the_rest() {
     assert_eq!(graded.len(), 2, "{stdout}");
     assert!(graded[0].contains("\"correct\":true") && graded[1].contains("\"correct\":false"));
     let name = path.display().to_string();
-    assert!(stderr.contains(&format!("{name}:2: not valid UTF-8")), "{stderr}");
-    assert!(stderr.contains(&format!("{name}:3: not a JSON object")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{name}:2: not valid UTF-8")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("{name}:3: not a JSON object")),
+        "{stderr}"
+    );
     assert!(stderr.contains("2 lines could not be graded"), "{stderr}");
 }
 
@@ -547,7 +578,10 @@ fn bad_input_is_refused_clearly() {
     );
     let out = iterate(&runs, &missing, "r", &["--iters", "0", "--force"]);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(err.contains("data.source") && err.contains("no/such.jsonl"), "{err}");
+    assert!(
+        err.contains("data.source") && err.contains("no/such.jsonl"),
+        "{err}"
+    );
     assert_eq!(std::fs::read(runs.join("r/run.hash")).unwrap(), recorded);
     // On a new run it is refused before the warm start, not minutes into it.
     let out = iterate(&runs, &missing, "fresh", &[]);
@@ -558,7 +592,10 @@ fn bad_input_is_refused_clearly() {
     let long = "r".repeat(300);
     let out = deltarl(&runs, &["iterate", "--config", c, "--run", &long]);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(err.contains("run name") && err.contains("300 bytes"), "{err}");
+    assert!(
+        err.contains("run name") && err.contains("300 bytes"),
+        "{err}"
+    );
     ok(deltarl(&runs, &["status", "--run", "r"]));
     // A reader that goes away (`status | head -1`) is not an error.
     let mut child = Command::new(bin())
@@ -606,14 +643,15 @@ fn bad_input_is_refused_clearly() {
         .unwrap()
         .set_modified(mtime)
         .unwrap();
-    let text = String::from_utf8_lossy(
-        &ok(deltarl(&runs, &["status", "--run", "r", "--verify"])).stdout,
-    )
-    .to_string();
+    let text =
+        String::from_utf8_lossy(&ok(deltarl(&runs, &["status", "--run", "r", "--verify"])).stdout)
+            .to_string();
     assert!(text.contains("rollout stale (output"), "{text}");
     ok(deltarl(
         &runs,
-        &["iterate", "--config", c, "--run", "r", "--until", "1", "--verify"],
+        &[
+            "iterate", "--config", c, "--run", "r", "--until", "1", "--verify",
+        ],
     ));
     assert_eq!(std::fs::read(&rollouts).unwrap(), original);
     // A stage that fails (here: the base cannot be loaded) leaves the records of the
@@ -627,9 +665,12 @@ fn bad_input_is_refused_clearly() {
     );
     assert!(!out.status.success());
     std::fs::write(&config_json, saved).unwrap();
-    let text = String::from_utf8_lossy(&ok(deltarl(&runs, &["status", "--run", "r"])).stdout)
-        .to_string();
-    assert!(!text.contains("stale") && !text.contains("missing"), "{text}");
+    let text =
+        String::from_utf8_lossy(&ok(deltarl(&runs, &["status", "--run", "r"])).stdout).to_string();
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
     let scores = runs.join("r/iter-0001/scores.parquet");
     let bytes = std::fs::read(&scores).unwrap();
     std::fs::write(&scores, &bytes[..bytes.len() / 2]).unwrap();

@@ -352,7 +352,10 @@ pl.DataFrame({"id": ["a", "b", "a"], "problem": ["x", "y", "z"], "answer": ["1",
         assert!(err.contains("no prompts"), "{err}");
         let dup = dir.path().join("b.parquet.dup.parquet");
         let err = format!("{:#}", read_prompt_file(&dup).unwrap_err());
-        assert!(err.contains("\"a\" appears twice (row 1 and row 3)"), "{err}");
+        assert!(
+            err.contains("\"a\" appears twice (row 1 and row 3)"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -372,7 +375,10 @@ pl.DataFrame({"id": ["a", "b", "a"], "problem": ["x", "y", "z"], "answer": ["1",
         )
         .unwrap();
         let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
-        assert!(err.contains("\"7\" appears twice (line 1 and line 3)"), "{err}");
+        assert!(
+            err.contains("\"7\" appears twice (line 1 and line 3)"),
+            "{err}"
+        );
         std::fs::write(&p, "\n").unwrap();
         let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
         assert!(err.contains("no prompts"), "{err}");

@@ -77,7 +77,13 @@ impl HashCache {
     /// cache when the file's size, modification time and inode are those it had when
     /// hashed (and that was not racy) and `reread` is false; otherwise the file is read and
     /// the cache updated. A lost or corrupt cache only costs re-hashing.
-    pub fn hash(&self, cache_file: &Path, rel: String, path: &Path, reread: bool) -> Result<String> {
+    pub fn hash(
+        &self,
+        cache_file: &Path,
+        rel: String,
+        path: &Path,
+        reread: bool,
+    ) -> Result<String> {
         let stamp = Stamp::of(path).with_context(|| format!("cannot stat {}", path.display()))?;
         let mut guard = self
             .state
@@ -129,4 +135,3 @@ impl HashCache {
         }
     }
 }
-

@@ -14,6 +14,6 @@ pub mod data;
 pub mod eval;
 mod hashcache;
 pub mod progress;
-pub mod runner;
 pub mod rundir;
+pub mod runner;
 pub mod stage;

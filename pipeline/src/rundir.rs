@@ -208,7 +208,9 @@ impl RunLock {
                 let holder = std::fs::read_to_string(&path)
                     .ok()
                     .and_then(|s| s.trim().parse::<u32>().ok())
-                    .map_or("another process".to_string(), |pid| format!("process {pid}"));
+                    .map_or("another process".to_string(), |pid| {
+                        format!("process {pid}")
+                    });
                 bail!(
                     "run {} is in use by {holder} (lock file {}); wait for it to finish",
                     run.root.display(),

@@ -74,7 +74,11 @@ impl<'a> Runner<'a> {
     /// The files a stage reads.
     fn inputs(&self, iter: u32, stage: Stage, env: &Env) -> Vec<PathBuf> {
         let run = &self.ctx.run;
-        let mut v: Vec<PathBuf> = stage.upstream().iter().map(|&u| run.output(iter, u)).collect();
+        let mut v: Vec<PathBuf> = stage
+            .upstream()
+            .iter()
+            .map(|&u| run.output(iter, u))
+            .collect();
         match stage.policy() {
             Some(PolicyUse::Previous) => v.push(self.weights(policy_before(run, &self.base, iter))),
             Some(PolicyUse::This) => v.push(self.weights(env.this_policy())),

@@ -42,9 +42,7 @@ where
         let mut w = BufWriter::new(file);
         fill(&mut w)?;
         w.flush().map_err(io_err(&tmp))?;
-        let file = w
-            .into_inner()
-            .map_err(|e| Error::from(io_err(&tmp)(e.into_error())))?;
+        let file = w.into_inner().map_err(|e| io_err(&tmp)(e.into_error()))?;
         file.sync_all().map_err(io_err(&tmp))?;
         std::fs::rename(&tmp, path).map_err(io_err(path))?;
         // The rename is durable only once the directory entry is on disk.

@@ -69,7 +69,10 @@ mod tests {
     fn index_finds_rows_by_key_and_names_missing_ones() {
         let rows = vec![coeff("a", 0), coeff("a", 1), coeff("b", 0)];
         let idx = Index::new(&rows);
-        assert_eq!(idx.get(&coeff("a", 1), "coeffs").map(|r| r.sample_idx), Ok(1));
+        assert_eq!(
+            idx.get(&coeff("a", 1), "coeffs").map(|r| r.sample_idx),
+            Ok(1)
+        );
         let err = idx.get(&coeff("b", 3), "coeffs").err().unwrap_or_default();
         assert_eq!(err, "prompt_id \"b\", sample_idx 3: no row in coeffs");
         assert_eq!(render_template("Q: {question}\nA:", "1+1"), "Q: 1+1\nA:");

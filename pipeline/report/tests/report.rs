@@ -6,8 +6,8 @@ use std::path::Path;
 
 use deltarl_report::{iteration_table, to_csv, value, write_report, COLUMNS};
 use deltarl_schemas::{
-    layout, write_path, Stage, CoeffRow, EvalRow, FeatureRow, FileMeta, FinishReason, Manifest,
-    RolloutRow, ScoreRow, Table, UpdateRow,
+    layout, write_path, CoeffRow, EvalRow, FeatureRow, FileMeta, FinishReason, Manifest,
+    RolloutRow, ScoreRow, Stage, Table, UpdateRow,
 };
 
 fn put<T: Table>(run: &Path, iter: u32, stage: Stage, rows: &[T], summary: serde_json::Value) {
@@ -199,7 +199,13 @@ fn make_runs(root: &Path) {
         ],
         serde_json::json!({}),
     );
-    put(&r, 2, Stage::Score, &[score(0, true, 3)], serde_json::json!({}));
+    put(
+        &r,
+        2,
+        Stage::Score,
+        &[score(0, true, 3)],
+        serde_json::json!({}),
+    );
     std::fs::write(layout::stale_path(&r, 2, Stage::Score), "{}").unwrap();
     write_path(
         &layout::iter_dir(&r, 2).join("features.parquet"),

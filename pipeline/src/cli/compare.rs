@@ -10,8 +10,8 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::config::Algorithm;
 use crate::context::Ctx;
-use crate::runner::{Runner, Until};
 use crate::rundir::RunLock;
+use crate::runner::{Runner, Until};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,7 +19,12 @@ pub struct Args {
     #[arg(long, default_value = "configs/tiny-arith.toml")]
     config: PathBuf,
     /// Comma-separated algorithms.
-    #[arg(long, value_enum, default_value = "grpo,dapo,delta", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "grpo,dapo,delta",
+        value_delimiter = ','
+    )]
     variants: Vec<Algorithm>,
     /// Seeds per variant (1..=N).
     #[arg(long, default_value_t = 3)]

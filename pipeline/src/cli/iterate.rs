@@ -3,8 +3,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use crate::context::Ctx;
-use crate::runner::{Runner, Until};
 use crate::rundir::RunLock;
+use crate::runner::{Runner, Until};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

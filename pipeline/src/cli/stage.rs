@@ -4,8 +4,8 @@ use anyhow::{bail, Result};
 use deltarl_schemas::Stage;
 
 use crate::context::Ctx;
-use crate::runner::{summary_line, Runner};
 use crate::rundir::RunLock;
+use crate::runner::{summary_line, Runner};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

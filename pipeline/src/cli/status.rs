@@ -4,8 +4,8 @@ use anyhow::Result;
 use deltarl_schemas::Stage;
 
 use crate::context::Ctx;
-use crate::runner::Runner;
 use crate::rundir::StageState;
+use crate::runner::Runner;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

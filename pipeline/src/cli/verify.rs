@@ -51,7 +51,10 @@ impl Args {
             r => r?,
         }
         if bad > 0 {
-            bail!("{}: {bad} lines could not be graded (listed above)", path.display());
+            bail!(
+                "{}: {bad} lines could not be graded (listed above)",
+                path.display()
+            );
         }
         Ok(())
     }

@@ -30,7 +30,11 @@ pub(super) fn check(o: &Options) -> Result<()> {
     let sizes: [(&str, u64, u64); 21] = [
         ("data.train_size", u(o.data.train_size), 1 << 26),
         ("rollout.prompts_per_iter", u(r.prompts_per_iter), 1 << 20),
-        ("rollout.samples_per_prompt", u64::from(r.samples_per_prompt), 1 << 12),
+        (
+            "rollout.samples_per_prompt",
+            u64::from(r.samples_per_prompt),
+            1 << 12,
+        ),
         ("rollout.max_new_tokens", u(r.max_new_tokens), 1 << 20),
         ("rollout.top_k", u(r.top_k), 1 << 24),
         ("rollout.max_batch_rows", u(r.max_batch_rows), 1 << 20),
@@ -45,9 +49,21 @@ pub(super) fn check(o: &Options) -> Result<()> {
         ("warmstart.warmup_steps", u(w.warmup_steps), 1 << 30),
         ("model.threads", u(o.model.threads), 1 << 12),
         ("model.tiny.hidden_size", u(t.hidden_size), 1 << 16),
-        ("model.tiny.intermediate_size", u(t.intermediate_size), 1 << 18),
-        ("model.tiny.num_hidden_layers", u(t.num_hidden_layers), 1 << 10),
-        ("model.tiny.max_position_embeddings", u(t.max_position_embeddings), 1 << 20),
+        (
+            "model.tiny.intermediate_size",
+            u(t.intermediate_size),
+            1 << 18,
+        ),
+        (
+            "model.tiny.num_hidden_layers",
+            u(t.num_hidden_layers),
+            1 << 10,
+        ),
+        (
+            "model.tiny.max_position_embeddings",
+            u(t.max_position_embeddings),
+            1 << 20,
+        ),
         ("eval.problems", u(o.eval.problems), 1 << 24),
     ];
     for (key, value, max) in sizes {
@@ -115,7 +131,10 @@ mod tests {
     fn huge_sizes_are_refused_by_name() {
         assert!(check(&default()).is_ok());
         let e = refused(|o| o.rollout.prompts_per_iter = 1_000_000_000);
-        assert!(e.contains("rollout.prompts_per_iter") && e.contains("at most"), "{e}");
+        assert!(
+            e.contains("rollout.prompts_per_iter") && e.contains("at most"),
+            "{e}"
+        );
         let e = refused(|o| o.rollout.prompts_per_iter = usize::MAX);
         assert!(e.contains("rollout.prompts_per_iter"), "{e}");
         let e = refused(|o| o.rollout.samples_per_prompt = 4_000_000_000);

@@ -64,7 +64,10 @@ fn check_finite(table: &toml::Table, prefix: &str, path: &Path) -> Result<()> {
         };
         match v {
             toml::Value::Float(x) if !x.is_finite() => {
-                bail!("{}: config key `{key}` = {x}: must be finite", path.display())
+                bail!(
+                    "{}: config key `{key}` = {x}: must be finite",
+                    path.display()
+                )
             }
             toml::Value::Table(t) => check_finite(t, &key, path)?,
             _ => {}

@@ -111,8 +111,9 @@ impl TempFolder {
             std::fs::remove_dir_all(dest)
                 .with_context(|| format!("cannot replace {}", dest.display()))?;
         }
-        std::fs::rename(&self.path, dest)
-            .with_context(|| format!("cannot move {} to {}", self.path.display(), dest.display()))?;
+        std::fs::rename(&self.path, dest).with_context(|| {
+            format!("cannot move {} to {}", self.path.display(), dest.display())
+        })?;
         self.committed = true;
         Ok(())
     }
@@ -179,7 +180,10 @@ pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
 /// Input files a stage reads besides the outputs of its upstream stages and its policy.
 pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Vec<PathBuf> {
     match stage {
-        Stage::Rollout => rollout::Settings::new(cfg).data_file().into_iter().collect(),
+        Stage::Rollout => rollout::Settings::new(cfg)
+            .data_file()
+            .into_iter()
+            .collect(),
         Stage::Update => update::optimizer_state(env).into_iter().collect(),
         Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs | Stage::Eval => {
             Vec::new()
@@ -202,7 +206,9 @@ pub fn summary(stage: Stage, s: &serde_json::Value) -> String {
 
 /// A number from a summary (NaN when absent), for console lines.
 pub fn num(s: &serde_json::Value, key: &str) -> f64 {
-    s.get(key).and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN)
+    s.get(key)
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]
@@ -251,7 +257,10 @@ mod tests {
         use Stage::*;
         assert_eq!(changed(|_| {}), vec![]);
         assert_eq!(changed(|o| o.warmstart.steps += 1), vec![Warmstart]);
-        assert_eq!(changed(|o| o.model.tiny.intermediate_size += 8), vec![Warmstart]);
+        assert_eq!(
+            changed(|o| o.model.tiny.intermediate_size += 8),
+            vec![Warmstart]
+        );
         assert_eq!(changed(|o| o.update.entropy_coef = 0.01), vec![Update]);
         assert_eq!(changed(|o| o.coeffs.lam_max = 1.3), vec![Coeffs]);
         assert_eq!(changed(|o| o.score.overlong_factor = 0.5), vec![Score]);
@@ -267,12 +276,18 @@ mod tests {
         );
         // The maximum length bounds sampling and sets the overlong penalty.
         let max_len = changed(|o| o.rollout.max_new_tokens += 1);
-        assert!(max_len.contains(&Rollout) && max_len.contains(&Score), "{max_len:?}");
+        assert!(
+            max_len.contains(&Rollout) && max_len.contains(&Score),
+            "{max_len:?}"
+        );
         // The seed reaches every stage that draws random numbers or samples.
         let seed = changed(|o| o.seed += 1);
         for s in [Warmstart, Rollout, Features, Update, Eval] {
             assert!(seed.contains(&s), "{s} ignores the seed: {seed:?}");
         }
-        assert!(!seed.contains(&Score) && !seed.contains(&Coeffs), "{seed:?}");
+        assert!(
+            !seed.contains(&Score) && !seed.contains(&Coeffs),
+            "{seed:?}"
+        );
     }
 }

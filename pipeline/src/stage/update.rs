@@ -129,7 +129,11 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     progress.finish();
     // A non-finite loss or weight is never a result: refuse before anything is written.
     if let Some(m) = metrics.iter().find(|m| !m.loss.is_finite()) {
-        bail!("update step {}: the loss is {} (nothing written)", m.step, m.loss);
+        bail!(
+            "update step {}: the loss is {} (nothing written)",
+            m.step,
+            m.loss
+        );
     }
     if let Some(name) = policy.first_non_finite() {
         bail!("after the update, tensor {name} has non-finite values (nothing written)");

@@ -77,7 +77,12 @@ pub fn tiny_config(t: &TinyOptions) -> Result<Qwen3Config> {
 /// Greedy or sampled accuracy of `policy` on held-out problems.
 fn heldout_accuracy(s: &Settings, policy: &Policy, temperature: f64) -> Result<f64> {
     let prompts = crate::data::tiny_test_prompts(HELDOUT_PROBLEMS);
-    let rows = crate::eval::evaluate(policy, BENCHMARK, &prompts, &s.heldout.at(1, temperature, 0))?;
+    let rows = crate::eval::evaluate(
+        policy,
+        BENCHMARK,
+        &prompts,
+        &s.heldout.at(1, temperature, 0),
+    )?;
     Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
 }
 
@@ -86,7 +91,10 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let base = env.run.base();
     let folder = TempFolder::new(&env.run.root, "base")?;
     let tmp = folder.path();
-    atomic_write_bytes(&tmp.join("tokenizer.json"), tiny::tokenizer_json().as_bytes())?;
+    atomic_write_bytes(
+        &tmp.join("tokenizer.json"),
+        tiny::tokenizer_json().as_bytes(),
+    )?;
     atomic_write_bytes(
         &tmp.join("tokenizer_config.json"),
         tiny::tokenizer_config_json().as_bytes(),
@@ -136,10 +144,11 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             })
             .collect()
     };
-    let loss = deltarl_update::sft::train(&sft, &policy, &mut opt, &mut batch, &mut |step, loss| {
-        progress.set_message(format!("loss {loss:.3}"));
-        progress.set_position(step as u64 + 1);
-    });
+    let loss =
+        deltarl_update::sft::train(&sft, &policy, &mut opt, &mut batch, &mut |step, loss| {
+            progress.set_message(format!("loss {loss:.3}"));
+            progress.set_position(step as u64 + 1);
+        });
     progress.finish();
     if let Some(e) = encode_err {
         bail!("warm start: {e}");

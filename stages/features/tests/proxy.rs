@@ -126,6 +126,8 @@ fn bad_token_ids_name_the_row() {
     let (_d, p) = policy(true);
     let mut rs = rows();
     rs[2].response_token_ids[0] = 10_000;
-    let err = run(&settings(2), &p.model, &rs, &mut |_| {}).unwrap_err().to_string();
+    let err = run(&settings(2), &p.model, &rs, &mut |_| {})
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("p2") && err.contains("10000"), "{err}");
 }

@@ -230,7 +230,10 @@ fn generate_batch(
             let row = &mut rows[ri];
             // A model that produces NaN or infinite logits has no distribution to sample:
             // refuse rather than return garbage tokens as a result.
-            if let Some(x) = logits[a].iter().find(|x| x.is_nan() || **x == f32::INFINITY) {
+            if let Some(x) = logits[a]
+                .iter()
+                .find(|x| x.is_nan() || **x == f32::INFINITY)
+            {
                 return Err(Error::Generate(format!(
                     "request {}: the model's logits are not finite ({x}) at step {step}",
                     batch[row.group]

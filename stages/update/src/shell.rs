@@ -133,8 +133,14 @@ mod tests {
         };
         let rows = train_rows(&inputs).unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!((rows[0].advantage, rows[0].coeff.clone()), (1.0, vec![1.1, 0.8]));
-        assert_eq!((rows[1].advantage, rows[1].coeff.clone()), (-1.0, vec![0.9]));
+        assert_eq!(
+            (rows[0].advantage, rows[0].coeff.clone()),
+            (1.0, vec![1.1, 0.8])
+        );
+        assert_eq!(
+            (rows[1].advantage, rows[1].coeff.clone()),
+            (-1.0, vec![0.9])
+        );
     }
 
     #[test]
@@ -145,6 +151,9 @@ mod tests {
             coeffs: vec![],
         };
         let err = train_rows(&inputs).err().unwrap().to_string();
-        assert!(err.contains("prompt_id \"a\", sample_idx 0: no row in coeffs"), "{err}");
+        assert!(
+            err.contains("prompt_id \"a\", sample_idx 0: no row in coeffs"),
+            "{err}"
+        );
     }
 }
