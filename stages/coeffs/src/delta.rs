@@ -201,12 +201,16 @@ pub fn delta_coefficients(
     let m = margins(dim, rs, &mu_p, &mu_n);
     let (mut g_p, mut g_n) = gammas(rs, &m);
 
-    // 3. Refinement: gamma always comes from the centroids before the refit.
+    // 3. Refinement, in the authors' order: each pass assigns softly with the gamma
+    //    carried in (step 2's for the first pass), refits the centroids, and only then
+    //    takes gamma from this pass's margins (against the centroids before the refit).
+    //    With K = 1 the assignment and the final gamma are both step 2's; with K >= 2
+    //    each pass assigns with the previous pass's gamma.
     for _ in 0..s.refine_steps {
         let m = margins(dim, rs, &mu_p, &mu_n);
-        (g_p, g_n) = gammas(rs, &m);
         let r = soft_assign(rs, &m, g_p, g_n);
         (mu_p, mu_n) = centroids(dim, rs, Some(&r));
+        (g_p, g_n) = gammas(rs, &m);
     }
 
     // 4. Coefficients from margins against the final centroids and the last pass's gamma.

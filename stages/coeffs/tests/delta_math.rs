@@ -56,6 +56,94 @@ fn hand_computed_case() {
 }
 
 #[test]
+fn two_refinement_passes_assign_with_the_gamma_carried_in() {
+    // K = 2, as the authors order the refit: pass 2 assigns with pass 1's gamma (the
+    // initial one), and the final gamma is the spread of the margins against the
+    // centroids of pass 1. Those margins are the K = 1 case's final margins
+    // (-0.424213713755, 1.992272506019, 2.06633931871) on the positive side, whose
+    // population std is sqrt(((-1.635680)^2 + 0.780806^2 + 0.854873^2) / 3) = 1.156995.
+    let rs = [resp("p", 0, 1.0, &F0, &E3), resp("p", 1, -1.0, &F1, &E3)];
+    let k2 = DeltaSettings {
+        refine_steps: 2,
+        ..DeltaSettings::default()
+    };
+    let (c, st) = delta_coefficients(&k2, 2, &rs);
+    let tol = 1e-6;
+    let m1 = [-0.424213713755f64, 1.992272506019, 2.06633931871];
+    let mean = m1.iter().sum::<f64>() / 3.0;
+    let std = (m1.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 3.0).sqrt();
+    assert!(close(st.gamma_pos, std, tol), "{} vs {std}", st.gamma_pos);
+    assert!(close(st.gamma_pos, 1.1569954360141277, tol));
+    assert!(close(st.gamma_neg, 1.2104849926460948, tol));
+    assert!(close(st.mu_pos[0], 0.590942937304, tol) && close(st.mu_pos[1], 0.821473973166, tol));
+    assert!(close(st.mu_neg[0], 0.542775062606, tol) && close(st.mu_neg[1], -0.440101114684, tol));
+    let want = [
+        [0.890212996606, 1.053612497635, 1.057472614177],
+        [0.965203642762, 0.950963042813, 1.082535206007],
+    ];
+    for (got, want) in c.iter().zip(want) {
+        for (g, w) in got.iter().zip(want) {
+            assert!(close(f64::from(*g), w, tol), "{g} vs {w}");
+        }
+    }
+}
+
+/// The coefficients of the numpy reference (`reference.py check`) for one scope.
+fn reference(dim: usize, rs: &[Response<'_>], k: u32) -> Option<(Vec<f64>, (f64, f64))> {
+    let py = std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut features = Vec::new();
+    let mut adv = Vec::new();
+    for r in rs {
+        features.extend(r.features.iter().map(|&x| f64::from(x)));
+        adv.extend(std::iter::repeat_n(f64::from(r.advantage), r.entropy.len()));
+    }
+    let case = serde_json::json!({
+        "dim": dim, "features": features, "adv": adv, "K": k, "lam_min": 0.8, "lam_max": 1.2,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("case.json");
+    std::fs::write(&path, case.to_string()).unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference.py");
+    let out = std::process::Command::new(py)
+        .arg(script)
+        .arg("check")
+        .arg(&path)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!("skipped: {}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let coeff = v["coeff"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let g = v["gamma"].as_array().unwrap();
+    Some((coeff, (g[0].as_f64().unwrap(), g[1].as_f64().unwrap())))
+}
+
+#[test]
+fn matches_the_numpy_reference_for_every_refit_count() {
+    let dim = 6;
+    let b = batch(40, 8, dim);
+    let rs = as_responses(&b);
+    for k in 0..=3 {
+        let s = DeltaSettings {
+            refine_steps: k,
+            ..DeltaSettings::default()
+        };
+        let (c, st) = delta_coefficients(&s, dim, &rs);
+        let Some((want, (gp, gn))) = reference(dim, &rs, k) else {
+            return;
+        };
+        let got: Vec<f64> = c.iter().flatten().map(|&x| f64::from(x)).collect();
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(close(*g, *w, 1e-5), "K = {k}, token {i}: {g} vs {w}");
+        }
+        assert!(close(st.gamma_pos, gp, 1e-9) && close(st.gamma_neg, gn, 1e-9), "K = {k}");
+    }
+}
+
+#[test]
 fn lam_one_gives_exactly_one() {
     let d = DeltaSettings {
         lam_min: 1.0,

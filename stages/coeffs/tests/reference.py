@@ -38,10 +38,11 @@ def delta(v, adv, K=1, lam_min=0.8, lam_max=1.2):
     init = (mp, mn)
     gp, gn = gam(margins(mp, mn))
     for _ in range(K):
+        # Assign with the gamma carried in, refit, then gamma from this pass's margins.
         m = margins(mp, mn)
-        gp, gn = gam(m)
         r = 1 / (1 + np.exp(-m / np.where(P, gp, gn)))
         mp, mn = cents(r)
+        gp, gn = gam(m)
     m = margins(mp, mn)
     s = 1 / (1 + np.exp(-m / np.where(P, gp, gn)))
     c = np.where(P | N, lam_min + (lam_max - lam_min) * s, lam_min)
@@ -49,14 +50,25 @@ def delta(v, adv, K=1, lam_min=0.8, lam_max=1.2):
     return dict(init=init, final=(mp, mn), gamma=(gp, gn), margins=m, norm=g, coeff=g * c)
 
 
-def hand_case():
+def hand_case(K=1):
     # Response 0 (A = +1): tokens (1,0) (0,1) (1,1); response 1 (A = -1): (0,0) (2,0) (0,-1).
     v = np.array([[1, 0], [0, 1], [1, 1], [0, 0], [2, 0], [0, -1]], dtype=np.float64)
     adv = np.array([1, 1, 1, -1, -1, -1], dtype=np.float64)
-    out = delta(v, adv)
+    out = delta(v, adv, K=K)
     np.set_printoptions(precision=12)
     for k, val in out.items():
         print(k, repr(val))
+
+
+def check(path):
+    """Reads a JSON case (features, advantages, K, lam) and prints the coefficients and
+    gammas as JSON: the cross-check of the Rust implementation in delta_math.rs."""
+    import json
+
+    case = json.load(open(path))
+    v = np.array(case["features"], dtype=np.float64).reshape(-1, case["dim"])
+    out = delta(v, np.array(case["adv"]), K=case["K"], lam_min=case["lam_min"], lam_max=case["lam_max"])
+    print(json.dumps({"coeff": out["coeff"].tolist(), "gamma": list(out["gamma"])}))
 
 
 def bench(n, d, reps=5):
@@ -75,5 +87,7 @@ def bench(n, d, reps=5):
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "bench":
         bench(int(sys.argv[2]), int(sys.argv[3]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "check":
+        check(sys.argv[2])
     else:
-        hand_case()
+        hand_case(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
