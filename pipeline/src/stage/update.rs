@@ -127,12 +127,14 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     )
     .with_context(|| format!("updating the policy in {}", src.display()))?;
     progress.finish();
-    // A non-finite loss or weight is never a result: refuse before anything is written.
-    if let Some(m) = metrics.iter().find(|m| !m.loss.is_finite()) {
+    // Steps with a non-finite gradient norm were skipped; if every one was, the update
+    // learned nothing and something upstream is broken. A non-finite weight is never a
+    // result. Either way, refuse before anything is written.
+    let skipped = metrics.iter().filter(|m| !m.grad_norm.is_finite()).count();
+    if skipped > 0 && skipped == metrics.len() {
         bail!(
-            "update step {}: the loss is {} (nothing written)",
-            m.step,
-            m.loss
+            "all {skipped} optimizer steps had a non-finite gradient norm (loss {}); nothing written",
+            metrics[0].loss
         );
     }
     if let Some(name) = policy.first_non_finite() {
@@ -153,6 +155,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         rows: metrics.len(),
         summary: json!({
             "responses": rows.len(),
+            "skipped_steps": skipped,
             "loss": last.map(|m| m.loss),
             "grad_norm": last.map(|m| m.grad_norm),
             "clip_frac": last.map(|m| m.clip_frac),
@@ -168,8 +171,12 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
 }
 
 pub fn summary(s: &serde_json::Value) -> String {
+    let skipped = match s["skipped_steps"].as_u64() {
+        Some(n) if n > 0 => format!(", {n} steps skipped (non-finite gradient norm)"),
+        _ => String::new(),
+    };
     format!(
-        "loss {:.4}, grad norm {:.3}, clip {:.3}",
+        "loss {:.4}, grad norm {:.3}, clip {:.3}{skipped}",
         num(s, "loss"),
         num(s, "grad_norm"),
         num(s, "clip_frac")

@@ -1,5 +1,11 @@
 //! AdamW (PyTorch semantics, decoupled weight decay) with state that is saved beside the
 //! policy, so the next iteration continues the optimizer.
+//!
+//! Mixed precision: a parameter that is not f32 (bf16 compute) gets an f32 *master* copy.
+//! The step is taken on the master in f32 and the working copy is refreshed from it
+//! (rounded to its dtype). Updating bf16 weights in place would lose the step: bf16 has 8
+//! significant bits, so a 1e-6 step on a weight of size 0.02 rounds away, and weight decay
+//! of lr * wd = 1e-7 never changes a weight at all.
 
 use std::path::Path;
 
@@ -18,11 +24,29 @@ pub struct AdamWSettings {
     pub weight_decay: f64,
 }
 
-/// Optimizer state: first and second moments per parameter (sorted by name), step count.
+/// The optimizer's state of one parameter.
+struct Slot {
+    name: String,
+    /// The model's parameter (the working copy the forward pass uses).
+    param: Tensor,
+    /// f32 master weights when the parameter is not f32.
+    master: Option<Tensor>,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+}
+
+impl Slot {
+    /// The f32 weights the step is taken on.
+    fn weights(&mut self) -> &mut Tensor {
+        self.master.as_mut().unwrap_or(&mut self.param)
+    }
+}
+
+/// Optimizer state: f32 moments (and f32 master weights for non-f32 parameters) per
+/// parameter, sorted by name, and the step count.
 pub struct AdamW {
     pub settings: AdamWSettings,
-    /// (name, parameter, exp_avg, exp_avg_sq)
-    params: Vec<(String, Tensor, Tensor, Tensor)>,
+    params: Vec<Slot>,
     pub step: u64,
 }
 
@@ -37,10 +61,17 @@ impl AdamW {
         vars.sort_by(|a, b| a.0.cmp(&b.0));
         let params = vars
             .into_iter()
-            .map(|(n, p)| {
-                let m = p.zeros_like().to_kind(Kind::Float);
-                let v = p.zeros_like().to_kind(Kind::Float);
-                (n, p, m, v)
+            .map(|(name, param)| {
+                let f32_zeros = || param.zeros_like().to_kind(Kind::Float);
+                let master = (param.kind() != Kind::Float)
+                    .then(|| tch::no_grad(|| param.detach().to_kind(Kind::Float)));
+                Slot {
+                    exp_avg: f32_zeros(),
+                    exp_avg_sq: f32_zeros(),
+                    master,
+                    name,
+                    param,
+                }
             })
             .collect();
         AdamW {
@@ -51,16 +82,16 @@ impl AdamW {
     }
 
     pub fn zero_grad(&mut self) {
-        for (_, p, _, _) in &mut self.params {
-            p.zero_grad();
+        for s in &mut self.params {
+            s.param.zero_grad();
         }
     }
 
     /// L2 norm of all gradients.
     pub fn grad_norm(&self) -> f64 {
         let mut sq = 0.0;
-        for (_, p, _, _) in &self.params {
-            let g = p.grad();
+        for s in &self.params {
+            let g = s.param.grad();
             if g.defined() {
                 sq += g
                     .to_kind(Kind::Double)
@@ -78,8 +109,8 @@ impl AdamW {
         if max_norm > 0.0 && norm > max_norm {
             let scale = max_norm / (norm + 1e-6);
             tch::no_grad(|| {
-                for (_, p, _, _) in &mut self.params {
-                    let mut g = p.grad();
+                for s in &mut self.params {
+                    let mut g = s.param.grad();
                     if g.defined() {
                         let _ = g.g_mul_scalar_(scale);
                     }
@@ -89,7 +120,8 @@ impl AdamW {
         norm
     }
 
-    /// One step at learning rate `lr`.
+    /// One step at learning rate `lr`, on the f32 master weights where there are any; the
+    /// working copies are then refreshed from them.
     pub fn step(&mut self, lr: f64) {
         self.step += 1;
         let s = self.settings;
@@ -97,31 +129,49 @@ impl AdamW {
         let bc1 = 1.0 - s.beta1.powi(t);
         let bc2 = 1.0 - s.beta2.powi(t);
         tch::no_grad(|| {
-            for (_, p, m, v) in &mut self.params {
-                let g = p.grad();
+            for slot in &mut self.params {
+                let g = slot.param.grad();
                 if !g.defined() {
                     continue;
                 }
                 let g = g.to_kind(Kind::Float);
-                // Decoupled weight decay, then the Adam moments.
-                let _ = p.g_mul_scalar_(1.0 - lr * s.weight_decay);
+                // Decoupled weight decay, then the Adam moments, all in f32.
+                let (m, v) = (&mut slot.exp_avg, &mut slot.exp_avg_sq);
                 let _ = m.g_mul_scalar_(s.beta1);
                 let _ = m.g_add_(&(&g * (1.0 - s.beta1)));
                 let _ = v.g_mul_scalar_(s.beta2);
                 let _ = v.g_add_(&(&g * &g * (1.0 - s.beta2)));
                 let denom = (v.sqrt() / bc2.sqrt()) + s.eps;
                 let update = (&*m / &denom) * (lr / bc1);
-                let _ = p.g_sub_(&update.to_kind(p.kind()));
+                let w = slot.weights();
+                let _ = w.g_mul_scalar_(1.0 - lr * s.weight_decay);
+                let _ = w.g_sub_(&update);
+                if let Some(master) = &slot.master {
+                    // The bf16 working copy: the master rounded to nearest.
+                    slot.param.copy_(&master.to_kind(slot.param.kind()));
+                }
             }
         });
     }
 
-    /// Saves the moments as `optimizer.safetensors` and the step as `optimizer.json`.
+    /// The f32 master weights of a parameter that is not f32 itself (for tests and plans).
+    pub fn master(&self, name: &str) -> Option<&Tensor> {
+        self.params
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.master.as_ref())
+    }
+
+    /// Saves the moments (and master weights) as `optimizer.safetensors` and the step as
+    /// `optimizer.json`.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let mut named = Vec::with_capacity(self.params.len() * 2);
-        for (n, _, m, v) in &self.params {
-            named.push((format!("exp_avg.{n}"), m.shallow_clone()));
-            named.push((format!("exp_avg_sq.{n}"), v.shallow_clone()));
+        let mut named = Vec::with_capacity(self.params.len() * 3);
+        for s in &self.params {
+            named.push((format!("exp_avg.{}", s.name), s.exp_avg.shallow_clone()));
+            named.push((format!("exp_avg_sq.{}", s.name), s.exp_avg_sq.shallow_clone()));
+            if let Some(m) = &s.master {
+                named.push((format!("master.{}", s.name), m.shallow_clone()));
+            }
         }
         deltarl_model::write_tensors(&dir.join("optimizer.safetensors"), &named)?;
         let json = serde_json::to_vec(&Meta { step: self.step }).unwrap_or_default();
@@ -129,7 +179,9 @@ impl AdamW {
         Ok(())
     }
 
-    /// Restores state saved by [`AdamW::save`]; every moment must be present.
+    /// Restores state saved by [`AdamW::save`]; every moment must be present. Master
+    /// weights are restored when saved (a run that continues in bf16); otherwise they stay
+    /// the working copy upcast (the first bf16 step after an f32 run).
     pub fn load(&mut self, dir: &Path) -> Result<()> {
         let path = dir.join("optimizer.safetensors");
         let named = Tensor::read_safetensors(&path).map_err(|e| Error::State {
@@ -137,13 +189,24 @@ impl AdamW {
             message: e.to_string(),
         })?;
         let map: std::collections::HashMap<String, Tensor> = named.into_iter().collect();
-        for (n, p, m, v) in &mut self.params {
-            for (prefix, slot) in [("exp_avg", &mut *m), ("exp_avg_sq", &mut *v)] {
+        for s in &mut self.params {
+            let (n, p) = (&s.name, &s.param);
+            let mut slots = vec![("exp_avg", &mut s.exp_avg, true)];
+            slots.push(("exp_avg_sq", &mut s.exp_avg_sq, true));
+            if let Some(m) = s.master.as_mut() {
+                slots.push(("master", m, false));
+            }
+            for (prefix, slot, required) in slots {
                 let key = format!("{prefix}.{n}");
-                let t = map.get(&key).ok_or_else(|| Error::State {
-                    path: path.clone(),
-                    message: format!("missing tensor `{key}`"),
-                })?;
+                let Some(t) = map.get(&key) else {
+                    if !required {
+                        continue;
+                    }
+                    return Err(Error::State {
+                        path: path.clone(),
+                        message: format!("missing tensor `{key}`"),
+                    });
+                };
                 if t.size() != p.size() {
                     return Err(Error::State {
                         path: path.clone(),
@@ -155,6 +218,10 @@ impl AdamW {
                     });
                 }
                 tch::no_grad(|| slot.copy_(&t.to_device(slot.device())));
+            }
+            if let Some(m) = &s.master {
+                // The working copy follows the restored master exactly.
+                tch::no_grad(|| s.param.copy_(&m.to_kind(s.param.kind())));
             }
         }
         let mpath = dir.join("optimizer.json");

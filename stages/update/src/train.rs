@@ -158,10 +158,14 @@ pub fn run(
             }
             progress(micro.len());
         }
-        // 5. Clip the global gradient norm, then one AdamW step.
+        // 5. Clip the global gradient norm, then one AdamW step. A step whose gradient norm
+        //    is not finite is skipped (weights and moments untouched), as the reference
+        //    does; its row records the norm, and the step counter does not advance.
         let grad_norm = opt.clip_grad_norm(s.grad_clip);
         let lr = lr_at(s, opt.step);
-        opt.step(lr);
+        if grad_norm.is_finite() {
+            opt.step(lr);
+        }
         out.push(UpdateRow {
             step: opt.step as u32,
             loss: loss_sum,

@@ -256,3 +256,37 @@ fn optimizer_state_round_trips() {
     let err = again.load(bad.path()).unwrap_err().to_string();
     assert!(err.contains("optimizer.safetensors"), "{err}");
 }
+
+#[test]
+fn a_step_with_a_non_finite_gradient_norm_is_skipped() {
+    let (_d, p) = policy();
+    let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
+    let mut rows = train_rows(&coeffs);
+    for r in &mut rows {
+        r.advantage = f32::NAN;
+    }
+    let adam = AdamWSettings {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
+    let mut opt = AdamW::new(&p.vs, adam);
+    let s = Settings {
+        loss: loss_settings(Aggregation::TokenMean),
+        optimizer_steps: 2,
+        micro_batch_rows: 6,
+        warmup_steps: 0,
+        lr: 1e-3,
+        grad_clip: 1.0,
+        temperature: 1.0,
+        seed: 1,
+    };
+    let before = weights(&p);
+    let m = run(&s, &p, &mut opt, None, &rows, &mut |_| {}).unwrap();
+    assert_eq!(m.len(), 2);
+    assert!(m.iter().all(|r| r.grad_norm.is_nan()), "{m:?}");
+    assert_eq!(opt.step, 0);
+    assert_eq!(weights(&p), before);
+}
