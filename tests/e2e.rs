@@ -157,6 +157,18 @@ fn two_iterations_open_and_join_in_polars() {
         "{log}"
     );
     let root = runs.join("m");
+    // The ratio's old log-probs are the trainer's (features pass); in f32 on CPU the
+    // sampler's agree with them to 1e-5 on every trained token.
+    for it in ["iter-0001", "iter-0002"] {
+        let m = deltarl_schemas::Manifest::read(&root.join(it).join("manifest/update.json"))
+            .unwrap()
+            .unwrap();
+        let mm = &m.summary["mismatch"];
+        assert!(mm["tokens"].as_u64().unwrap() > 0, "{mm}");
+        assert!(mm["max_abs"].as_f64().unwrap() <= 1e-5, "{mm}");
+        let meta = deltarl_schemas::read_meta(&root.join(it).join("update.parquet")).unwrap();
+        assert!(meta.extra["join"].contains("\"old_logprobs\":\"recompute\""));
+    }
     for it in ["iter-0001", "iter-0002"] {
         for f in ["rollouts", "scores", "features", "coeffs", "update"] {
             assert!(

@@ -257,7 +257,13 @@ fn read_impl<T: Table>(data: Bytes, file: &str, versioned: bool) -> Result<(Vec<
         check_version(file, version)?;
     }
     check_columns::<T>(file, builder.schema(), versioned)?;
-    let reader = builder.build().map_err(perr)?;
+    // Decode only the table's own columns (a view such as `LogprobRow` skips the rest).
+    let roots: Vec<usize> = T::fields(0)
+        .iter()
+        .filter_map(|f| builder.schema().index_of(f.name()).ok())
+        .collect();
+    let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
+    let reader = builder.with_projection(mask).build().map_err(perr)?;
     let mut rows = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| Error::Parquet {

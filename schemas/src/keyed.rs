@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::{CoeffRow, FeatureRow, RolloutRow, ScoreRow};
+use crate::{CoeffRow, FeatureRow, LogprobRow, RolloutRow, ScoreRow};
 
 /// A row of a per-response table.
 pub trait Keyed {
@@ -25,7 +25,7 @@ macro_rules! keyed {
         }
     )*};
 }
-keyed!(RolloutRow, ScoreRow, FeatureRow, CoeffRow);
+keyed!(RolloutRow, ScoreRow, FeatureRow, CoeffRow, LogprobRow);
 
 /// The rows of a table indexed by key, for lookups in the order of another table.
 pub struct Index<'a, T>(HashMap<(&'a str, u32), &'a T>);

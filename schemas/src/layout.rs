@@ -92,7 +92,7 @@ impl Stage {
             Stage::Warmstart | Stage::Rollout | Stage::Eval => &[],
             Stage::Score | Stage::Features => &[Stage::Rollout],
             Stage::Coeffs => &[Stage::Rollout, Stage::Score, Stage::Features],
-            Stage::Update => &[Stage::Rollout, Stage::Score, Stage::Coeffs],
+            Stage::Update => &[Stage::Rollout, Stage::Score, Stage::Features, Stage::Coeffs],
         }
     }
 

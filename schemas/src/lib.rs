@@ -11,6 +11,7 @@ mod atomic;
 mod error;
 mod io;
 mod keyed;
+mod logprobs;
 pub mod layout;
 mod manifest;
 pub mod seed;
@@ -23,6 +24,7 @@ pub use io::{
 };
 pub use keyed::{render_template, Index, Keyed};
 pub use layout::{PolicyUse, Stage};
+pub use logprobs::LogprobRow;
 pub use manifest::Manifest;
 pub use tables::{
     CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,

@@ -33,14 +33,18 @@ pub trait Table: Sized + Send + Sync {
     fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>>;
 }
 
-fn batch(name: &str, schema: Schema, cols: Vec<arrow::array::ArrayRef>) -> Result<RecordBatch> {
+pub(crate) fn batch(
+    name: &str,
+    schema: Schema,
+    cols: Vec<arrow::array::ArrayRef>,
+) -> Result<RecordBatch> {
     RecordBatch::try_new(Arc::new(schema), cols).map_err(|e| Error::Build {
         table: name.to_string(),
         message: e.to_string(),
     })
 }
 
-fn f(name: &str, dt: DataType) -> Field {
+pub(crate) fn f(name: &str, dt: DataType) -> Field {
     Field::new(name, dt, false)
 }
 

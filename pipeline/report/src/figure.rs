@@ -16,7 +16,11 @@ const PANELS: [(&str, &str, Dashed); 9] = [
     ("response length (tokens)", "response_len", None),
     ("entropy (token mean)", "entropy", None),
     ("clip fraction", "clip_frac", None),
-    ("KL to base (k3)", "kl", None),
+    (
+        "KL (k3): to base, sampler/trainer (dashed)",
+        "kl",
+        Some(("mismatch_k3", "sampler")),
+    ),
     (
         "cos(mu+, mu-): before, after (dashed)",
         "cos_before",

@@ -10,7 +10,7 @@ use polars::prelude::*;
 use crate::{ReportError, Result};
 
 /// The columns of the report, in order (`run`, `iter`, then the metrics as f64).
-pub const COLUMNS: [&str; 17] = [
+pub const COLUMNS: [&str; 19] = [
     "run",
     "iter",
     "reward_mean",
@@ -27,6 +27,8 @@ pub const COLUMNS: [&str; 17] = [
     "coeff_mean",
     "coeff_spread_pos",
     "coeff_spread_neg",
+    "mismatch_max_abs",
+    "mismatch_k3",
     "eval_accuracy",
 ];
 
@@ -177,25 +179,36 @@ fn scan(path: &Path, spec: &Spec, run_idx: u32, run: &str, iter: u32) -> Result<
     ]))
 }
 
-/// The cosines are properties of whole batches (centroids), so they come from the coeffs
-/// manifest's summary rather than from rows.
-fn cosines(run: &Path, iter: u32) -> Result<(Option<f64>, Option<f64>)> {
-    if !complete(run, iter, Stage::Coeffs) {
-        return Ok((None, None));
+/// A number of a complete stage's manifest summary (`path` into its JSON).
+fn summary_value(run: &Path, iter: u32, stage: Stage, path: &[&str]) -> Result<Option<f64>> {
+    if !complete(run, iter, stage) {
+        return Ok(None);
     }
-    let m = Manifest::read(&layout::manifest_path(run, iter, Stage::Coeffs))?;
-    let get = |k: &str| m.as_ref().and_then(|m| m.summary[k].as_f64());
-    Ok((get("cos_before"), get("cos_after")))
+    let m = Manifest::read(&layout::manifest_path(run, iter, stage))?;
+    Ok(m.and_then(|m| {
+        path.iter()
+            .try_fold(&m.summary, |v, k| v.get(*k))
+            .and_then(serde_json::Value::as_f64)
+    }))
 }
+
+/// Batch properties that are not aggregates of rows come from manifest summaries: the
+/// centroid cosines (coeffs) and the sampler/trainer log-prob mismatch (update).
+const BATCH_STATS: [(&str, Stage, &[&str]); 4] = [
+    ("cos_before", Stage::Coeffs, &["cos_before"]),
+    ("cos_after", Stage::Coeffs, &["cos_after"]),
+    ("mismatch_max_abs", Stage::Update, &["mismatch", "max_abs"]),
+    ("mismatch_k3", Stage::Update, &["mismatch", "k3"]),
+];
 
 /// The per-iteration table of the given runs, in the order given, iterations ascending.
 pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
     if runs.is_empty() {
         return Err(ReportError::NoRuns);
     }
-    // (run_idx, run, iter, cos_before, cos_after) for every iteration directory.
-    let (mut idx, mut names, mut iters, mut cos0, mut cos1) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // (run_idx, run, iter, batch statistics) for every iteration directory.
+    let (mut idx, mut names, mut iters) = (Vec::new(), Vec::new(), Vec::new());
+    let mut stats: Vec<Vec<Option<f64>>> = BATCH_STATS.iter().map(|_| Vec::new()).collect();
     let mut scans: Vec<Vec<LazyFrame>> = SPECS.iter().map(|_| Vec::new()).collect();
     for (i, name) in runs.iter().enumerate() {
         layout::check_run_name(name).map_err(ReportError::RunName)?;
@@ -208,12 +221,12 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
             return Err(ReportError::NoIterations(run.display().to_string()));
         }
         for it in its {
-            let (b, a) = cosines(&run, it)?;
             idx.push(i as u32);
             names.push(name.clone());
             iters.push(it);
-            cos0.push(b);
-            cos1.push(a);
+            for ((_, stage, path), column) in BATCH_STATS.iter().zip(&mut stats) {
+                column.push(summary_value(&run, it, *stage, path)?);
+            }
             for (spec, acc) in SPECS.iter().zip(&mut scans) {
                 if complete(&run, it, spec.stage) {
                     let path = layout::output_path(&run, it, spec.stage);
@@ -222,13 +235,15 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
             }
         }
     }
-    let skeleton = DataFrame::new_infer_height(vec![
+    let mut columns = vec![
         Column::new("run_idx".into(), idx),
         Column::new("run".into(), names),
         Column::new("iter".into(), iters),
-        Column::new("cos_before".into(), cos0),
-        Column::new("cos_after".into(), cos1),
-    ])
+    ];
+    for ((name, ..), values) in BATCH_STATS.iter().zip(stats) {
+        columns.push(Column::new((*name).into(), values));
+    }
+    let skeleton = DataFrame::new_infer_height(columns)
     .map_err(|e| ReportError::Polars {
         file: runs_dir.display().to_string(),
         message: e.to_string(),

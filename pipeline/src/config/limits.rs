@@ -94,6 +94,14 @@ pub(super) fn check(o: &Options) -> Result<()> {
     at_least_zero("update.entropy_coef", up.entropy_coef)?;
     at_least_zero("score.overlong_factor", o.score.overlong_factor)?;
     at_least_zero("eval.temperature", o.eval.temperature)?;
+    at_least_zero("update.tis_cap", up.tis_cap)?;
+    if up.tis_cap > 0.0 && up.old_logprobs == deltarl_update::OldLogprobs::Rollout {
+        bail!(
+            "config key `update.tis_cap` = {}: needs update.old_logprobs = \"recompute\" \
+             (with the sampler's own log-probs there is no mismatch to correct)",
+            up.tis_cap
+        );
+    }
     if w.lr <= 0.0 {
         bail!("config key `warmstart.lr` = {}: must be positive", w.lr);
     }

@@ -230,6 +230,15 @@ pub struct UpdateOptions {
     pub kl_coef: f64,
     /// Entropy bonus coefficient (0 = off).
     pub entropy_coef: f64,
+    /// Old log-probs in the ratio: recompute (the features pass of the pre-update policy,
+    /// the reference's choice) | rollout (the sampler's).
+    #[serde(default)]
+    pub old_logprobs: deltarl_update::OldLogprobs,
+    /// Truncated importance sampling of the sampler/trainer mismatch: each token's
+    /// policy-gradient term is weighted by min(pi_old / pi_rollout, cap) (0 = off; needs
+    /// old_logprobs = recompute).
+    #[serde(default)]
+    pub tis_cap: f64,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -12,7 +12,7 @@ use deltarl_model::Dtype;
 use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{atomic_write, Stage};
 use deltarl_update::shell::{train_rows, write_metrics, Inputs};
-use deltarl_update::{AdamW, AdamWSettings, LossSettings};
+use deltarl_update::{AdamW, AdamWSettings, JoinSettings, LossSettings};
 
 use super::{load_policy, num, Env, Ran, TempFolder};
 use crate::config::Resolved;
@@ -22,6 +22,8 @@ use crate::progress::Progress;
 #[derive(Clone, Debug, Serialize)]
 pub struct Settings {
     pub seed: u64,
+    /// Old log-probs and the mismatch correction.
+    pub join: JoinSettings,
     pub loss: LossSettings,
     pub optimizer_steps: usize,
     pub micro_batch_rows: usize,
@@ -44,6 +46,10 @@ impl Settings {
         let (o, u) = (&cfg.opts, &cfg.opts.update);
         Settings {
             seed: o.seed,
+            join: JoinSettings {
+                old_logprobs: u.old_logprobs,
+                tis_cap: (u.tis_cap > 0.0).then_some(u.tis_cap),
+            },
             loss: LossSettings {
                 eps_low: u.eps_low,
                 eps_high: cfg.eps_high,
@@ -87,13 +93,14 @@ pub fn optimizer_state(env: &Env) -> Option<PathBuf> {
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
-    let ((r, rn), (sc, sn), (c, cn)) = (
+    let ((r, rn), (sc, sn), (f, fname), (c, cn)) = (
         env.open(Stage::Rollout)?,
         env.open(Stage::Score)?,
+        env.open(Stage::Features)?,
         env.open(Stage::Coeffs)?,
     );
-    let inputs = Inputs::read((r, &rn), (sc, &sn), (c, &cn))?;
-    let rows = train_rows(&inputs)?;
+    let inputs = Inputs::read((r, &rn), (sc, &sn), (f, &fname), (c, &cn))?;
+    let (rows, mismatch) = train_rows(&s.join, &inputs)?;
     drop(inputs);
     let src = env.previous_policy();
     let policy = load_policy(&src, env.device, s.dtype)?;
@@ -147,7 +154,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     opt.save(tmp.path())?;
     tmp.commit(&final_dir)?;
     atomic_write(&env.file(Stage::Update), |w| -> Result<()> {
-        write_metrics(w, &core, &metrics, env.meta())?;
+        write_metrics(w, (&core, &s.join), &metrics, &mismatch, env.meta())?;
         Ok(())
     })?;
     let last = metrics.last();
@@ -162,6 +169,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             "entropy": last.map(|m| m.entropy),
             "kl": last.map(|m| m.kl),
             "approx_kl_old": last.map(|m| m.approx_kl_old),
+            "mismatch": mismatch,
         }),
         outputs: vec![
             final_dir.join("model.safetensors"),
@@ -176,9 +184,10 @@ pub fn summary(s: &serde_json::Value) -> String {
         _ => String::new(),
     };
     format!(
-        "loss {:.4}, grad norm {:.3}, clip {:.3}{skipped}",
+        "loss {:.4}, grad norm {:.3}, clip {:.3}, sampler/trainer |d logp| max {:.1e}{skipped}",
         num(s, "loss"),
         num(s, "grad_norm"),
-        num(s, "clip_frac")
+        num(s, "clip_frac"),
+        num(&s["mismatch"], "max_abs")
     )
 }

@@ -9,6 +9,7 @@ mod train;
 
 pub use adamw::{AdamW, AdamWSettings};
 pub use loss::{token_loss, token_weights, Aggregation, LossSettings, TokenLoss};
+pub use shell::{JoinSettings, Mismatch, OldLogprobs};
 pub use train::{run, Settings, TrainRow};
 
 /// Errors of the update stage.

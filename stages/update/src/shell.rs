@@ -1,71 +1,169 @@
-//! The update stage's Parquet shell: join rollouts, scores and coefficients on
-//! (`prompt_id`, `sample_idx`) into training rows, and write update.parquet.
+//! The update stage's Parquet shell: join rollouts, scores, the trainer's log-probs and the
+//! coefficients on (`prompt_id`, `sample_idx`) into training rows, and write update.parquet.
 
 use std::io::{Read, Write};
 
 use deltarl_schemas::{
-    read_table, write_table, CoeffRow, FileMeta, Index, RolloutRow, ScoreRow, UpdateRow,
+    read_table, write_table, CoeffRow, FileMeta, Index, LogprobRow, RolloutRow, ScoreRow,
+    UpdateRow,
 };
+use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result, Settings, TrainRow};
+
+/// Which log-probs stand for the old policy in the ratio.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OldLogprobs {
+    /// The training engine's teacher-forced pass of the pre-update policy (the features
+    /// pass): the reference's choice, and the only right one with another sampler.
+    #[default]
+    Recompute,
+    /// The sampler's own log-probs.
+    Rollout,
+}
+
+/// How the rows are built: the old log-probs and the optional truncated importance
+/// sampling (TIS) correction of the rollout/training mismatch.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct JoinSettings {
+    pub old_logprobs: OldLogprobs,
+    /// Each token's policy-gradient term is weighted by `min(pi_old / pi_rollout, cap)`
+    /// (None = off).
+    pub tis_cap: Option<f64>,
+}
 
 /// The stage's table inputs, already read.
 pub struct Inputs {
     pub rollouts: Vec<RolloutRow>,
     pub scores: Vec<ScoreRow>,
+    /// The trainer's log-probs (the `logprob` column of features.parquet).
+    pub logprobs: Vec<LogprobRow>,
     pub coeffs: Vec<CoeffRow>,
 }
 
 impl Inputs {
-    /// Reads the three tables; errors name the file (and the column or version).
-    pub fn read<R1: Read, R2: Read, R3: Read>(
+    /// Reads the four tables (of features.parquet only the log-probs); errors name the
+    /// file (and the column or version).
+    pub fn read<R1: Read, R2: Read, R3: Read, R4: Read>(
         rollouts: (R1, &str),
         scores: (R2, &str),
-        coeffs: (R3, &str),
+        features: (R3, &str),
+        coeffs: (R4, &str),
     ) -> Result<Self> {
         Ok(Inputs {
             rollouts: read_table(rollouts.0, rollouts.1)?.0,
             scores: read_table(scores.0, scores.1)?.0,
+            logprobs: read_table(features.0, features.1)?.0,
             coeffs: read_table(coeffs.0, coeffs.1)?.0,
         })
     }
 }
 
-/// Pure core of the join: one training row per kept response, in rollout order. Responses
-/// that dynamic sampling dropped (`kept = false`) are left out of the update.
-pub fn train_rows(inputs: &Inputs) -> Result<Vec<TrainRow>> {
+/// How far the sampler's log-probs are from the trainer's on the trained tokens
+/// (`d = logp_rollout - logp_trainer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Mismatch {
+    pub tokens: u64,
+    /// Mean and maximum of |d|.
+    pub mean_abs: f64,
+    pub max_abs: f64,
+    /// k3 estimate of KL(rollout || trainer): mean of exp(-d) + d - 1 (>= 0).
+    pub k3: f64,
+    /// Fraction of tokens with |d| > 0.1.
+    pub frac_over_0_1: f64,
+}
+
+impl Mismatch {
+    fn add(&mut self, rollout: &[f32], trainer: &[f32]) {
+        for (&a, &b) in rollout.iter().zip(trainer) {
+            let d = f64::from(a) - f64::from(b);
+            self.tokens += 1;
+            self.mean_abs += d.abs();
+            self.max_abs = self.max_abs.max(d.abs());
+            self.k3 += (-d).exp() + d - 1.0;
+            self.frac_over_0_1 += f64::from(u8::from(d.abs() > 0.1));
+        }
+    }
+
+    fn finish(mut self) -> Self {
+        let n = self.tokens.max(1) as f64;
+        self.mean_abs /= n;
+        self.k3 /= n;
+        self.frac_over_0_1 /= n;
+        self
+    }
+}
+
+/// Pure core of the join: one training row per kept response, in rollout order, and the
+/// mismatch between sampler and trainer on those rows. Responses that dynamic sampling
+/// dropped (`kept = false`) are left out of the update.
+pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, Mismatch)> {
     let scores = Index::new(&inputs.scores);
+    let logprobs = Index::new(&inputs.logprobs);
     let coeffs = Index::new(&inputs.coeffs);
     let mut rows = Vec::with_capacity(inputs.rollouts.len());
+    let mut mismatch = Mismatch::default();
     for r in &inputs.rollouts {
-        let s = scores.get(r, "scores").map_err(Error::Input)?;
+        let sc = scores.get(r, "scores").map_err(Error::Input)?;
+        let lp = logprobs.get(r, "features").map_err(Error::Input)?;
         let c = coeffs.get(r, "coeffs").map_err(Error::Input)?;
-        if !s.kept {
+        if !sc.kept {
             continue;
+        }
+        let n = r.response_token_ids.len();
+        if lp.logprob.len() != n || r.old_logprobs.len() != n {
+            return Err(Error::Input(format!(
+                "prompt_id {:?}, sample_idx {}: {n} response tokens, {} rollout and {} \
+                 trainer log-probs",
+                r.prompt_id,
+                r.sample_idx,
+                r.old_logprobs.len(),
+                lp.logprob.len()
+            )));
+        }
+        mismatch.add(&r.old_logprobs, &lp.logprob);
+        let old_logprobs = match s.old_logprobs {
+            OldLogprobs::Recompute => lp.logprob.clone(),
+            OldLogprobs::Rollout => r.old_logprobs.clone(),
+        };
+        let mut coeff = c.coeff.clone();
+        if let Some(cap) = s.tis_cap {
+            // TIS: the tokens were drawn from the sampler, not from the trainer's old
+            // policy; weight each by the (capped) ratio of the two. The weight is positive,
+            // so folding it into the coefficient scales the clipped term exactly.
+            for ((c, &old), &roll) in coeff.iter_mut().zip(&lp.logprob).zip(&r.old_logprobs) {
+                let w = (f64::from(old) - f64::from(roll)).exp().min(cap);
+                *c = (f64::from(*c) * w) as f32;
+            }
         }
         rows.push(TrainRow {
             prompt_id: r.prompt_id.clone(),
             prompt_ids: r.prompt_token_ids.clone(),
             response_ids: r.response_token_ids.clone(),
-            old_logprobs: r.old_logprobs.clone(),
-            advantage: s.advantage,
-            coeff: c.coeff.clone(),
+            old_logprobs,
+            advantage: sc.advantage,
+            coeff,
         });
     }
-    Ok(rows)
+    Ok((rows, mismatch.finish()))
 }
 
-/// Writes the per-step metrics with the settings in the file metadata.
+/// Writes the per-step metrics with the settings and the mismatch in the file metadata.
 pub fn write_metrics<W: Write + Send>(
     out: W,
-    settings: &Settings,
+    settings: (&Settings, &JoinSettings),
     metrics: &[UpdateRow],
+    mismatch: &Mismatch,
     meta: FileMeta,
 ) -> Result<()> {
-    let meta = meta.with(
-        "settings",
-        serde_json::to_string(settings).unwrap_or_default(),
-    );
+    let meta = meta
+        .with(
+            "settings",
+            serde_json::to_string(settings.0).unwrap_or_default(),
+        )
+        .with("join", serde_json::to_string(settings.1).unwrap_or_default())
+        .with("mismatch", serde_json::to_string(mismatch).unwrap_or_default());
     write_table(out, metrics, &meta)?;
     Ok(())
 }
@@ -115,45 +213,93 @@ mod tests {
         }
     }
 
-    #[test]
-    fn joins_in_rollout_order_and_drops_unkept_groups() {
-        let inputs = Inputs {
+    fn logprob(id: &str, k: u32, lp: Vec<f32>) -> LogprobRow {
+        LogprobRow {
+            prompt_id: id.into(),
+            sample_idx: k,
+            logprob: lp,
+        }
+    }
+
+    const RECOMPUTE: JoinSettings = JoinSettings {
+        old_logprobs: OldLogprobs::Recompute,
+        tis_cap: None,
+    };
+
+    /// Rollout log-probs are -0.5 for every token (see `rollout`).
+    fn inputs() -> Inputs {
+        Inputs {
             rollouts: vec![rollout("a", 0, 2), rollout("a", 1, 1), rollout("b", 0, 1)],
-            // Scores and coefficients in another order than the rollouts.
+            // The other tables in other orders than the rollouts.
             scores: vec![
                 score("b", 0, 0.0, false),
                 score("a", 1, -1.0, true),
                 score("a", 0, 1.0, true),
+            ],
+            logprobs: vec![
+                logprob("b", 0, vec![-9.0]),
+                logprob("a", 1, vec![-0.5]),
+                logprob("a", 0, vec![-0.25, -0.75]),
             ],
             coeffs: vec![
                 coeff("a", 1, vec![0.9]),
                 coeff("b", 0, vec![1.0]),
                 coeff("a", 0, vec![1.1, 0.8]),
             ],
-        };
-        let rows = train_rows(&inputs).unwrap();
+        }
+    }
+
+    #[test]
+    fn joins_in_rollout_order_and_drops_unkept_groups() {
+        let (rows, _) = train_rows(&RECOMPUTE, &inputs()).unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!(
-            (rows[0].advantage, rows[0].coeff.clone()),
-            (1.0, vec![1.1, 0.8])
-        );
-        assert_eq!(
-            (rows[1].advantage, rows[1].coeff.clone()),
-            (-1.0, vec![0.9])
-        );
+        assert_eq!((rows[0].advantage, rows[0].coeff.clone()), (1.0, vec![1.1, 0.8]));
+        assert_eq!((rows[1].advantage, rows[1].coeff.clone()), (-1.0, vec![0.9]));
+    }
+
+    #[test]
+    fn old_logprobs_are_the_trainers_or_the_samplers() {
+        let (rows, _) = train_rows(&RECOMPUTE, &inputs()).unwrap();
+        // Bit for bit the features pass's log-probs.
+        assert_eq!(rows[0].old_logprobs, vec![-0.25, -0.75]);
+        assert_eq!(rows[1].old_logprobs, vec![-0.5]);
+        let rollout = JoinSettings {
+            old_logprobs: OldLogprobs::Rollout,
+            tis_cap: None,
+        };
+        let (rows, _) = train_rows(&rollout, &inputs()).unwrap();
+        assert_eq!(rows[0].old_logprobs, vec![-0.5, -0.5]);
+    }
+
+    #[test]
+    fn mismatch_and_truncated_importance_weights_by_hand() {
+        // Kept tokens: d = rollout - trainer = -0.5 - (-0.25) = -0.25, -0.5 - (-0.75) =
+        // 0.25, and 0 (the dropped group's -9 does not count).
+        let (_, m) = train_rows(&RECOMPUTE, &inputs()).unwrap();
+        assert_eq!(m.tokens, 3);
+        assert!((m.mean_abs - 0.5 / 3.0).abs() < 1e-12 && (m.max_abs - 0.25).abs() < 1e-12);
+        let k3 = |d: f64| (-d).exp() + d - 1.0;
+        assert!((m.k3 - (k3(-0.25) + k3(0.25)) / 3.0).abs() < 1e-12);
+        assert!((m.frac_over_0_1 - 2.0 / 3.0).abs() < 1e-12);
+        // TIS weight min(exp(trainer - rollout), cap): exp(0.25) = 1.284 capped at 1.2 on
+        // the first token, exp(-0.25) = 0.7788 on the second, 1 on the third.
+        let tis = JoinSettings {
+            old_logprobs: OldLogprobs::Recompute,
+            tis_cap: Some(1.2),
+        };
+        let (rows, _) = train_rows(&tis, &inputs()).unwrap();
+        let want = [1.1 * 1.2, 0.8 * (-0.25f64).exp()];
+        for (g, w) in rows[0].coeff.iter().zip(want) {
+            assert!((f64::from(*g) - w).abs() < 1e-6, "{g} vs {w}");
+        }
+        assert_eq!(rows[1].coeff, vec![0.9]);
     }
 
     #[test]
     fn a_missing_row_names_its_key_and_table() {
-        let inputs = Inputs {
-            rollouts: vec![rollout("a", 0, 1)],
-            scores: vec![score("a", 0, 1.0, true)],
-            coeffs: vec![],
-        };
-        let err = train_rows(&inputs).err().unwrap().to_string();
-        assert!(
-            err.contains("prompt_id \"a\", sample_idx 0: no row in coeffs"),
-            "{err}"
-        );
+        let mut inputs = inputs();
+        inputs.coeffs.retain(|c| c.prompt_id != "b");
+        let err = train_rows(&RECOMPUTE, &inputs).err().unwrap().to_string();
+        assert!(err.contains("prompt_id \"b\", sample_idx 0: no row in coeffs"), "{err}");
     }
 }
