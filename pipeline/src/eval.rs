@@ -48,6 +48,7 @@ pub fn evaluate(
         iter: s.iter,
         policy_iter: s.iter,
         seed_stage: Stage::Eval,
+        max_prompt_tokens: None,
     };
     let progress = Progress::new("eval", prompts.len() as u64 * u64::from(s.samples));
     let samples = deltarl_rollout::run(&core, policy, prompts, &mut |done, _| {

@@ -156,6 +156,10 @@ pub struct RolloutOptions {
     pub stop: Vec<String>,
     /// Rows decoded together at most.
     pub max_batch_rows: usize,
+    /// Longer prompts keep their last this many tokens (left truncation, as the reference
+    /// does; 0 = no limit).
+    #[serde(default)]
+    pub max_prompt_tokens: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -76,6 +76,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         iter: env.iter,
         policy_iter: env.iter - 1,
         seed_stage: Stage::Rollout,
+        max_prompt_tokens: (r.max_prompt_tokens > 0).then_some(r.max_prompt_tokens),
     };
     let progress = Progress::new(
         "rollout",

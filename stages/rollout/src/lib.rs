@@ -23,6 +23,8 @@ pub struct Settings {
     /// The stage whose seeds the samples draw from: `Rollout` for training samples, `Eval`
     /// for held-out evaluation (so the two never share random streams).
     pub seed_stage: Stage,
+    /// Longer prompts keep their last this many tokens (left truncation); None = no limit.
+    pub max_prompt_tokens: Option<usize>,
 }
 
 /// Errors of the rollout stage.
@@ -49,7 +51,13 @@ pub fn run(
     let mut requests = Vec::with_capacity(prompts.len());
     for p in prompts {
         let text = render_template(&s.template, &p.problem);
-        let ids = policy.tokenizer.encode(&text).map_err(Error::from)?;
+        let mut ids = policy.tokenizer.encode(&text).map_err(Error::from)?;
+        if let Some(max) = s.max_prompt_tokens {
+            // The end of a prompt (the question and the cue to answer) is what the
+            // response continues, so the start goes.
+            let cut = ids.len().saturating_sub(max);
+            ids.drain(..cut);
+        }
         if ids.is_empty() {
             return Err(Error::Prompt {
                 id: p.id.clone(),

@@ -39,6 +39,7 @@ fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Settings {
         iter: 2,
         policy_iter: 1,
         seed_stage: deltarl_schemas::Stage::Rollout,
+        max_prompt_tokens: None,
     }
 }
 
@@ -119,4 +120,17 @@ fn a_model_with_nan_weights_is_refused_naming_the_prompt() {
         err.contains(&all[0].id) && err.contains("not finite"),
         "{err}"
     );
+}
+
+#[test]
+fn long_prompts_keep_their_last_tokens() {
+    let (_d, p) = policy();
+    let all = prompts();
+    let full = run(&settings(8, 4), &p, &all[..1], &mut |_, _| {}).unwrap();
+    let mut s = settings(8, 4);
+    s.max_prompt_tokens = Some(5);
+    let cut = run(&s, &p, &all[..1], &mut |_, _| {}).unwrap();
+    let ids = &full[0].prompt_token_ids;
+    assert!(ids.len() > 5);
+    assert_eq!(cut[0].prompt_token_ids, ids[ids.len() - 5..].to_vec());
 }
