@@ -6,6 +6,15 @@
 //! prompt id, sample index), so a sample does not depend on which other rows share its
 //! batch. Log-probabilities are recorded under the full distribution at the sampling
 //! temperature (before top-k / top-p truncation), which is what the update's ratio uses.
+//!
+//! Sampling happens on the model's device ([`sample_on_device`]): temperature, top-k,
+//! top-p and the draw are tensor operations over the [rows, vocabulary] logits, and each
+//! row's draw inverts its cumulative distribution at one uniform taken from the row's own
+//! generator. Per step only the uniforms go to the device and the tokens and their
+//! log-probs come back (3 numbers a row), not the 152k-wide logits. The arithmetic is the
+//! host sampler's (f64 log-softmax of the f32 logits, the same candidate order and the same
+//! inverse-CDF rule), so the same seeds give the same tokens, except where a uniform falls
+//! within rounding (~1e-16) of a boundary between two tokens' cumulative probabilities.
 
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::FinishReason;
@@ -59,52 +68,79 @@ pub struct Sample {
     pub finish: FinishReason,
 }
 
-/// Draws one token from a row of logits. Returns (token, log-prob at the temperature).
-pub fn sample_row(logits: &[f32], s: &SampleSettings, rng: &mut Rng) -> (u32, f32) {
-    let t = logprob_temperature(s.temperature);
-    let z: Vec<f64> = logits.iter().map(|&x| f64::from(x) / t).collect();
-    let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let lse = max + z.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
-    let logp = |i: usize| (z[i] - lse) as f32;
-    if s.temperature <= 0.0 {
-        // Greedy: first maximal index, as torch.argmax does.
-        let mut best = 0;
-        for i in 1..z.len() {
-            if z[i] > z[best] {
-                best = i;
-            }
-        }
-        return (best as u32, logp(best));
+/// Samples one token per row of `logits` ([R, V], on the model's device) and returns the
+/// tokens and their log-probs at the temperature. `uniforms[r]` in [0, 1) is row r's draw
+/// (unused when greedy). Errors name the first row whose logits are NaN or +inf.
+pub fn sample_on_device(
+    logits: &Tensor,
+    s: &SampleSettings,
+    uniforms: &[f64],
+) -> Result<(Vec<u32>, Vec<f32>)> {
+    let device = logits.device();
+    let rows = logits.size()[0];
+    let vocab = logits.size()[1];
+    // A model with NaN or +inf logits has no distribution to sample: name the row.
+    let bad = Vec::<bool>::try_from(
+        logits
+            .isnan()
+            .logical_or(&logits.isposinf())
+            .any_dim(-1, false)
+            .to_device(Device::Cpu),
+    )?;
+    if let Some(r) = bad.iter().position(|&b| b) {
+        return Err(Error::Generate(format!("row {r}: the model's logits are not finite")));
     }
-    let mut cand: Vec<(usize, f64)> = z.iter().map(|x| (x - lse).exp()).enumerate().collect();
-    if s.top_k > 0 || s.top_p < 1.0 {
-        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        if s.top_k > 0 {
-            cand.truncate(s.top_k);
+    // 1. Log-probs of the full distribution at the temperature, in f64 as the host
+    //    sampler computed them: [R, V].
+    let z = logits.to_kind(Kind::Double) / logprob_temperature(s.temperature);
+    let logp = z.log_softmax(-1, Kind::Double);
+    let tokens = if s.temperature <= 0.0 {
+        // 2a. Greedy: the first maximal index, as torch.argmax gives it.
+        z.argmax(-1, false)
+    } else {
+        // 2b. Candidates: the whole vocabulary in index order, or, with top-k / top-p,
+        //     sorted by probability (ties by index: a stable sort) and cut.
+        let p = logp.exp();
+        let truncate = s.top_k > 0 || s.top_p < 1.0;
+        let (p, order) = if truncate {
+            let (sorted, order) = p.sort_stable(true, -1, true);
+            (sorted, Some(order))
+        } else {
+            (p, None)
+        };
+        let mut keep = Tensor::ones([rows, vocab], (Kind::Bool, device));
+        if s.top_k > 0 && (s.top_k as i64) < vocab {
+            let pos = Tensor::arange(vocab, (Kind::Int64, device)).unsqueeze(0);
+            keep = keep.logical_and(&pos.lt(s.top_k as i64));
         }
         if s.top_p < 1.0 {
-            let mut acc = 0.0;
-            let mut keep = cand.len();
-            for (i, &(_, p)) in cand.iter().enumerate() {
-                acc += p;
-                if acc >= s.top_p {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            cand.truncate(keep.max(1));
+            // A candidate stays while the mass before it is below top_p (so the one that
+            // crosses top_p stays too), counted over the top-k candidates.
+            let kept = &p * &keep.to_kind(Kind::Double);
+            let before = kept.cumsum(-1, Kind::Double) - &kept;
+            keep = keep.logical_and(&before.lt(s.top_p));
         }
-    }
-    let total: f64 = cand.iter().map(|c| c.1).sum();
-    let mut u = rng.uniform() * total;
-    for &(i, p) in &cand {
-        if u < p {
-            return (i as u32, logp(i));
+        let kept = &p * &keep.to_kind(Kind::Double);
+        // 3. Inverse CDF at u * (kept mass): the first candidate whose cumulative mass
+        //    exceeds it (the last kept one if rounding leaves none).
+        let cdf = kept.cumsum(-1, Kind::Double);
+        let total = cdf.select(1, vocab - 1).unsqueeze(1);
+        let u = Tensor::from_slice(uniforms).to_device(device).unsqueeze(1) * &total;
+        let last = keep.sum_dim_intlist(-1, true, Kind::Int64) - 1;
+        let pos = cdf.le_tensor(&u).sum_dim_intlist(-1, true, Kind::Int64).minimum(&last);
+        match order {
+            Some(order) => order.gather(1, &pos, false).squeeze_dim(1),
+            None => pos.squeeze_dim(1),
         }
-        u -= p;
-    }
-    let i = cand.last().map_or(0, |c| c.0);
-    (i as u32, logp(i))
+    };
+    // 4. Only the tokens and their log-probs cross to the host.
+    let lp = logp.gather(1, &tokens.unsqueeze(1), false).squeeze_dim(1);
+    let tokens = Vec::<i64>::try_from(tokens.to_device(Device::Cpu))?;
+    let lp = Vec::<f64>::try_from(lp.to_device(Device::Cpu))?;
+    Ok((
+        tokens.into_iter().map(|t| t as u32).collect(),
+        lp.into_iter().map(|x| x as f32).collect(),
+    ))
 }
 
 struct Row {
@@ -124,14 +160,12 @@ fn ids_tensor(ids: &[Vec<u32>], device: Device) -> Tensor {
         .to_device(device)
 }
 
-/// Last-position logits of a [R, T] batch as CPU f32 rows.
-fn last_logits(model: &Qwen3, hidden: &Tensor) -> Result<Vec<Vec<f32>>> {
+/// Last-position logits of a [R, T] batch: [R, V] f32, on the model's device.
+fn last_logits(model: &Qwen3, hidden: &Tensor) -> Tensor {
     let t = hidden.size()[1];
-    let logits = model
+    model
         .logits(&hidden.narrow(1, t - 1, 1).squeeze_dim(1))
         .to_kind(Kind::Float)
-        .to_device(Device::Cpu);
-    Ok(Vec::<Vec<f32>>::try_from(logits)?)
 }
 
 /// Generates `seeds.len()` samples for every request. `progress(rows_done, tokens)` is
@@ -218,28 +252,43 @@ fn generate_batch(
     // 1. Prefill each prompt once: [groups, L] -> cache, last logits [groups, V].
     let mut cache = KvCache::new(model.config.num_hidden_layers);
     let hidden = model.hidden(&ids_tensor(&prompts, device), Some(&mut cache));
-    let group_logits = last_logits(model, &hidden)?;
-    // 2. Fan the cache out to the G rows of each group.
-    cache.select(&Tensor::from_slice(&fan).to_device(device));
+    let group_logits = last_logits(model, &hidden);
+    // 2. Fan the cache and the logits out to the G rows of each group.
+    let fan = Tensor::from_slice(&fan).to_device(device);
+    cache.select(&fan);
     let mut active: Vec<usize> = (0..rows.len()).collect();
-    let mut logits: Vec<Vec<f32>> = rows.iter().map(|r| group_logits[r.group].clone()).collect();
+    let mut logits = group_logits.index_select(0, &fan);
     for step in 0..s.max_new_tokens {
-        // 3. Sample one token per active row.
-        let mut next = Vec::with_capacity(active.len());
-        for (a, &ri) in active.iter().enumerate() {
-            let row = &mut rows[ri];
-            // A model that produces NaN or infinite logits has no distribution to sample:
-            // refuse rather than return garbage tokens as a result.
-            if let Some(x) = logits[a]
-                .iter()
-                .find(|x| x.is_nan() || **x == f32::INFINITY)
-            {
-                return Err(Error::Generate(format!(
-                    "request {}: the model's logits are not finite ({x}) at step {step}",
-                    batch[row.group]
-                )));
+        // 3. Sample one token per active row, on the device.
+        let uniforms: Vec<f64> = active
+            .iter()
+            .map(|&ri| {
+                if s.temperature > 0.0 {
+                    rows[ri].rng.uniform()
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let (toks, lps) = sample_on_device(&logits, s, &uniforms).map_err(|e| match e {
+            // Name the request (the caller maps it to a prompt).
+            Error::Generate(m) => {
+                let row = m
+                    .strip_prefix("row ")
+                    .and_then(|r| r.split(':').next())
+                    .and_then(|r| r.parse::<usize>().ok())
+                    .and_then(|a| active.get(a))
+                    .map_or(0, |&ri| batch[rows[ri].group]);
+                Error::Generate(format!(
+                    "request {row}: {} at step {step}",
+                    m.split_once(": ").map_or(m.as_str(), |x| x.1)
+                ))
             }
-            let (tok, lp) = sample_row(&logits[a], s, &mut row.rng);
+            e => e,
+        })?;
+        let mut next = Vec::with_capacity(active.len());
+        for ((&ri, tok), lp) in active.iter().zip(toks).zip(lps) {
+            let row = &mut rows[ri];
             row.tokens.push(tok);
             row.logprobs.push(lp);
             if s.eos_ids.contains(&tok) || row.stop.push(tokenizer, &row.tokens, &s.stop_strings) {
@@ -282,7 +331,7 @@ fn generate_batch(
                 .collect();
             model.hidden(&ids_tensor(&seqs, device), None)
         };
-        logits = last_logits(model, &hidden)?;
+        logits = last_logits(model, &hidden);
     }
     let mut out: Vec<Vec<Sample>> = batch
         .iter()
@@ -297,4 +346,110 @@ fn generate_batch(
         debug_assert_eq!(out[r.group].len(), r.sample + 1);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The host sampler the device one replaced (f64 per row), kept as the reference:
+    /// draws one token from a row of logits. Returns (token, log-prob at the temperature).
+    fn sample_row(logits: &[f32], s: &SampleSettings, rng: &mut Rng) -> (u32, f32) {
+        let t = logprob_temperature(s.temperature);
+        let z: Vec<f64> = logits.iter().map(|&x| f64::from(x) / t).collect();
+        let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let lse = max + z.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
+        let logp = |i: usize| (z[i] - lse) as f32;
+        if s.temperature <= 0.0 {
+            // Greedy: first maximal index, as torch.argmax does.
+            let mut best = 0;
+            for i in 1..z.len() {
+                if z[i] > z[best] {
+                    best = i;
+                }
+            }
+            return (best as u32, logp(best));
+        }
+        let mut cand: Vec<(usize, f64)> = z.iter().map(|x| (x - lse).exp()).enumerate().collect();
+        if s.top_k > 0 || s.top_p < 1.0 {
+            cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            if s.top_k > 0 {
+                cand.truncate(s.top_k);
+            }
+            if s.top_p < 1.0 {
+                let mut acc = 0.0;
+                let mut keep = cand.len();
+                for (i, &(_, p)) in cand.iter().enumerate() {
+                    acc += p;
+                    if acc >= s.top_p {
+                        keep = i + 1;
+                        break;
+                    }
+                }
+                cand.truncate(keep.max(1));
+            }
+        }
+        let total: f64 = cand.iter().map(|c| c.1).sum();
+        let mut u = rng.uniform() * total;
+        for &(i, p) in &cand {
+            if u < p {
+                return (i as u32, logp(i));
+            }
+            u -= p;
+        }
+        let i = cand.last().map_or(0, |c| c.0);
+        (i as u32, logp(i))
+    }
+
+    fn settings(temperature: f64, top_p: f64, top_k: usize) -> SampleSettings {
+        SampleSettings {
+            temperature,
+            top_p,
+            top_k,
+            max_new_tokens: 1,
+            eos_ids: vec![],
+            stop_strings: vec![],
+            max_batch_rows: 1,
+            use_cache: true,
+        }
+    }
+
+    #[test]
+    fn device_sampling_draws_what_the_host_sampler_drew() {
+        tch::manual_seed(0);
+        let (rows, vocab) = (64, 1000);
+        // Peaked rows (as a trained model's) and flat ones; some exact ties.
+        let logits = Tensor::randn([rows, vocab], (Kind::Float, Device::Cpu)) * 3.0;
+        let _ = logits.narrow(0, 0, 4).narrow(1, 0, 8).fill_(2.5);
+        let host_rows = Vec::<Vec<f32>>::try_from(&logits).unwrap();
+        for (t, p, k) in [
+            (1.0, 1.0, 0),
+            (0.7, 1.0, 0),
+            (1.0, 0.9, 0),
+            (1.0, 1.0, 20),
+            (0.6, 0.8, 50),
+            (0.0, 1.0, 0),
+        ] {
+            let s = settings(t, p, k);
+            let seeds: Vec<u64> = (0..rows as u64).map(|r| 1000 + r).collect();
+            let uniforms: Vec<f64> = seeds.iter().map(|&x| Rng::new(x).uniform()).collect();
+            let (toks, lps) = sample_on_device(&logits, &s, &uniforms).unwrap();
+            for r in 0..rows as usize {
+                let (tok, lp) = sample_row(&host_rows[r], &s, &mut Rng::new(seeds[r]));
+                assert_eq!(toks[r], tok, "t {t} p {p} k {k} row {r}");
+                assert!((lps[r] - lp).abs() <= 1e-6, "{} vs {lp}", lps[r]);
+            }
+        }
+    }
+
+    #[test]
+    fn non_finite_logits_are_refused_naming_the_row() {
+        let logits = Tensor::zeros([3, 5], (Kind::Float, Device::Cpu));
+        let _ = logits.get(2).get(1).fill_(f64::NAN);
+        let err = sample_on_device(&logits, &settings(1.0, 1.0, 0), &[0.1, 0.2, 0.3])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row 2") && err.contains("not finite"), "{err}");
+    }
 }
