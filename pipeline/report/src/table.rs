@@ -243,8 +243,7 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
     for ((name, ..), values) in BATCH_STATS.iter().zip(stats) {
         columns.push(Column::new((*name).into(), values));
     }
-    let skeleton = DataFrame::new_infer_height(columns)
-    .map_err(|e| ReportError::Polars {
+    let skeleton = DataFrame::new_infer_height(columns).map_err(|e| ReportError::Polars {
         file: runs_dir.display().to_string(),
         message: e.to_string(),
     })?;

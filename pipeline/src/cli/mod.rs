@@ -10,6 +10,7 @@ mod compare;
 mod eval;
 mod generate;
 mod iterate;
+mod random_model;
 mod report;
 mod stage;
 mod status;
@@ -39,6 +40,9 @@ pub enum Command {
     Warmstart(warmstart::Args),
     /// Generate a continuation of a prompt with a model folder.
     Generate(generate::Args),
+    /// Write a randomly initialised Qwen3 model folder of a given shape, with a byte-level
+    /// BPE tokenizer of its vocabulary size (for tests and benchmarks at real scale).
+    RandomModel(random_model::Args),
     /// Grade answers: one pair, or a JSONL file.
     Verify(verify::Args),
     /// Benchmarks side by side with a baseline.
@@ -71,6 +75,7 @@ impl Cli {
             Command::Status(a) => a.run(&self.runs_dir),
             Command::Warmstart(a) => a.run(&self.runs_dir),
             Command::Generate(a) => a.run(),
+            Command::RandomModel(a) => a.run(),
             Command::Verify(a) => a.run(),
             Command::Bench(a) => a.run(),
             Command::Eval(a) => a.run(),

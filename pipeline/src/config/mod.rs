@@ -343,9 +343,15 @@ mod tests {
             (o.rollout.max_new_tokens, o.rollout.max_prompt_tokens),
             (20480, 2048)
         );
-        assert_eq!((o.rollout.temperature, o.rollout.top_p, o.rollout.top_k), (1.0, 1.0, 0));
+        assert_eq!(
+            (o.rollout.temperature, o.rollout.top_p, o.rollout.top_k),
+            (1.0, 1.0, 0)
+        );
         assert!(r.overlong_penalty && !o.score.dynamic_sampling);
-        assert_eq!((o.score.overlong_buffer, o.score.overlong_factor), (4096, 1.0));
+        assert_eq!(
+            (o.score.overlong_buffer, o.score.overlong_factor),
+            (4096, 1.0)
+        );
         assert_eq!(o.features.project_dim, 0, "full-width features");
         assert_eq!(
             r.estimator,
@@ -358,7 +364,10 @@ mod tests {
         );
         let u = &o.update;
         assert_eq!((u.eps_low, r.eps_high, u.dual_clip), (0.2, 0.28, 10.0));
-        assert_eq!((u.lr, u.warmup_steps, u.weight_decay, u.grad_clip), (1e-6, 0, 0.1, 1.0));
+        assert_eq!(
+            (u.lr, u.warmup_steps, u.weight_decay, u.grad_clip),
+            (1e-6, 0, 0.1, 1.0)
+        );
         assert_eq!(u.optimizer_steps, 4, "mini-batches of 32 of 128 prompts");
         assert_eq!((u.kl_coef, u.entropy_coef), (0.0, 0.0));
         assert_eq!(u.old_logprobs, deltarl_update::OldLogprobs::Recompute);

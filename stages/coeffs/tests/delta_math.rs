@@ -115,7 +115,12 @@ fn reference(dim: usize, rs: &[Response<'_>], k: u32) -> Option<(Vec<f64>, (f64,
         return None;
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let coeff = v["coeff"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    let coeff = v["coeff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
     let g = v["gamma"].as_array().unwrap();
     Some((coeff, (g[0].as_f64().unwrap(), g[1].as_f64().unwrap())))
 }
@@ -139,7 +144,10 @@ fn matches_the_numpy_reference_for_every_refit_count() {
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(close(*g, *w, 1e-5), "K = {k}, token {i}: {g} vs {w}");
         }
-        assert!(close(st.gamma_pos, gp, 1e-9) && close(st.gamma_neg, gn, 1e-9), "K = {k}");
+        assert!(
+            close(st.gamma_pos, gp, 1e-9) && close(st.gamma_neg, gn, 1e-9),
+            "K = {k}"
+        );
     }
 }
 

@@ -77,21 +77,9 @@ pub fn sample_on_device(
     uniforms: &[f64],
 ) -> Result<(Vec<u32>, Vec<f32>)> {
     let device = logits.device();
-    let rows = logits.size()[0];
-    let vocab = logits.size()[1];
-    // A model with NaN or +inf logits has no distribution to sample: name the row.
-    let bad = Vec::<bool>::try_from(
-        logits
-            .isnan()
-            .logical_or(&logits.isposinf())
-            .any_dim(-1, false)
-            .to_device(Device::Cpu),
-    )?;
-    if let Some(r) = bad.iter().position(|&b| b) {
-        return Err(Error::Generate(format!("row {r}: the model's logits are not finite")));
-    }
+    let (rows, vocab) = (logits.size()[0], logits.size()[1]);
     // 1. Log-probs of the full distribution at the temperature, in f64 as the host
-    //    sampler computed them: [R, V].
+    //    sampler computed them: [R, V]. A NaN or +inf logit makes its whole row NaN.
     let z = logits.to_kind(Kind::Double) / logprob_temperature(s.temperature);
     let logp = z.log_softmax(-1, Kind::Double);
     let tokens = if s.temperature <= 0.0 {
@@ -99,35 +87,34 @@ pub fn sample_on_device(
         z.argmax(-1, false)
     } else {
         // 2b. Candidates: the whole vocabulary in index order, or, with top-k / top-p,
-        //     sorted by probability (ties by index: a stable sort) and cut.
+        //     sorted by probability (ties by index: a stable sort) and cut. `cdf` is the
+        //     cumulative mass of the candidates in that order, `last` the last kept one.
         let p = logp.exp();
-        let truncate = s.top_k > 0 || s.top_p < 1.0;
-        let (p, order) = if truncate {
+        let (cdf, order, last) = if s.top_k > 0 || s.top_p < 1.0 {
             let (sorted, order) = p.sort_stable(true, -1, true);
-            (sorted, Some(order))
-        } else {
-            (p, None)
-        };
-        let mut keep = Tensor::ones([rows, vocab], (Kind::Bool, device));
-        if s.top_k > 0 && (s.top_k as i64) < vocab {
             let pos = Tensor::arange(vocab, (Kind::Int64, device)).unsqueeze(0);
-            keep = keep.logical_and(&pos.lt(s.top_k as i64));
-        }
-        if s.top_p < 1.0 {
-            // A candidate stays while the mass before it is below top_p (so the one that
-            // crosses top_p stays too), counted over the top-k candidates.
-            let kept = &p * &keep.to_kind(Kind::Double);
-            let before = kept.cumsum(-1, Kind::Double) - &kept;
-            keep = keep.logical_and(&before.lt(s.top_p));
-        }
-        let kept = &p * &keep.to_kind(Kind::Double);
+            let mut keep = pos.lt(if s.top_k > 0 { s.top_k as i64 } else { vocab });
+            let mut kept = &sorted * &keep.to_kind(Kind::Double);
+            if s.top_p < 1.0 {
+                // A candidate stays while the mass before it is below top_p (so the one
+                // that crosses top_p stays too), counted over the top-k candidates.
+                let before = kept.cumsum(-1, Kind::Double) - &kept;
+                keep = keep.logical_and(&before.lt(s.top_p));
+                kept = &sorted * &keep.to_kind(Kind::Double);
+            }
+            let last = keep.sum_dim_intlist(-1, true, Kind::Int64) - 1;
+            (kept.cumsum(-1, Kind::Double), Some(order), last)
+        } else {
+            let last = Tensor::full([rows, 1], vocab - 1, (Kind::Int64, device));
+            (p.cumsum(-1, Kind::Double), None, last)
+        };
         // 3. Inverse CDF at u * (kept mass): the first candidate whose cumulative mass
-        //    exceeds it (the last kept one if rounding leaves none).
-        let cdf = kept.cumsum(-1, Kind::Double);
+        //    exceeds it (a binary search), or the last kept one if rounding leaves none.
         let total = cdf.select(1, vocab - 1).unsqueeze(1);
         let u = Tensor::from_slice(uniforms).to_device(device).unsqueeze(1) * &total;
-        let last = keep.sum_dim_intlist(-1, true, Kind::Int64) - 1;
-        let pos = cdf.le_tensor(&u).sum_dim_intlist(-1, true, Kind::Int64).minimum(&last);
+        let pos = u
+            .searchsorted(&cdf, false, true, "right", None::<Tensor>)
+            .minimum(&last);
         match order {
             Some(order) => order.gather(1, &pos, false).squeeze_dim(1),
             None => pos.squeeze_dim(1),
@@ -137,6 +124,12 @@ pub fn sample_on_device(
     let lp = logp.gather(1, &tokens.unsqueeze(1), false).squeeze_dim(1);
     let tokens = Vec::<i64>::try_from(tokens.to_device(Device::Cpu))?;
     let lp = Vec::<f64>::try_from(lp.to_device(Device::Cpu))?;
+    // A model with NaN or +inf logits has no distribution to sample: name the row.
+    if let Some(r) = lp.iter().position(|x| x.is_nan()) {
+        return Err(Error::Generate(format!(
+            "row {r}: the model's logits are not finite"
+        )));
+    }
     Ok((
         tokens.into_iter().map(|t| t as u32).collect(),
         lp.into_iter().map(|x| x as f32).collect(),

@@ -14,6 +14,7 @@ mod model;
 mod norm;
 mod rope;
 mod stop;
+pub mod synthetic;
 mod tokenizer;
 
 pub use checkpoint::{

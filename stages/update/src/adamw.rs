@@ -168,7 +168,10 @@ impl AdamW {
         let mut named = Vec::with_capacity(self.params.len() * 3);
         for s in &self.params {
             named.push((format!("exp_avg.{}", s.name), s.exp_avg.shallow_clone()));
-            named.push((format!("exp_avg_sq.{}", s.name), s.exp_avg_sq.shallow_clone()));
+            named.push((
+                format!("exp_avg_sq.{}", s.name),
+                s.exp_avg_sq.shallow_clone(),
+            ));
             if let Some(m) = &s.master {
                 named.push((format!("master.{}", s.name), m.shallow_clone()));
             }

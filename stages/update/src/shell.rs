@@ -4,8 +4,7 @@
 use std::io::{Read, Write};
 
 use deltarl_schemas::{
-    read_table, write_table, CoeffRow, FileMeta, Index, LogprobRow, RolloutRow, ScoreRow,
-    UpdateRow,
+    read_table, write_table, CoeffRow, FileMeta, Index, LogprobRow, RolloutRow, ScoreRow, UpdateRow,
 };
 use serde::{Deserialize, Serialize};
 
@@ -162,8 +161,14 @@ pub fn write_metrics<W: Write + Send>(
             "settings",
             serde_json::to_string(settings.0).unwrap_or_default(),
         )
-        .with("join", serde_json::to_string(settings.1).unwrap_or_default())
-        .with("mismatch", serde_json::to_string(mismatch).unwrap_or_default());
+        .with(
+            "join",
+            serde_json::to_string(settings.1).unwrap_or_default(),
+        )
+        .with(
+            "mismatch",
+            serde_json::to_string(mismatch).unwrap_or_default(),
+        );
     write_table(out, metrics, &meta)?;
     Ok(())
 }
@@ -253,8 +258,14 @@ mod tests {
     fn joins_in_rollout_order_and_drops_unkept_groups() {
         let (rows, _) = train_rows(&RECOMPUTE, &inputs()).unwrap();
         assert_eq!(rows.len(), 2);
-        assert_eq!((rows[0].advantage, rows[0].coeff.clone()), (1.0, vec![1.1, 0.8]));
-        assert_eq!((rows[1].advantage, rows[1].coeff.clone()), (-1.0, vec![0.9]));
+        assert_eq!(
+            (rows[0].advantage, rows[0].coeff.clone()),
+            (1.0, vec![1.1, 0.8])
+        );
+        assert_eq!(
+            (rows[1].advantage, rows[1].coeff.clone()),
+            (-1.0, vec![0.9])
+        );
     }
 
     #[test]
@@ -300,6 +311,9 @@ mod tests {
         let mut inputs = inputs();
         inputs.coeffs.retain(|c| c.prompt_id != "b");
         let err = train_rows(&RECOMPUTE, &inputs).err().unwrap().to_string();
-        assert!(err.contains("prompt_id \"b\", sample_idx 0: no row in coeffs"), "{err}");
+        assert!(
+            err.contains("prompt_id \"b\", sample_idx 0: no row in coeffs"),
+            "{err}"
+        );
     }
 }

@@ -50,7 +50,10 @@ fn a_tiny_step_moves_every_master_weight_as_in_f32() {
     assert_eq!(w_b.kind(), Kind::BFloat16);
     let mut opt_b = AdamW::new(&vs_b, ADAM);
     let mut opt_f = AdamW::new(&vs_f, ADAM);
-    assert!(opt_f.master("w").is_none(), "f32 parameters need no master copy");
+    assert!(
+        opt_f.master("w").is_none(),
+        "f32 parameters need no master copy"
+    );
     set_grad(&w_b, &g);
     set_grad(&w_f, &g);
     opt_b.step(ADAM.lr);
@@ -69,8 +72,16 @@ fn a_tiny_step_moves_every_master_weight_as_in_f32() {
     let rounded = opt_b.master("w").unwrap().to_kind(Kind::BFloat16);
     assert!(w_b.equal(&rounded));
     // Which is why the master is needed: rounded to bf16, most weights did not move.
-    let unchanged = values(&w_b).iter().zip(&before).filter(|(a, b)| a == b).count();
-    assert!(unchanged * 2 > master.len(), "{unchanged} of {} unchanged", master.len());
+    let unchanged = values(&w_b)
+        .iter()
+        .zip(&before)
+        .filter(|(a, b)| a == b)
+        .count();
+    assert!(
+        unchanged * 2 > master.len(),
+        "{unchanged} of {} unchanged",
+        master.len()
+    );
 }
 
 #[test]
