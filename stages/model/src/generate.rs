@@ -82,6 +82,14 @@ pub fn sample_on_device(
     //    sampler computed them: [R, V]. A NaN or +inf logit makes its whole row NaN.
     let z = logits.to_kind(Kind::Double) / logprob_temperature(s.temperature);
     let logp = z.log_softmax(-1, Kind::Double);
+    // A model with NaN or +inf logits has no distribution to sample: name the row (one
+    // number a row crosses to tell).
+    let first = Vec::<f64>::try_from(logp.select(1, 0).to_device(Device::Cpu))?;
+    if let Some(r) = first.iter().position(|x| x.is_nan()) {
+        return Err(Error::Generate(format!(
+            "row {r}: the model's logits are not finite"
+        )));
+    }
     let tokens = if s.temperature <= 0.0 {
         // 2a. Greedy: the first maximal index, as torch.argmax gives it.
         z.argmax(-1, false)
@@ -116,20 +124,16 @@ pub fn sample_on_device(
             .searchsorted(&cdf, false, true, "right", None::<Tensor>)
             .minimum(&last);
         match order {
-            Some(order) => order.gather(1, &pos, false).squeeze_dim(1),
+            Some(order) => order.f_gather(1, &pos, false)?.squeeze_dim(1),
             None => pos.squeeze_dim(1),
         }
     };
     // 4. Only the tokens and their log-probs cross to the host.
-    let lp = logp.gather(1, &tokens.unsqueeze(1), false).squeeze_dim(1);
+    let lp = logp
+        .f_gather(1, &tokens.unsqueeze(1), false)?
+        .squeeze_dim(1);
     let tokens = Vec::<i64>::try_from(tokens.to_device(Device::Cpu))?;
     let lp = Vec::<f64>::try_from(lp.to_device(Device::Cpu))?;
-    // A model with NaN or +inf logits has no distribution to sample: name the row.
-    if let Some(r) = lp.iter().position(|x| x.is_nan()) {
-        return Err(Error::Generate(format!(
-            "row {r}: the model's logits are not finite"
-        )));
-    }
     Ok((
         tokens.into_iter().map(|t| t as u32).collect(),
         lp.into_iter().map(|x| x as f32).collect(),
