@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use deltarl_data as tiny;
+use deltarl_model::synthetic::Shape;
 use deltarl_model::{Dtype, Policy, Qwen3Config, Tokenizer};
 use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::{atomic_write_bytes, Stage};
@@ -50,28 +51,19 @@ impl Settings {
 
 /// The Qwen3 config of the tiny model.
 pub fn tiny_config(t: &TinyOptions) -> Result<Qwen3Config> {
-    let v = json!({
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
-        "vocab_size": tiny::vocab_size(),
-        "hidden_size": t.hidden_size,
-        "intermediate_size": t.intermediate_size,
-        "num_hidden_layers": t.num_hidden_layers,
-        "num_attention_heads": t.num_attention_heads,
-        "num_key_value_heads": t.num_key_value_heads,
-        "head_dim": t.hidden_size / t.num_attention_heads.max(1),
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 10000.0,
-        "max_position_embeddings": t.max_position_embeddings,
-        "tie_word_embeddings": true,
-        "attention_bias": false,
-        "hidden_act": "silu",
-        "bos_token_id": tiny::EOS_ID,
-        "eos_token_id": tiny::EOS_ID,
-        "pad_token_id": tiny::PAD_ID,
-        "torch_dtype": "float32",
-    });
-    serde_json::from_value(v).context("the [model.tiny] shape is not a valid Qwen3 config")
+    let shape = Shape {
+        vocab_size: tiny::vocab_size(),
+        hidden_size: t.hidden_size,
+        intermediate_size: t.intermediate_size,
+        num_hidden_layers: t.num_hidden_layers,
+        num_attention_heads: t.num_attention_heads,
+        num_key_value_heads: t.num_key_value_heads,
+        max_position_embeddings: t.max_position_embeddings,
+        tie_word_embeddings: true,
+    };
+    shape
+        .config(10_000.0, tiny::EOS_ID, Some(tiny::PAD_ID))
+        .context("the [model.tiny] shape is not a valid Qwen3 config")
 }
 
 /// Greedy or sampled accuracy of `policy` on held-out problems.

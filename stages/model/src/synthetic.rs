@@ -27,6 +27,39 @@ pub struct Shape {
     pub tie_word_embeddings: bool,
 }
 
+impl Shape {
+    /// The Qwen3 config of this shape (`head_dim = hidden / heads`), validated.
+    pub fn config(&self, rope_theta: f64, eos: u32, pad: Option<u32>) -> Result<Qwen3Config> {
+        let mut v = serde_json::json!({
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.hidden_size / self.num_attention_heads.max(1),
+            "rms_norm_eps": 1e-6,
+            "rope_theta": rope_theta,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "attention_bias": false,
+            "hidden_act": "silu",
+            "bos_token_id": eos,
+            "eos_token_id": eos,
+            "torch_dtype": "float32",
+        });
+        if let (Some(pad), Some(m)) = (pad, v.as_object_mut()) {
+            m.insert("pad_token_id".into(), pad.into());
+        }
+        let cfg: Qwen3Config =
+            serde_json::from_value(v).map_err(|e| Error::Config(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
 /// A byte-level BPE tokenizer (GPT-2 / Qwen style) with exactly `vocab_size` tokens: the
 /// 256 byte symbols, then merges of every pair of bytes, then of every (pair, byte), in a
 /// fixed order until the size is reached, then [`SPECIAL_TOKENS`]. Returns its JSON.
@@ -89,28 +122,8 @@ pub fn random_checkpoint(dir: &Path, shape: &Shape, dtype: Dtype, seed: u64) -> 
     })?;
     let tok_path = dir.join("tokenizer.json");
     deltarl_schemas::atomic_write_bytes(&tok_path, byte_level_bpe(shape.vocab_size)?.as_bytes())?;
-    let eos = shape.vocab_size - SPECIAL_TOKENS.len();
-    let cfg: Qwen3Config = serde_json::from_value(serde_json::json!({
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
-        "vocab_size": shape.vocab_size,
-        "hidden_size": shape.hidden_size,
-        "intermediate_size": shape.intermediate_size,
-        "num_hidden_layers": shape.num_hidden_layers,
-        "num_attention_heads": shape.num_attention_heads,
-        "num_key_value_heads": shape.num_key_value_heads,
-        "head_dim": shape.hidden_size / shape.num_attention_heads.max(1),
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1_000_000.0,
-        "max_position_embeddings": shape.max_position_embeddings,
-        "tie_word_embeddings": shape.tie_word_embeddings,
-        "attention_bias": false,
-        "hidden_act": "silu",
-        "bos_token_id": eos,
-        "eos_token_id": eos,
-    }))
-    .map_err(|e| Error::Config(e.to_string()))?;
-    cfg.validate()?;
+    let eos = (shape.vocab_size - SPECIAL_TOKENS.len()) as u32;
+    let cfg = shape.config(1_000_000.0, eos, None)?;
     let mut policy = build(
         &cfg,
         Tokenizer::from_file(&tok_path)?,

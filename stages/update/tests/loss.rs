@@ -96,6 +96,28 @@ fn train_rows(coeffs: &[Vec<f32>]) -> Vec<TrainRow> {
         .collect()
 }
 
+const ADAM: AdamWSettings = AdamWSettings {
+    lr: 1e-3,
+    beta1: 0.9,
+    beta2: 0.999,
+    eps: 1e-8,
+    weight_decay: 0.1,
+};
+
+/// Token-mean settings at lr 1e-3, one micro-batch of the six rows.
+fn token_mean_settings(optimizer_steps: usize) -> Settings {
+    Settings {
+        loss: loss_settings(Aggregation::TokenMean),
+        optimizer_steps,
+        micro_batch_rows: 6,
+        warmup_steps: 0,
+        lr: 1e-3,
+        grad_clip: 1.0,
+        temperature: 1.0,
+        seed: 1,
+    }
+}
+
 fn weights(p: &deltarl_model::Policy) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> =
         p.vs.variables()
@@ -228,24 +250,9 @@ fn micro_batching_does_not_change_the_objective() {
 fn optimizer_state_round_trips() {
     let (_d, p) = policy();
     let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
-    let adam = AdamWSettings {
-        lr: 1e-3,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.1,
-    };
+    let adam = ADAM;
     let mut opt = AdamW::new(&p.vs, adam);
-    let s = Settings {
-        loss: loss_settings(Aggregation::TokenMean),
-        optimizer_steps: 1,
-        micro_batch_rows: 6,
-        warmup_steps: 0,
-        lr: 1e-3,
-        grad_clip: 1.0,
-        temperature: 1.0,
-        seed: 1,
-    };
+    let s = token_mean_settings(1);
     run(&s, &p, &mut opt, None, &train_rows(&coeffs), &mut |_| {}).unwrap();
     let dir = tempfile::tempdir().unwrap();
     opt.save(dir.path()).unwrap();
@@ -265,24 +272,9 @@ fn a_step_with_a_non_finite_gradient_norm_is_skipped() {
     for r in &mut rows {
         r.advantage = f32::NAN;
     }
-    let adam = AdamWSettings {
-        lr: 1e-3,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.1,
-    };
+    let adam = ADAM;
     let mut opt = AdamW::new(&p.vs, adam);
-    let s = Settings {
-        loss: loss_settings(Aggregation::TokenMean),
-        optimizer_steps: 2,
-        micro_batch_rows: 6,
-        warmup_steps: 0,
-        lr: 1e-3,
-        grad_clip: 1.0,
-        temperature: 1.0,
-        seed: 1,
-    };
+    let s = token_mean_settings(2);
     let before = weights(&p);
     let m = run(&s, &p, &mut opt, None, &rows, &mut |_| {}).unwrap();
     assert_eq!(m.len(), 2);
