@@ -27,7 +27,7 @@ fn at_least_zero(key: &str, value: f64) -> Result<()> {
 pub(super) fn check(o: &Options) -> Result<()> {
     let u = |x: usize| x as u64;
     let (r, t, w, up) = (&o.rollout, &o.model.tiny, &o.warmstart, &o.update);
-    let sizes: [(&str, u64, u64); 22] = [
+    let sizes: [(&str, u64, u64); 24] = [
         ("data.train_size", u(o.data.train_size), 1 << 26),
         ("rollout.prompts_per_iter", u(r.prompts_per_iter), 1 << 20),
         (
@@ -42,8 +42,14 @@ pub(super) fn check(o: &Options) -> Result<()> {
         ("score.overlong_buffer", u(o.score.overlong_buffer), 1 << 20),
         ("features.project_dim", u(o.features.project_dim), 1 << 20),
         ("features.chunk_rows", u(o.features.chunk_rows), 1 << 20),
+        ("features.chunk_tokens", u(o.features.chunk_tokens), 1 << 30),
         ("update.optimizer_steps", u(up.optimizer_steps), 1 << 20),
         ("update.micro_batch_rows", u(up.micro_batch_rows), 1 << 20),
+        (
+            "update.micro_batch_tokens",
+            u(up.micro_batch_tokens),
+            1 << 30,
+        ),
         ("update.warmup_steps", up.warmup_steps, 1 << 40),
         ("warmstart.steps", u(w.steps), 1 << 30),
         ("warmstart.batch_size", u(w.batch_size), 1 << 20),

@@ -188,6 +188,9 @@ pub struct FeatureOptions {
     pub project_dim: usize,
     /// Responses per forward pass.
     pub chunk_rows: usize,
+    /// And at most this many tokens (prompt + response) per forward pass (0 = no limit).
+    #[serde(default)]
+    pub chunk_tokens: usize,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -230,6 +233,10 @@ pub struct UpdateOptions {
     pub optimizer_steps: usize,
     /// Responses per forward/backward pass.
     pub micro_batch_rows: usize,
+    /// And at most this many tokens (prompt + response) per pass (0 = no limit); a longer
+    /// response gets a pass of its own. Micro-batching never changes the objective.
+    #[serde(default)]
+    pub micro_batch_tokens: usize,
     /// k3 KL-to-base coefficient (0 = off).
     pub kl_coef: f64,
     /// Entropy bonus coefficient (0 = off).

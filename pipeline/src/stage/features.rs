@@ -26,6 +26,7 @@ pub struct Settings {
     /// The rollout temperature the probabilities are measured at.
     pub temperature: f64,
     pub chunk_rows: usize,
+    pub chunk_tokens: Option<usize>,
     pub dtype: Dtype,
 }
 
@@ -38,6 +39,7 @@ impl Settings {
             project_dim: (o.features.project_dim > 0).then_some(o.features.project_dim),
             temperature: logprob_temperature(o.rollout.temperature),
             chunk_rows: o.features.chunk_rows,
+            chunk_tokens: (o.features.chunk_tokens > 0).then_some(o.features.chunk_tokens),
             dtype: o.model.dtype,
         }
     }
@@ -53,6 +55,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         projection_seed: seed_for(s.seed, env.iter, Stage::Features.name(), "projection", 0),
         temperature: s.temperature,
         chunk_rows: s.chunk_rows,
+        chunk_tokens: s.chunk_tokens,
     };
     let progress = Progress::new("features", rollouts.len() as u64);
     let mut rows = Vec::new();

@@ -6,6 +6,9 @@
 //! `w_y . h_t / T`, so the row gradient is `(1 - p_t) h_t / T`; the constant `1/T` is
 //! dropped as in the reference), hence the default proxy `v_t = (1 - p_t) h_t`.
 
+mod batching;
+pub use batching::budget_chunks;
+
 use std::io::Write;
 
 use deltarl_model::Qwen3;
@@ -36,6 +39,8 @@ pub struct Settings {
     pub temperature: f64,
     /// Responses per forward pass: memory is bounded by the chunk, not the batch.
     pub chunk_rows: usize,
+    /// And at most this many tokens (prompt + response) per forward pass (None = no limit).
+    pub chunk_tokens: Option<usize>,
 }
 
 /// Errors of the features stage.
@@ -177,7 +182,8 @@ pub fn run(
     }
     let mut out = Vec::with_capacity(rollouts.len());
     let refs: Vec<&RolloutRow> = rollouts.iter().collect();
-    for chunk in refs.chunks(s.chunk_rows.max(1)) {
+    let row_tokens = |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
+    for chunk in budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens) {
         let chunk_out = tch::no_grad(|| -> Result<Vec<FeatureRow>> {
             let pairs: Vec<(&[u32], &[u32])> = chunk
                 .iter()

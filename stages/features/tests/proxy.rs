@@ -46,6 +46,7 @@ fn settings(chunk: usize) -> Settings {
         projection_seed: 0,
         temperature: 1.0,
         chunk_rows: chunk,
+        chunk_tokens: None,
     }
 }
 
@@ -99,7 +100,15 @@ fn chunking_changes_nothing_but_round_off() {
     let rs = rows();
     let a = run(&settings(1), &p.model, &rs, &mut |_| {}).unwrap();
     let b = run(&settings(5), &p.model, &rs, &mut |_| {}).unwrap();
-    for (x, y) in a.iter().zip(&b) {
+    // Passes cut by a token budget as well (a budget below one row: one row a pass).
+    let by_tokens = |t: usize| Settings {
+        chunk_tokens: Some(t),
+        ..settings(5)
+    };
+    let c = run(&by_tokens(20), &p.model, &rs, &mut |_| {}).unwrap();
+    let d = run(&by_tokens(1), &p.model, &rs, &mut |_| {}).unwrap();
+    assert_eq!(d, a, "one row a pass either way: identical");
+    for (x, y) in a.iter().zip(&b).chain(a.iter().zip(&c)) {
         assert_eq!(x.features.len(), y.features.len());
         let d = x
             .features

@@ -1,7 +1,7 @@
 //! One iteration's policy update, written like nanochat's `chat_rl.py`: linear, with the
 //! normalisation choices commented where the division happens.
 
-use deltarl_features::token_stats;
+use deltarl_features::{budget_chunks, token_stats};
 use deltarl_model::{Policy, Qwen3};
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::UpdateRow;
@@ -19,6 +19,8 @@ pub struct Settings {
     pub optimizer_steps: usize,
     /// Responses per forward/backward pass (gradient accumulation inside a mini-batch).
     pub micro_batch_rows: usize,
+    /// And at most this many tokens (prompt + response) per pass (None = no limit).
+    pub micro_batch_tokens: Option<usize>,
     /// Linear warm-up length in optimizer steps (counted over the whole run).
     pub warmup_steps: u64,
     pub lr: f64,
@@ -106,7 +108,8 @@ pub fn run(
         opt.zero_grad();
         let (mut loss_sum, mut clip_sum, mut ent_sum, mut kl_sum, mut akl_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0);
-        for micro in mb.chunks(s.micro_batch_rows.max(1)) {
+        let row_tokens = |&i: &usize| rows[i].prompt_ids.len() + rows[i].response_ids.len();
+        for micro in budget_chunks(&mb, s.micro_batch_rows, s.micro_batch_tokens, row_tokens) {
             let batch: Vec<&TrainRow> = micro.iter().map(|&i| rows[i]).collect();
             let pairs: Vec<(&[u32], &[u32])> = batch
                 .iter()
