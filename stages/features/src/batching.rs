@@ -5,12 +5,12 @@
 /// given, at most `max_tokens` tokens (`tokens(item)` each); an item longer than the token
 /// budget gets a chunk of its own. Chunking never reorders, so results do not depend on it
 /// beyond floating-point batching.
-pub fn budget_chunks<'a, T>(
-    items: &'a [T],
+pub fn budget_chunks<T>(
+    items: &[T],
     max_rows: usize,
     max_tokens: Option<usize>,
     tokens: impl Fn(&T) -> usize,
-) -> Vec<&'a [T]> {
+) -> Vec<&[T]> {
     let mut out = Vec::new();
     let (mut start, mut used) = (0, 0);
     for (i, item) in items.iter().enumerate() {
