@@ -49,7 +49,12 @@ fn device(kind: DeviceKind) -> Result<Device> {
 impl Ctx {
     /// Loads and validates a configuration for run `name`. Writes nothing.
     pub fn open(config: &Path, runs: &Path, name: &str) -> Result<Self> {
-        let cfg = Resolved::load(config)?;
+        Self::open_with(config, runs, name, &[])
+    }
+
+    /// [`Ctx::open`] with `--set section.key=value` changes to the configuration.
+    pub fn open_with(config: &Path, runs: &Path, name: &str, sets: &[String]) -> Result<Self> {
+        let cfg = Resolved::load_with(config, sets)?;
         let run = RunDir::new(runs, name)?;
         set_threads(cfg.opts.model.threads);
         let device = device(cfg.opts.model.device)?;
@@ -100,13 +105,10 @@ impl Ctx {
             return Ok(());
         }
         let hash = self.cfg.hash();
-        let path = self.run.root.join("run.toml");
-        if path != self.cfg.config_path {
-            let text = toml::to_string_pretty(&self.cfg.opts)
-                .context("cannot serialise the configuration")?;
-            let text = format!("# Resolved configuration of this run (hash {hash}).\n{text}");
-            deltarl_schemas::atomic_write_bytes(&path, text.as_bytes())?;
-        }
+        let text =
+            toml::to_string_pretty(&self.cfg.opts).context("cannot serialise the configuration")?;
+        let text = format!("# Resolved configuration of this run (hash {hash}).\n{text}");
+        deltarl_schemas::atomic_write_bytes(&self.run.root.join("run.toml"), text.as_bytes())?;
         deltarl_schemas::atomic_write_bytes(&self.run.root.join("run.hash"), hash.as_bytes())?;
         Ok(())
     }

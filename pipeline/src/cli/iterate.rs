@@ -23,6 +23,10 @@ pub struct Args {
     /// Continue a run made with another configuration (changed stages rerun).
     #[arg(long)]
     force: bool,
+    /// Change one configuration key (repeatable), checked like the file and recorded in
+    /// the run's run.toml.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
     /// Re-read every file to check its hash before trusting a finished stage, instead of
     /// the hash cache's size and modification-time stamps.
     #[arg(long)]
@@ -31,7 +35,7 @@ pub struct Args {
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        let mut ctx = Ctx::open(&self.config, runs, &self.run)?;
+        let mut ctx = Ctx::open_with(&self.config, runs, &self.run, &self.sets)?;
         if self.verify {
             ctx.run.verify_every_file();
         }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod compare;
+mod config;
 mod eval;
 mod generate;
 mod iterate;
@@ -54,6 +55,8 @@ pub enum Command {
     Report(report::Args),
     /// Run variants x seeds and compare final held-out accuracy.
     Compare(compare::Args),
+    /// The resolved configuration (`config show --config FILE [--set K=V]`).
+    Config(config::Args),
 }
 
 /// Prints to standard output; a reader that went away (`deltarl status | head -1`) ends the
@@ -81,6 +84,7 @@ impl Cli {
             Command::Eval(a) => a.run(),
             Command::Report(a) => a.run(&self.runs_dir),
             Command::Compare(a) => a.run(&self.runs_dir),
+            Command::Config(a) => a.run(),
         }
     }
 }

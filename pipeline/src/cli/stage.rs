@@ -21,12 +21,31 @@ pub struct Args {
     /// Rerun even if complete; marks the later stages of the iteration stale.
     #[arg(long)]
     force: bool,
+    /// Change one key of the run's configuration (repeatable): recorded in run.toml, and
+    /// the stages it changes go stale.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
 }
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        let ctx = Ctx::open_existing(runs, &self.run)?;
-        let _lock = RunLock::acquire(&ctx.run)?;
+        let recorded = Ctx::open_existing(runs, &self.run)?;
+        // With --set: the recorded configuration with the changes asked for, adopted
+        // explicitly (under the lock).
+        let ctx = if self.sets.is_empty() {
+            recorded
+        } else {
+            Ctx::open_with(
+                &recorded.run.root.join("run.toml"),
+                runs,
+                &self.run,
+                &self.sets,
+            )?
+        };
+        let lock = RunLock::acquire(&ctx.run)?;
+        if !self.sets.is_empty() {
+            ctx.adopt_config(&lock, true)?;
+        }
         let runner = Runner::new(&ctx);
         let iter = match (self.name, self.iter) {
             (Stage::Warmstart, _) => 0,

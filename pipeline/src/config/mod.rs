@@ -18,6 +18,7 @@ use deltarl_update::Aggregation;
 
 mod limits;
 mod options;
+pub mod overrides;
 pub use options::*;
 
 fn merge(base: &mut toml::Table, over: toml::Table) {
@@ -79,7 +80,16 @@ fn check_finite(table: &toml::Table, prefix: &str, path: &Path) -> Result<()> {
 impl Options {
     /// Loads and checks a configuration file (unknown keys are errors naming the key).
     pub fn load(path: &Path) -> Result<Self> {
-        let table = read_table(path, 0)?;
+        Self::load_with(path, &[])
+    }
+
+    /// Loads a configuration file with `--set section.key=value` changes applied first,
+    /// so they are checked exactly like the file.
+    pub fn load_with(path: &Path, sets: &[String]) -> Result<Self> {
+        let mut table = read_table(path, 0)?;
+        for set in sets {
+            overrides::apply(&mut table, set)?;
+        }
         check_finite(&table, "", path)?;
         // serde_path_to_error keeps the key a type error is about (`rollout.top_k`), which
         // the merged table's own errors no longer carry.
@@ -116,7 +126,12 @@ fn check(ok: bool, key: &str, value: impl std::fmt::Display, rule: &str) -> Resu
 
 impl Resolved {
     pub fn load(path: &Path) -> Result<Self> {
-        Self::new(Options::load(path)?, path)
+        Self::load_with(path, &[])
+    }
+
+    /// [`Resolved::load`] with `--set` changes.
+    pub fn load_with(path: &Path, sets: &[String]) -> Result<Self> {
+        Self::new(Options::load_with(path, sets)?, path)
     }
 
     /// Fills algorithm-dependent defaults and validates every value once.

@@ -1,0 +1,49 @@
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use deltarl_coeffs::Estimator;
+
+use crate::config::{EstimatorKind, Resolved};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Print the resolved configuration with every default filled in (usable as a config).
+    Show {
+        /// Configuration file.
+        #[arg(long, default_value = "configs/tiny-arith.toml")]
+        config: PathBuf,
+        /// Change one key (repeatable), as `iterate --set` does.
+        #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+        sets: Vec<String>,
+    },
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        let Command::Show { config, sets } = self.command;
+        let r = Resolved::load_with(&config, &sets)?;
+        // The keys whose default comes from `algorithm`, written out as resolved.
+        let mut o = r.opts.clone();
+        o.score.advantage = Some(r.advantage);
+        o.score.overlong_penalty = Some(r.overlong_penalty);
+        o.update.aggregation = Some(r.aggregation);
+        o.update.eps_high = Some(r.eps_high);
+        o.coeffs.estimator = Some(match r.estimator {
+            Estimator::Uniform => EstimatorKind::Uniform,
+            Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
+            Estimator::Delta(_) => EstimatorKind::Delta,
+        });
+        let text = toml::to_string_pretty(&o).context("cannot serialise the configuration")?;
+        super::print_stdout(&format!(
+            "# {} resolved (hash {}); every key set.\n{text}",
+            config.display(),
+            r.hash()
+        ))
+    }
+}
