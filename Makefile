@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CACHE      ?= $(HOME)/.cache/deltarl
 DELTARL_VENV ?= $(CACHE)/venv
 TORCH_VERSION := 2.13.0
-PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2]
+PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard
 # The marker names the package list, so changing it reinstalls.
 VENV_OK := $(DELTARL_VENV)/.deltarl-ok-$(shell echo "$(PY_PACKAGES)" | md5sum | cut -c1-8)
 export CARGO_TARGET_DIR ?= $(CACHE)/target

@@ -157,6 +157,29 @@ fn two_iterations_open_and_join_in_polars() {
         "{log}"
     );
     let root = runs.join("m");
+    // Every stage's numbers reach metrics.jsonl and TensorBoard (read back with Python's
+    // tensorboard package) as `<stage>/<key>` at step = iteration.
+    run_python(
+        r#"
+import sys, json
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+run = sys.argv[1]
+ea = EventAccumulator(run + "/tb")
+ea.Reload()
+tags = set(ea.Tags()["scalars"])
+for t in ["warmstart/final_loss", "score/accuracy", "coeffs/cos_before", "update/loss",
+          "update/mismatch/max_abs", "eval/accuracy"]:
+    assert t in tags, (t, sorted(tags))
+assert [e.step for e in ea.Scalars("update/loss")] == [1, 2]
+assert [e.step for e in ea.Scalars("eval/accuracy")] == [2]
+lines = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+seen = {(l["iter"], l["stage"]) for l in lines}
+assert {(0, "warmstart"), (1, "update"), (2, "eval")} <= seen, seen
+m = [l for l in lines if (l["iter"], l["stage"]) == (1, "score")][0]["metrics"]
+assert 0.0 <= m["score/accuracy"] <= 1.0, m
+"#,
+        &[&root],
+    );
     // The ratio's old log-probs are the trainer's (features pass); in f32 on CPU the
     // sampler's agree with them to 1e-5 on every trained token.
     for it in ["iter-0001", "iter-0002"] {

@@ -2,7 +2,7 @@
 //!
 //! Layers, bottom up (a module only uses the ones above it in this list):
 //! `config` (options and their validation), `progress`, `data` and `chat` (prompts),
-//! `rundir` and `hashcache` (the run's files), `eval` (sampling and grading of benchmarks),
+//! `rundir` and `hashcache` (the run's files), `metrics` (metrics.jsonl, TensorBoard), `eval` (sampling and grading of benchmarks),
 //! `stage` (one module per stage), `context` (an opened run), `runner` (completion, resume),
 //! `cli` (one module per command).
 
@@ -13,6 +13,7 @@ pub mod context;
 pub mod data;
 pub mod eval;
 mod hashcache;
+pub mod metrics;
 pub mod progress;
 pub mod rundir;
 pub mod runner;

@@ -216,6 +216,11 @@ impl<'a> Runner<'a> {
         };
         m.write(&run.manifest_path(iter, stage))?;
         run.save_hashes();
+        // The stage is done; its metrics are a log beside it, so failing to append them
+        // (a full disk) is reported, not fatal.
+        if let Err(e) = crate::metrics::record(&run.root, stage, &m) {
+            eprintln!("warning: metrics of stage {stage} not recorded: {e:#}");
+        }
         let _ = std::fs::remove_file(run.stale_path(iter, stage));
         // Only now, with this stage's new outputs in place, is anything downstream no longer
         // known to match them. (A failed run leaves the earlier outputs and their records.)
