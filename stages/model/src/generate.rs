@@ -7,19 +7,14 @@
 //! batch. Log-probabilities are recorded under the full distribution at the sampling
 //! temperature (before top-k / top-p truncation), which is what the update's ratio uses.
 //!
-//! Sampling happens on the model's device ([`sample_on_device`]): temperature, top-k,
-//! top-p and the draw are tensor operations over the [rows, vocabulary] logits, and each
-//! row's draw inverts its cumulative distribution at one uniform taken from the row's own
-//! generator. Per step only the uniforms go to the device and the tokens and their
-//! log-probs come back (3 numbers a row), not the 152k-wide logits. The arithmetic is the
-//! host sampler's (f64 log-softmax of the f32 logits, the same candidate order and the same
-//! inverse-CDF rule), so the same seeds give the same tokens, except where a uniform falls
-//! within rounding (~1e-16) of a boundary between two tokens' cumulative probabilities.
+//! Sampling itself (temperature, top-k, top-p, the draw) happens on the model's device:
+//! see [`crate::sample`].
 
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::FinishReason;
 use tch::{Device, Kind, Tensor};
 
+pub use crate::sample::{logprob_temperature, sample_on_device};
 use crate::{Error, KvCache, Qwen3, Result, StopScanner, Tokenizer};
 
 /// Sampling settings, validated by the caller's configuration layer.
@@ -49,95 +44,12 @@ pub struct Request {
     pub seeds: Vec<u64>,
 }
 
-/// The temperature log-probabilities are measured at: the sampling temperature, or 1 for
-/// greedy decoding (temperature 0), whose log-probs are those of the plain softmax. The
-/// features and update stages measure at the same temperature as the rollout.
-pub fn logprob_temperature(temperature: f64) -> f64 {
-    if temperature > 0.0 {
-        temperature
-    } else {
-        1.0
-    }
-}
-
 /// One generated response.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     pub tokens: Vec<u32>,
     pub logprobs: Vec<f32>,
     pub finish: FinishReason,
-}
-
-/// Samples one token per row of `logits` ([R, V], on the model's device) and returns the
-/// tokens and their log-probs at the temperature. `uniforms[r]` in [0, 1) is row r's draw
-/// (unused when greedy). Errors name the first row whose logits are NaN or +inf.
-pub fn sample_on_device(
-    logits: &Tensor,
-    s: &SampleSettings,
-    uniforms: &[f64],
-) -> Result<(Vec<u32>, Vec<f32>)> {
-    let device = logits.device();
-    let (rows, vocab) = (logits.size()[0], logits.size()[1]);
-    // 1. Log-probs of the full distribution at the temperature, in f64 as the host
-    //    sampler computed them: [R, V]. A NaN or +inf logit makes its whole row NaN.
-    let z = logits.to_kind(Kind::Double) / logprob_temperature(s.temperature);
-    let logp = z.log_softmax(-1, Kind::Double);
-    // A model with NaN or +inf logits has no distribution to sample: name the row (one
-    // number a row crosses to tell).
-    let first = Vec::<f64>::try_from(logp.select(1, 0).to_device(Device::Cpu))?;
-    if let Some(r) = first.iter().position(|x| x.is_nan()) {
-        return Err(Error::Generate(format!(
-            "row {r}: the model's logits are not finite"
-        )));
-    }
-    let tokens = if s.temperature <= 0.0 {
-        // 2a. Greedy: the first maximal index, as torch.argmax gives it.
-        z.argmax(-1, false)
-    } else {
-        // 2b. Candidates: the whole vocabulary in index order, or, with top-k / top-p,
-        //     sorted by probability (ties by index: a stable sort) and cut. `cdf` is the
-        //     cumulative mass of the candidates in that order, `last` the last kept one.
-        let p = logp.exp();
-        let (cdf, order, last) = if s.top_k > 0 || s.top_p < 1.0 {
-            let (sorted, order) = p.sort_stable(true, -1, true);
-            let pos = Tensor::arange(vocab, (Kind::Int64, device)).unsqueeze(0);
-            let mut keep = pos.lt(if s.top_k > 0 { s.top_k as i64 } else { vocab });
-            let mut kept = &sorted * &keep.to_kind(Kind::Double);
-            if s.top_p < 1.0 {
-                // A candidate stays while the mass before it is below top_p (so the one
-                // that crosses top_p stays too), counted over the top-k candidates.
-                let before = kept.cumsum(-1, Kind::Double) - &kept;
-                keep = keep.logical_and(&before.lt(s.top_p));
-                kept = &sorted * &keep.to_kind(Kind::Double);
-            }
-            let last = keep.sum_dim_intlist(-1, true, Kind::Int64) - 1;
-            (kept.cumsum(-1, Kind::Double), Some(order), last)
-        } else {
-            let last = Tensor::full([rows, 1], vocab - 1, (Kind::Int64, device));
-            (p.cumsum(-1, Kind::Double), None, last)
-        };
-        // 3. Inverse CDF at u * (kept mass): the first candidate whose cumulative mass
-        //    exceeds it (a binary search), or the last kept one if rounding leaves none.
-        let total = cdf.select(1, vocab - 1).unsqueeze(1);
-        let u = Tensor::from_slice(uniforms).to_device(device).unsqueeze(1) * &total;
-        let pos = u
-            .searchsorted(&cdf, false, true, "right", None::<Tensor>)
-            .minimum(&last);
-        match order {
-            Some(order) => order.f_gather(1, &pos, false)?.squeeze_dim(1),
-            None => pos.squeeze_dim(1),
-        }
-    };
-    // 4. Only the tokens and their log-probs cross to the host.
-    let lp = logp
-        .f_gather(1, &tokens.unsqueeze(1), false)?
-        .squeeze_dim(1);
-    let tokens = Vec::<i64>::try_from(tokens.to_device(Device::Cpu))?;
-    let lp = Vec::<f64>::try_from(lp.to_device(Device::Cpu))?;
-    Ok((
-        tokens.into_iter().map(|t| t as u32).collect(),
-        lp.into_iter().map(|x| x as f32).collect(),
-    ))
 }
 
 struct Row {
@@ -343,110 +255,4 @@ fn generate_batch(
         debug_assert_eq!(out[r.group].len(), r.sample + 1);
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    /// The host sampler the device one replaced (f64 per row), kept as the reference:
-    /// draws one token from a row of logits. Returns (token, log-prob at the temperature).
-    fn sample_row(logits: &[f32], s: &SampleSettings, rng: &mut Rng) -> (u32, f32) {
-        let t = logprob_temperature(s.temperature);
-        let z: Vec<f64> = logits.iter().map(|&x| f64::from(x) / t).collect();
-        let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let lse = max + z.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
-        let logp = |i: usize| (z[i] - lse) as f32;
-        if s.temperature <= 0.0 {
-            // Greedy: first maximal index, as torch.argmax does.
-            let mut best = 0;
-            for i in 1..z.len() {
-                if z[i] > z[best] {
-                    best = i;
-                }
-            }
-            return (best as u32, logp(best));
-        }
-        let mut cand: Vec<(usize, f64)> = z.iter().map(|x| (x - lse).exp()).enumerate().collect();
-        if s.top_k > 0 || s.top_p < 1.0 {
-            cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            if s.top_k > 0 {
-                cand.truncate(s.top_k);
-            }
-            if s.top_p < 1.0 {
-                let mut acc = 0.0;
-                let mut keep = cand.len();
-                for (i, &(_, p)) in cand.iter().enumerate() {
-                    acc += p;
-                    if acc >= s.top_p {
-                        keep = i + 1;
-                        break;
-                    }
-                }
-                cand.truncate(keep.max(1));
-            }
-        }
-        let total: f64 = cand.iter().map(|c| c.1).sum();
-        let mut u = rng.uniform() * total;
-        for &(i, p) in &cand {
-            if u < p {
-                return (i as u32, logp(i));
-            }
-            u -= p;
-        }
-        let i = cand.last().map_or(0, |c| c.0);
-        (i as u32, logp(i))
-    }
-
-    fn settings(temperature: f64, top_p: f64, top_k: usize) -> SampleSettings {
-        SampleSettings {
-            temperature,
-            top_p,
-            top_k,
-            max_new_tokens: 1,
-            eos_ids: vec![],
-            stop_strings: vec![],
-            max_batch_rows: 1,
-            use_cache: true,
-        }
-    }
-
-    #[test]
-    fn device_sampling_draws_what_the_host_sampler_drew() {
-        tch::manual_seed(0);
-        let (rows, vocab) = (64, 1000);
-        // Peaked rows (as a trained model's) and flat ones; some exact ties.
-        let logits = Tensor::randn([rows, vocab], (Kind::Float, Device::Cpu)) * 3.0;
-        let _ = logits.narrow(0, 0, 4).narrow(1, 0, 8).fill_(2.5);
-        let host_rows = Vec::<Vec<f32>>::try_from(&logits).unwrap();
-        for (t, p, k) in [
-            (1.0, 1.0, 0),
-            (0.7, 1.0, 0),
-            (1.0, 0.9, 0),
-            (1.0, 1.0, 20),
-            (0.6, 0.8, 50),
-            (0.0, 1.0, 0),
-        ] {
-            let s = settings(t, p, k);
-            let seeds: Vec<u64> = (0..rows as u64).map(|r| 1000 + r).collect();
-            let uniforms: Vec<f64> = seeds.iter().map(|&x| Rng::new(x).uniform()).collect();
-            let (toks, lps) = sample_on_device(&logits, &s, &uniforms).unwrap();
-            for r in 0..rows as usize {
-                let (tok, lp) = sample_row(&host_rows[r], &s, &mut Rng::new(seeds[r]));
-                assert_eq!(toks[r], tok, "t {t} p {p} k {k} row {r}");
-                assert!((lps[r] - lp).abs() <= 1e-6, "{} vs {lp}", lps[r]);
-            }
-        }
-    }
-
-    #[test]
-    fn non_finite_logits_are_refused_naming_the_row() {
-        let logits = Tensor::zeros([3, 5], (Kind::Float, Device::Cpu));
-        let _ = logits.get(2).get(1).fill_(f64::NAN);
-        let err = sample_on_device(&logits, &settings(1.0, 1.0, 0), &[0.1, 0.2, 0.3])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("row 2") && err.contains("not finite"), "{err}");
-    }
 }

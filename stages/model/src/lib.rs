@@ -13,6 +13,7 @@ mod mlp;
 mod model;
 mod norm;
 mod rope;
+pub mod sample;
 mod stop;
 pub mod synthetic;
 mod tokenizer;
