@@ -211,6 +211,18 @@ pub fn run(
             let mut rows = Vec::with_capacity(chunk.len());
             let mut off = 0;
             for (r, &n) in chunk.iter().zip(&st.lengths) {
+                // A non-finite feature or log-prob is never a result.
+                let bad = |x: &[f32]| x.iter().any(|v| !v.is_finite());
+                if bad(&feats[off * dim..(off + n) * dim])
+                    || bad(&logp[off..off + n])
+                    || bad(&ent[off..off + n])
+                {
+                    return Err(Error::Row {
+                        prompt_id: r.prompt_id.clone(),
+                        sample_idx: r.sample_idx,
+                        message: "non-finite features or log-probs".into(),
+                    });
+                }
                 rows.push(FeatureRow {
                     prompt_id: r.prompt_id.clone(),
                     sample_idx: r.sample_idx,

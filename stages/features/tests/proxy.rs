@@ -140,3 +140,23 @@ fn bad_token_ids_name_the_row() {
         .to_string();
     assert!(err.contains("p2") && err.contains("10000"), "{err}");
 }
+
+#[test]
+fn non_finite_features_are_refused_naming_the_response() {
+    let (_d, p) = policy(true);
+    tch::no_grad(|| {
+        let mut vars = p.vs.variables();
+        let mut names: Vec<String> = vars.keys().cloned().collect();
+        names.sort();
+        let w = vars.get_mut(&names[0]).unwrap();
+        let _ = w.fill_(f64::NAN);
+    });
+    let rs = rows();
+    let err = run(&settings(2), &p.model, &rs, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&rs[0].prompt_id) && err.contains("non-finite"),
+        "{err}"
+    );
+}
