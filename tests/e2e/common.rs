@@ -1,0 +1,143 @@
+//! Helpers shared by the end-to-end tests: the binary, configs, snapshots, Python checks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The binary of this package, which cargo builds before these tests.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_deltarl"))
+}
+
+pub fn python() -> String {
+    std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// Runs a Python snippet (with polars) on the given paths; its assertions fail the test.
+pub fn run_python(script: &str, args: &[&Path]) {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A micro configuration: a tiny model, a short warm start, 8 prompts x 4 samples.
+pub fn micro_config(dir: &Path) -> PathBuf {
+    let base = repo()
+        .join("configs/tiny-arith.toml")
+        .canonicalize()
+        .unwrap();
+    let text = format!(
+        r#"extends = "{}"
+[model.tiny]
+hidden_size = 32
+intermediate_size = 64
+num_hidden_layers = 2
+num_attention_heads = 2
+num_key_value_heads = 1
+max_position_embeddings = 64
+[warmstart]
+steps = 30
+batch_size = 32
+[rollout]
+prompts_per_iter = 8
+samples_per_prompt = 4
+max_new_tokens = 24
+[score]
+overlong_buffer = 4
+[eval]
+every = 2
+problems = 16
+"#,
+        base.display()
+    );
+    let path = dir.join("micro.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Writes `name` as a config that extends `base` with `body`, and returns its path.
+pub fn variant(base: &Path, name: &str, body: &str) -> PathBuf {
+    let path = base.with_file_name(name);
+    let text = format!("extends = {:?}\n{body}", base.display().to_string());
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub fn deltarl(runs: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("DELTARL_RUNS", runs)
+        .env("DELTARL_NO_PROGRESS", "1")
+        .output()
+        .expect("run the deltarl binary")
+}
+
+/// `deltarl iterate --config CONFIG --run RUN EXTRA...`, for tests of what it refuses.
+pub fn iterate(runs: &Path, config: &Path, run: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "iterate",
+        "--config",
+        config.to_str().unwrap(),
+        "--run",
+        run,
+    ];
+    args.extend_from_slice(extra);
+    deltarl(runs, &args)
+}
+
+pub fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "deltarl failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The files that differ between two snapshots (names only, for readable failures).
+pub fn differing(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect()
+}
+
+/// Every Parquet file under a run, relative path -> bytes.
+pub fn parquet_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        // A run killed early may not have its folder yet.
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "parquet" || x == "safetensors")
+            {
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests of the `deltarl` binary on a micro configuration: iterations, polars
+//! readability and joins, byte-identical reruns, crash safety, bad input, and one run at a
+//! real vocabulary size. They belong to the `deltarl` package (see its Cargo.toml), so cargo
+//! builds the binary they run first.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod config;
+mod refusals;
+mod resume;
+mod runs;
+mod scale;

@@ -1,0 +1,146 @@
+//! Resuming: after kill -9, and after a change to the warm start.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+#[test]
+fn killed_runs_resume_to_identical_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    let t = Instant::now();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "ref"]));
+    let total = t.elapsed();
+    let reference = parquet_files(&runs.join("ref"));
+    // Kill at several points spread over a whole run (warm start and every stage).
+    for frac in [0.15, 0.45, 0.7, 0.9] {
+        let name = format!("k{}", (frac * 100.0) as u32);
+        let mut child = Command::new(bin())
+            .args(["iterate", "--config", c, "--run", &name])
+            .env("DELTARL_RUNS", &runs)
+            .env("DELTARL_NO_PROGRESS", "1")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs_f64(total.as_secs_f64() * frac));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        // No partial file under a final name: every Parquet file present is readable.
+        for (rel, bytes) in parquet_files(&runs.join(&name)) {
+            if rel.ends_with(".parquet") {
+                assert_eq!(
+                    &bytes[bytes.len() - 4..],
+                    b"PAR1",
+                    "{name}/{rel} is partial"
+                );
+            }
+        }
+        ok(deltarl(
+            &runs,
+            &["iterate", "--config", c, "--run", &name, "--until", "1"],
+        ));
+        let diff = differing(&parquet_files(&runs.join(&name)), &reference);
+        assert!(
+            diff.is_empty(),
+            "resume after kill at {frac}: {diff:?} differ"
+        );
+    }
+}
+
+#[test]
+fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(
+        &runs,
+        &["iterate", "--config", c, "--run", "w", "--iters", "2"],
+    ));
+    let before = parquet_files(&runs.join("w"));
+    let status = |extra: &[&str]| {
+        let mut args = vec!["status", "--run", "w"];
+        args.extend_from_slice(extra);
+        String::from_utf8_lossy(&ok(deltarl(&runs, &args)).stdout).to_string()
+    };
+    let text = status(&[]);
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
+    // Under a config with one more warm-start step, the base is stale for its settings and
+    // every stage of both iterations for the base (or the policy after it).
+    for (name, body) in [
+        ("steps.toml", "[warmstart]\nsteps = 31\n"),
+        ("shape.toml", "[model.tiny]\nintermediate_size = 48\n"),
+    ] {
+        let changed = variant(&cfg, name, body);
+        let text = status(&["--config", changed.to_str().unwrap()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].contains("warmstart stale (configuration changed)"),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 3, "{text}");
+        for line in &lines[1..] {
+            assert_eq!(
+                line.matches("stale").count(),
+                line.matches(" | ").count() + 1,
+                "{text}"
+            );
+        }
+        assert!(
+            lines[1].contains("rollout stale (the base is not done)"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("rollout stale (update of iteration 1 is not done)"),
+            "{text}"
+        );
+    }
+    // The recorded config is unchanged by a status query; iterate rebuilds base and both
+    // iterations under the new one.
+    assert!(!status(&[]).contains("stale"));
+    let changed = variant(&cfg, "steps.toml", "[warmstart]\nsteps = 31\n");
+    let out = ok(iterate(&runs, &changed, "w", &["--until", "2", "--force"]));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("warmstart") && log.contains("iteration 2"),
+        "{log}"
+    );
+    let text = status(&[]);
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
+    let after = parquet_files(&runs.join("w"));
+    let diff = differing(&before, &after);
+    for f in [
+        "base/model.safetensors",
+        "iter-0001/rollouts.parquet",
+        "iter-0002/rollouts.parquet",
+        "iter-0002/policy/model.safetensors",
+    ] {
+        assert!(diff.iter().any(|d| d == f), "{f} not rebuilt: {diff:?}");
+    }
+    // `--until N` stops at iteration N when it first repairs an earlier one.
+    ok(deltarl(
+        &runs,
+        &["stage", "coeffs", "--run", "w", "--iter", "1", "--force"],
+    ));
+    assert!(status(&[]).contains("update stale"));
+    let c2 = changed.to_str().unwrap();
+    ok(deltarl(
+        &runs,
+        &["iterate", "--config", c2, "--run", "w", "--until", "2"],
+    ));
+    assert!(!runs.join("w/iter-0003").exists());
+    let text = status(&[]);
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
+}

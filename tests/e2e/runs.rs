@@ -1,0 +1,226 @@
+//! Iterations whose files open and join in polars, log their metrics, and rerun byte
+//! for byte; the eval command.
+
+use crate::common::*;
+
+#[test]
+fn two_iterations_open_and_join_in_polars() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let out = ok(iterate(&runs, &cfg, "m", &["--iters", "2"]));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("coeffs") && log.contains("cos(mu+, mu-)"),
+        "{log}"
+    );
+    let root = runs.join("m");
+    // Every stage's numbers reach metrics.jsonl and TensorBoard (read back with Python's
+    // tensorboard package) as `<stage>/<key>` at step = iteration.
+    run_python(
+        r#"
+import sys, json
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+run = sys.argv[1]
+ea = EventAccumulator(run + "/tb")
+ea.Reload()
+tags = set(ea.Tags()["scalars"])
+for t in ["warmstart/final_loss", "score/accuracy", "coeffs/cos_before", "update/loss",
+          "update/mismatch/max_abs", "eval/accuracy"]:
+    assert t in tags, (t, sorted(tags))
+assert [e.step for e in ea.Scalars("update/loss")] == [1, 2]
+assert [e.step for e in ea.Scalars("eval/accuracy")] == [2]
+lines = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+seen = {(l["iter"], l["stage"]) for l in lines}
+assert {(0, "warmstart"), (1, "update"), (2, "eval")} <= seen, seen
+m = [l for l in lines if (l["iter"], l["stage"]) == (1, "score")][0]["metrics"]
+assert 0.0 <= m["score/accuracy"] <= 1.0, m
+"#,
+        &[&root],
+    );
+    // The ratio's old log-probs are the trainer's (features pass); in f32 on CPU the
+    // sampler's agree with them to 1e-5 on every trained token.
+    for it in ["iter-0001", "iter-0002"] {
+        let m = deltarl_schemas::Manifest::read(&root.join(it).join("manifest/update.json"))
+            .unwrap()
+            .unwrap();
+        let mm = &m.summary["mismatch"];
+        assert!(mm["tokens"].as_u64().unwrap() > 0, "{mm}");
+        assert!(mm["max_abs"].as_f64().unwrap() <= 1e-5, "{mm}");
+        let meta = deltarl_schemas::read_meta(&root.join(it).join("update.parquet")).unwrap();
+        assert!(meta.extra["join"].contains("\"old_logprobs\":\"recompute\""));
+    }
+    for it in ["iter-0001", "iter-0002"] {
+        for f in ["rollouts", "scores", "features", "coeffs", "update"] {
+            assert!(
+                root.join(it).join(format!("{f}.parquet")).exists(),
+                "{it}/{f}"
+            );
+        }
+        assert!(root.join(it).join("policy/model.safetensors").exists());
+        assert!(root.join(it).join("policy/optimizer.safetensors").exists());
+    }
+    assert!(root.join("iter-0002/eval.parquet").exists());
+    let script = r#"
+import sys, polars as pl
+d = sys.argv[1] + "/iter-0001/"
+key = ["prompt_id", "sample_idx"]
+r = pl.read_parquet(d + "rollouts.parquet")
+df = r.join(pl.read_parquet(d + "scores.parquet"), on=key).join(
+    pl.read_parquet(d + "features.parquet"), on=key).join(pl.read_parquet(d + "coeffs.parquet"), on=key)
+assert df.height == r.height == 32, df.height
+assert (df["response_token_ids"].list.len() == df["coeff"].list.len()).all()
+assert (df["response_token_ids"].list.len() == df["features"].list.len()).all()
+assert (df["response_token_ids"].list.len() == df["old_logprobs"].list.len()).all()
+c = df.filter(pl.col("kept"))["coeff"].explode()
+assert abs(c.mean() - 1.0) < 1e-4, c.mean()
+u = pl.read_parquet(d + "update.parquet")
+assert u.height == 1 and u["tokens"][0] > 0
+"#;
+    run_python(script, &[&root]);
+    let status = ok(deltarl(&runs, &["status", "--run", "m"]));
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains("iter-0002") && !text.contains("missing"),
+        "{text}"
+    );
+
+    // `deltarl report` (forwarded to deltarl-report): its polars aggregates agree with the
+    // numbers each stage put in its manifest and with Python polars on the same files.
+    let out = ok(deltarl(&runs, &["report", "--run", "m"]));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("reward_mean") && printed.contains("eval_accuracy"));
+    let csv = std::fs::read_to_string(root.join("report.csv")).unwrap();
+    let png = std::fs::read(root.join("report.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 3, "{csv}");
+    let header: Vec<&str> = lines[0].split(',').collect();
+    for (row, it) in lines[1..].iter().zip(1..) {
+        let cells: Vec<&str> = row.split(',').collect();
+        let cell = |c: &str| -> Option<f64> {
+            let i = header.iter().position(|h| *h == c).unwrap();
+            cells[i].parse().ok()
+        };
+        let manifest = |stage: &str| -> serde_json::Value {
+            let p = root.join(format!("iter-{it:04}/manifest/{stage}.json"));
+            serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+        };
+        let close = |a: Option<f64>, b: &serde_json::Value| {
+            let b = b.as_f64().unwrap();
+            assert!(a.is_some_and(|a| (a - b).abs() < 1e-6), "{a:?} vs {b}");
+        };
+        close(cell("iter"), &serde_json::json!(it));
+        close(cell("accuracy"), &manifest("score")["summary"]["accuracy"]);
+        close(
+            cell("reward_mean"),
+            &manifest("score")["summary"]["reward_mean"],
+        );
+        close(
+            cell("cos_before"),
+            &manifest("coeffs")["summary"]["cos_before"],
+        );
+        close(
+            cell("clip_frac"),
+            &manifest("update")["summary"]["clip_frac"],
+        );
+        if it == 2 {
+            close(
+                cell("eval_accuracy"),
+                &manifest("eval")["summary"]["accuracy"],
+            );
+        } else {
+            assert_eq!(cell("eval_accuracy"), None, "no eval in iteration 1");
+        }
+    }
+    let script = r#"
+import sys, polars as pl
+root, csv = sys.argv[1], sys.argv[2]
+rep = pl.read_csv(csv)
+for it in (1, 2):
+    d = f"{root}/iter-{it:04}/"
+    row = rep.filter(pl.col("iter") == it)
+    ent = pl.read_parquet(d + "features.parquet")["entropy"].explode().mean()
+    length = pl.read_parquet(d + "scores.parquet")["response_len"].mean()
+    assert abs(row["entropy"][0] - ent) < 1e-6, (row["entropy"][0], ent)
+    assert abs(row["response_len"][0] - length) < 1e-9
+"#;
+    run_python(script, &[&root, &root.join("report.csv")]);
+}
+
+#[test]
+fn eval_prints_the_benchmark_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    ok(iterate(&runs, &cfg, "e", &["--iters", "0"]));
+    let bench = dir.path().join("mini.jsonl");
+    let lines: Vec<String> = (0..6)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"m{i}\", \"problem\": \"{i}+2*3=?\", \"answer\": \"{}\"}}",
+                i + 6
+            )
+        })
+        .collect();
+    std::fs::write(&bench, lines.join("\n")).unwrap();
+    let out_file = dir.path().join("eval.parquet");
+    let base = runs.join("e/base");
+    let out = ok(deltarl(
+        &runs,
+        &[
+            "eval",
+            "--model",
+            base.to_str().unwrap(),
+            "--bench",
+            bench.to_str().unwrap(),
+            "--k",
+            "3",
+            "--temperature",
+            "1.0",
+            "--max-new-tokens",
+            "24",
+            "--template",
+            "Q: {question}\nA: ",
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
+    ));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("pass@k") && table.contains("mini") && table.contains(" 6 "),
+        "{table}"
+    );
+    let (rows, _) = deltarl_schemas::read_path::<deltarl_schemas::EvalRow>(&out_file).unwrap();
+    assert_eq!(rows.len(), 18);
+}
+
+#[test]
+fn reruns_are_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "a"]));
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "b"]));
+    let a = parquet_files(&runs.join("a"));
+    let diff = differing(&a, &parquet_files(&runs.join("b")));
+    assert!(diff.is_empty(), "two runs of one config differ in {diff:?}");
+    // Forcing each stage reproduces its output bit for bit.
+    for stage in ["rollout", "score", "features", "coeffs", "update"] {
+        ok(deltarl(
+            &runs,
+            &["stage", stage, "--run", "a", "--iter", "1", "--force"],
+        ));
+        let out = ok(deltarl(&runs, &["status", "--run", "a"]));
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if stage != "update" {
+            assert!(text.contains("stale"), "after forcing {stage}: {text}");
+        }
+        for s in ["rollout", "score", "features", "coeffs", "update"] {
+            ok(deltarl(&runs, &["stage", s, "--run", "a", "--iter", "1"]));
+        }
+        let diff = differing(&parquet_files(&runs.join("a")), &a);
+        assert!(diff.is_empty(), "forcing {stage} changed {diff:?}");
+    }
+}
