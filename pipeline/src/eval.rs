@@ -19,6 +19,8 @@ pub struct EvalSettings {
     pub max_new_tokens: usize,
     pub stop: Vec<String>,
     pub max_batch_rows: usize,
+    /// The KV-cache budget in positions (None = no limit).
+    pub max_cache_tokens: Option<usize>,
     pub seed: u64,
     pub iter: u32,
 }
@@ -42,6 +44,7 @@ pub fn evaluate(
             eos_ids: policy.eos_ids(),
             stop_strings: s.stop.clone(),
             max_batch_rows: s.max_batch_rows,
+            max_cache_tokens: s.max_cache_tokens,
             use_cache: true,
         },
         run_seed: s.seed,

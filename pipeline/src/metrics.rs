@@ -14,6 +14,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use deltarl_schemas::{Manifest, Stage};
 
+use crate::memory::Usage;
+
 /// The numbers of a summary, flattened to `a/b` keys (non-numbers left out).
 fn numbers(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, f64)>) {
     match v {
@@ -31,11 +33,16 @@ fn numbers(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, f64)>) {
     }
 }
 
-/// Appends one stage's metrics to both logs of the run in `root`.
-pub fn record(root: &Path, stage: Stage, m: &Manifest) -> Result<()> {
+/// Appends one stage's metrics to both logs of the run in `root`, with the process's
+/// resident memory at the stage's start and peak when it was measured.
+pub fn record(root: &Path, stage: Stage, m: &Manifest, mem: Option<Usage>) -> Result<()> {
     let mut scalars = Vec::new();
     numbers(stage.name(), &m.summary, &mut scalars);
     scalars.push((format!("{}/seconds", stage.name()), m.seconds));
+    if let Some(u) = mem {
+        scalars.push((format!("{}/rss_start_bytes", stage.name()), u.start as f64));
+        scalars.push((format!("{}/rss_peak_bytes", stage.name()), u.peak as f64));
+    }
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());

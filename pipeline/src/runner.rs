@@ -194,6 +194,7 @@ impl<'a> Runner<'a> {
         self.done.borrow_mut().clear();
         let input_hashes = run.hash_inputs(&inputs)?;
         let start = Instant::now();
+        let mem = crate::memory::start();
         let ran = stage::run(stage, &self.ctx.cfg, &env)
             .with_context(|| format!("stage {stage} of {}", where_(iter, stage)))?;
         let mut outputs = ran.outputs;
@@ -218,7 +219,7 @@ impl<'a> Runner<'a> {
         run.save_hashes();
         // The stage is done; its metrics are a log beside it, so failing to append them
         // (a full disk) is reported, not fatal.
-        if let Err(e) = crate::metrics::record(&run.root, stage, &m) {
+        if let Err(e) = crate::metrics::record(&run.root, stage, &m, crate::memory::finish(mem)) {
             eprintln!("warning: metrics of stage {stage} not recorded: {e:#}");
         }
         let _ = std::fs::remove_file(run.stale_path(iter, stage));

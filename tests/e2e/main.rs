@@ -6,6 +6,7 @@
 
 mod common;
 mod config;
+mod plan;
 mod refusals;
 mod resume;
 mod runs;

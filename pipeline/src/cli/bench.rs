@@ -209,6 +209,7 @@ impl Args {
                         eos_ids: Vec::new(),
                         stop_strings: Vec::new(),
                         max_batch_rows: batch,
+                        max_cache_tokens: None,
                         use_cache,
                     };
                     let mut v = Vec::new();

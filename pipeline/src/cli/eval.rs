@@ -70,6 +70,7 @@ impl Args {
             max_new_tokens: self.max_new_tokens,
             stop: Vec::new(),
             max_batch_rows: self.max_batch_rows,
+            max_cache_tokens: None,
             seed: self.seed,
             iter: 0,
         };

@@ -46,6 +46,7 @@ impl Args {
             eos_ids: eos,
             stop_strings: Vec::new(),
             max_batch_rows: 1,
+            max_cache_tokens: None,
             use_cache: true,
         };
         let out = generate(

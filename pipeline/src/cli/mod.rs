@@ -11,6 +11,7 @@ mod config;
 mod eval;
 mod generate;
 mod iterate;
+mod plan;
 mod random_model;
 mod report;
 mod stage;
@@ -57,6 +58,8 @@ pub enum Command {
     Compare(compare::Args),
     /// The resolved configuration (`config show --config FILE [--set K=V]`).
     Config(config::Args),
+    /// Memory per device for a configuration, and whether it fits (`--memory 141GB`).
+    Plan(plan::Args),
 }
 
 /// Prints to standard output; a reader that went away (`deltarl status | head -1`) ends the
@@ -85,6 +88,7 @@ impl Cli {
             Command::Report(a) => a.run(&self.runs_dir),
             Command::Compare(a) => a.run(&self.runs_dir),
             Command::Config(a) => a.run(),
+            Command::Plan(a) => a.run(),
         }
     }
 }

@@ -27,7 +27,7 @@ fn at_least_zero(key: &str, value: f64) -> Result<()> {
 pub(super) fn check(o: &Options) -> Result<()> {
     let u = |x: usize| x as u64;
     let (r, t, w, up) = (&o.rollout, &o.model.tiny, &o.warmstart, &o.update);
-    let sizes: [(&str, u64, u64); 24] = [
+    let sizes: [(&str, u64, u64); 25] = [
         ("data.train_size", u(o.data.train_size), 1 << 26),
         ("rollout.prompts_per_iter", u(r.prompts_per_iter), 1 << 20),
         (
@@ -39,6 +39,7 @@ pub(super) fn check(o: &Options) -> Result<()> {
         ("rollout.top_k", u(r.top_k), 1 << 24),
         ("rollout.max_batch_rows", u(r.max_batch_rows), 1 << 20),
         ("rollout.max_prompt_tokens", u(r.max_prompt_tokens), 1 << 20),
+        ("rollout.kv_cache_tokens", u(r.kv_cache_tokens), 1 << 40),
         ("score.overlong_buffer", u(o.score.overlong_buffer), 1 << 20),
         ("features.project_dim", u(o.features.project_dim), 1 << 20),
         ("features.chunk_rows", u(o.features.chunk_rows), 1 << 20),

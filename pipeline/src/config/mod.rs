@@ -209,6 +209,17 @@ impl Resolved {
             r.max_batch_rows,
             "must be positive",
         )?;
+        // One response must fit the cache budget: its prompt (at most max_prompt_tokens
+        // when that is set, at least one token) and max_new_tokens.
+        let one_row = r.max_prompt_tokens.max(1) + r.max_new_tokens;
+        check(
+            r.kv_cache_tokens == 0 || r.kv_cache_tokens >= one_row,
+            "rollout.kv_cache_tokens",
+            r.kv_cache_tokens,
+            &format!(
+                "must be 0 (no limit) or hold one response: max(max_prompt_tokens, 1) + max_new_tokens = {one_row}"
+            ),
+        )?;
         let u = &o.update;
         check(
             u.lr > 0.0 && u.lr.is_finite(),

@@ -156,6 +156,11 @@ pub struct RolloutOptions {
     pub stop: Vec<String>,
     /// Rows decoded together at most.
     pub max_batch_rows: usize,
+    /// KV-cache budget in token positions over all rows decoded together (0 = no limit):
+    /// a batch of prompts of length L decodes at most kv_cache_tokens / (L +
+    /// max_new_tokens) rows. Size it from device memory with `deltarl plan`.
+    #[serde(default)]
+    pub kv_cache_tokens: usize,
     /// Longer prompts keep their last this many tokens (left truncation, as the reference
     /// does; 0 = no limit).
     #[serde(default)]
@@ -237,6 +242,11 @@ pub struct UpdateOptions {
     /// response gets a pass of its own. Micro-batching never changes the objective.
     #[serde(default)]
     pub micro_batch_tokens: usize,
+    /// Recompute each decoder layer's activations during the backward pass instead of
+    /// keeping them: the same gradients for about one more forward pass, with activation
+    /// memory of one layer plus every layer's input (see `deltarl plan`).
+    #[serde(default)]
+    pub activation_checkpointing: bool,
     /// k3 KL-to-base coefficient (0 = off).
     pub kl_coef: f64,
     /// Entropy bonus coefficient (0 = off).

@@ -23,6 +23,8 @@ pub struct Sampling {
     pub max_new_tokens: usize,
     pub stop: Vec<String>,
     pub max_batch_rows: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cache_tokens: Option<usize>,
 }
 
 impl Sampling {
@@ -34,6 +36,7 @@ impl Sampling {
             max_new_tokens: o.rollout.max_new_tokens,
             stop: o.rollout.stop.clone(),
             max_batch_rows: o.rollout.max_batch_rows,
+            max_cache_tokens: (o.rollout.kv_cache_tokens > 0).then_some(o.rollout.kv_cache_tokens),
         }
     }
 
@@ -48,6 +51,7 @@ impl Sampling {
             max_new_tokens: self.max_new_tokens,
             stop: self.stop.clone(),
             max_batch_rows: self.max_batch_rows,
+            max_cache_tokens: self.max_cache_tokens,
             seed: self.seed,
             iter,
         }

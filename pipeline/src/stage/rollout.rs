@@ -53,6 +53,7 @@ pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) 
         eos_ids,
         stop_strings: r.stop.clone(),
         max_batch_rows: r.max_batch_rows,
+        max_cache_tokens: (r.kv_cache_tokens > 0).then_some(r.kv_cache_tokens),
         use_cache: true,
     }
 }

@@ -2,9 +2,10 @@
 //! is either far too much memory for the long ones or far too little work for the short.
 
 /// Splits `items` in order into consecutive chunks of at most `max_rows` items and, when
-/// given, at most `max_tokens` tokens (`tokens(item)` each); an item longer than the token
-/// budget gets a chunk of its own. Chunking never reorders, so results do not depend on it
-/// beyond floating-point batching.
+/// given, at most `max_tokens` tokens as the pass holds them: rows right-padded to the
+/// chunk's longest, so `rows x longest` (`tokens(item)` each). An item longer than the
+/// token budget gets a chunk of its own. Chunking never reorders, so results do not depend
+/// on it beyond floating-point batching.
 pub fn budget_chunks<T>(
     items: &[T],
     max_rows: usize,
@@ -12,16 +13,17 @@ pub fn budget_chunks<T>(
     tokens: impl Fn(&T) -> usize,
 ) -> Vec<&[T]> {
     let mut out = Vec::new();
-    let (mut start, mut used) = (0, 0);
+    let (mut start, mut longest) = (0, 0);
     for (i, item) in items.iter().enumerate() {
         let n = tokens(item);
         let rows_full = i - start >= max_rows.max(1);
-        let tokens_full = max_tokens.is_some_and(|m| i > start && used + n > m);
+        let padded = (i - start + 1) * longest.max(n);
+        let tokens_full = max_tokens.is_some_and(|m| i > start && padded > m);
         if rows_full || tokens_full {
             out.push(&items[start..i]);
-            (start, used) = (i, 0);
+            (start, longest) = (i, 0);
         }
-        used += n;
+        longest = longest.max(n);
     }
     if start < items.len() {
         out.push(&items[start..]);
@@ -46,6 +48,11 @@ mod tests {
         assert_eq!(
             sizes(budget_chunks(&lens, 8, Some(10), |&n| n)),
             vec![vec![5, 5], vec![20], vec![3, 3, 3], vec![3]]
+        );
+        // Padding counts: 2 + 9 and 9 + 1 tokens fit 12, but padded both are 2 x 9 = 18.
+        assert_eq!(
+            sizes(budget_chunks(&[2, 9, 1], 8, Some(12), |&n| n)),
+            vec![vec![2], vec![9], vec![1]]
         );
         assert!(budget_chunks::<usize>(&[], 2, Some(4), |&n| n).is_empty());
     }

@@ -88,54 +88,97 @@ pub struct TokenStats {
     pub lengths: Vec<usize>,
 }
 
-/// Teacher-forced forward over `rows` (prompt + response, right-padded; causal attention
-/// means padding never reaches a real position). Gathers, for every response token, the
-/// state at the position before it.
+/// One teacher-forced batch: prompt + response rows right-padded into [B, T] (causal
+/// attention means padding never reaches a real position), and for every response token
+/// the position whose state predicts it.
+pub struct TeacherForced {
+    /// [B, T] int64 token ids.
+    pub input: Tensor,
+    /// [N] flat positions (b * T + t) of the states predicting each response token.
+    gather: Tensor,
+    /// [N] the response tokens.
+    targets: Tensor,
+    /// Number of response tokens per row.
+    pub lengths: Vec<usize>,
+}
+
+impl TeacherForced {
+    pub fn new(rows: &[(&[u32], &[u32])], device: Device) -> Self {
+        let lens: Vec<usize> = rows.iter().map(|(p, r)| p.len() + r.len()).collect();
+        let t_max = lens.iter().copied().max().unwrap_or(1).max(1);
+        let mut ids = vec![0i64; rows.len() * t_max];
+        let mut gather = Vec::new();
+        let mut targets = Vec::new();
+        let mut lengths = Vec::with_capacity(rows.len());
+        for (b, (prompt, response)) in rows.iter().enumerate() {
+            for (t, &tok) in prompt.iter().chain(response.iter()).enumerate() {
+                ids[b * t_max + t] = i64::from(tok);
+            }
+            let lp = prompt.len();
+            for (j, &tok) in response.iter().enumerate() {
+                // The state at position lp + j - 1 predicts response token j.
+                gather.push((b * t_max + lp + j - 1) as i64);
+                targets.push(i64::from(tok));
+            }
+            lengths.push(response.len());
+        }
+        TeacherForced {
+            input: Tensor::from_slice(&ids)
+                .view([rows.len() as i64, t_max as i64])
+                .to_device(device),
+            gather: Tensor::from_slice(&gather).to_device(device),
+            targets: Tensor::from_slice(&targets).to_device(device),
+            lengths,
+        }
+    }
+
+    /// The per-token statistics from the final normed hidden states [B, T, H] of
+    /// [`TeacherForced::input`] (a plain or a checkpointed pass). The entropy gets a
+    /// graph only with `entropy_grad`: otherwise its [N, V] buffers would stay saved for
+    /// a backward that never comes.
+    pub fn stats(
+        &self,
+        model: &Qwen3,
+        hidden: &Tensor,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> TokenStats {
+        // 1. The predicting positions: [B, T, H] -> [N, H].
+        let hdim = hidden.size()[2];
+        let h = hidden.view([-1, hdim]).index_select(0, &self.gather);
+        // 2. Log-probs at the rollout temperature: [N, V] -> [N]. One expression, so the
+        //    logits and their f32 copy are freed as soon as the log-softmax exists.
+        let logp_all =
+            (model.logits(&h).to_kind(Kind::Float) / temperature).log_softmax(-1, Kind::Float);
+        let logprob = logp_all
+            .gather(1, &self.targets.unsqueeze(1), false)
+            .squeeze_dim(1);
+        // 3. Entropy of the next-token distribution: [N].
+        let entropy_of = || -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Float);
+        let entropy = if entropy_grad {
+            entropy_of()
+        } else {
+            tch::no_grad(entropy_of)
+        };
+        TokenStats {
+            hidden: h,
+            logprob,
+            entropy,
+            lengths: self.lengths.clone(),
+        }
+    }
+}
+
+/// Teacher-forced forward over `rows` (see [`TeacherForced`]); the entropy without graph.
 pub fn token_stats(
     model: &Qwen3,
     rows: &[(&[u32], &[u32])],
     temperature: f64,
     device: Device,
 ) -> TokenStats {
-    let lens: Vec<usize> = rows.iter().map(|(p, r)| p.len() + r.len()).collect();
-    let t_max = lens.iter().copied().max().unwrap_or(1).max(1);
-    let mut ids = vec![0i64; rows.len() * t_max];
-    let mut gather = Vec::new();
-    let mut targets = Vec::new();
-    let mut lengths = Vec::with_capacity(rows.len());
-    for (b, (prompt, response)) in rows.iter().enumerate() {
-        for (t, &tok) in prompt.iter().chain(response.iter()).enumerate() {
-            ids[b * t_max + t] = i64::from(tok);
-        }
-        let lp = prompt.len();
-        for (j, &tok) in response.iter().enumerate() {
-            // The state at position lp + j - 1 predicts response token j.
-            gather.push((b * t_max + lp + j - 1) as i64);
-            targets.push(i64::from(tok));
-        }
-        lengths.push(response.len());
-    }
-    // 1. Hidden states: [B, T, H] -> the predicting positions [N, H].
-    let input = Tensor::from_slice(&ids)
-        .view([rows.len() as i64, t_max as i64])
-        .to_device(device);
-    let h = model.hidden(&input, None);
-    let hdim = h.size()[2];
-    let h = h
-        .view([-1, hdim])
-        .index_select(0, &Tensor::from_slice(&gather).to_device(device));
-    // 2. Log-probs and entropy at the rollout temperature: [N, V] -> [N].
-    let logits = model.logits(&h).to_kind(Kind::Float) / temperature;
-    let logp_all = logits.log_softmax(-1, Kind::Float);
-    let tgt = Tensor::from_slice(&targets).to_device(device);
-    let logprob = logp_all.gather(1, &tgt.unsqueeze(1), false).squeeze_dim(1);
-    let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Float);
-    TokenStats {
-        hidden: h,
-        logprob,
-        entropy,
-        lengths,
-    }
+    let batch = TeacherForced::new(rows, device);
+    let hidden = model.hidden(&batch.input, None);
+    batch.stats(model, &hidden, temperature, false)
 }
 
 fn to_vec(t: &Tensor) -> Result<Vec<f32>> {

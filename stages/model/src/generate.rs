@@ -10,6 +10,8 @@
 //! Sampling itself (temperature, top-k, top-p, the draw) happens on the model's device:
 //! see [`crate::sample`].
 
+use std::ops::Range;
+
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::FinishReason;
 use tch::{Device, Kind, Tensor};
@@ -33,6 +35,11 @@ pub struct SampleSettings {
     pub stop_strings: Vec<String>,
     /// Rows decoded together at most.
     pub max_batch_rows: usize,
+    /// Positions the KV cache may hold at once, over all rows of a batch (None = no
+    /// limit). A batch of prompts of length L holds at most this / (L + max_new_tokens)
+    /// rows, so a batch's cache never outgrows it even if every row runs to the limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cache_tokens: Option<usize>,
     /// Recompute the whole sequence each step instead of using the cache (benchmarks).
     pub use_cache: bool,
 }
@@ -100,29 +107,16 @@ pub fn generate(
             )));
         }
     }
-    // Buckets of equal prompt length, in a fixed order, cut to at most max_batch_rows rows.
-    let mut order: Vec<usize> = (0..requests.len()).collect();
-    order.sort_by_key(|&i| (requests[i].prompt_ids.len(), i));
-    let mut batches: Vec<Vec<usize>> = Vec::new();
-    for &i in &order {
-        let fits = batches.last().is_some_and(|b: &Vec<usize>| {
-            let rows: usize = b.iter().map(|&j| requests[j].seeds.len()).sum();
-            requests[b[0]].prompt_ids.len() == requests[i].prompt_ids.len()
-                && rows + requests[i].seeds.len() <= s.max_batch_rows.max(1)
-        });
-        match batches.last_mut() {
-            Some(b) if fits => b.push(i),
-            _ => batches.push(vec![i]),
-        }
-    }
+    let batches = plan_batches(requests, s)?;
     let mut out: Vec<Vec<Sample>> = requests.iter().map(|_| Vec::new()).collect();
     let mut done_rows = 0;
     for batch in batches {
         let samples =
             tch::no_grad(|| generate_batch(model, tokenizer, requests, &batch, s, device))?;
-        for (g, group) in batch.iter().zip(samples) {
+        for (slice, group) in batch.iter().zip(samples) {
             done_rows += group.len();
-            out[*g] = group;
+            // Slices of one request come in sample order.
+            out[slice.request].extend(group);
         }
         let tokens: usize = out.iter().flatten().map(|x| x.tokens.len()).sum();
         progress(done_rows, tokens);
@@ -130,22 +124,79 @@ pub fn generate(
     Ok(out)
 }
 
+/// Samples `samples` of request `request`, decoded together with the other slices of
+/// their batch.
+#[derive(Clone, Debug, PartialEq)]
+struct Slice {
+    request: usize,
+    samples: Range<usize>,
+}
+
+/// Cuts the requests into batches: buckets of equal prompt length (so no batch needs
+/// padding), in a fixed order, each of at most `max_batch_rows` rows and, with a cache
+/// budget, at most `max_cache_tokens / (L + max_new_tokens)` rows. A request whose
+/// samples do not fit the room left is split across batches, its samples in order.
+fn plan_batches(requests: &[Request], s: &SampleSettings) -> Result<Vec<Vec<Slice>>> {
+    let mut order: Vec<usize> = (0..requests.len()).collect();
+    order.sort_by_key(|&i| (requests[i].prompt_ids.len(), i));
+    let mut batches: Vec<Vec<Slice>> = Vec::new();
+    let mut rows_in_last = 0;
+    for &i in &order {
+        let len = requests[i].prompt_ids.len();
+        let mut cap = s.max_batch_rows.max(1);
+        if let Some(budget) = s.max_cache_tokens {
+            let per_row = len + s.max_new_tokens;
+            if per_row > budget {
+                return Err(Error::Generate(format!(
+                    "request {i}: one response needs {per_row} cache positions (prompt of {len} + \
+                     max_new_tokens {}), more than the KV-cache budget of {budget} \
+                     (rollout.kv_cache_tokens)",
+                    s.max_new_tokens
+                )));
+            }
+            cap = cap.min(budget / per_row);
+        }
+        let mut next = 0;
+        let n = requests[i].seeds.len();
+        while next < n {
+            let joins = batches.last().is_some_and(|b: &Vec<Slice>| {
+                requests[b[0].request].prompt_ids.len() == len && rows_in_last < cap
+            });
+            if !joins {
+                batches.push(Vec::new());
+                rows_in_last = 0;
+            }
+            let take = (n - next).min(cap - rows_in_last);
+            if let Some(b) = batches.last_mut() {
+                b.push(Slice {
+                    request: i,
+                    samples: next..next + take,
+                });
+            }
+            rows_in_last += take;
+            next += take;
+        }
+    }
+    Ok(batches)
+}
+
 fn generate_batch(
     model: &Qwen3,
     tokenizer: &Tokenizer,
     requests: &[Request],
-    batch: &[usize],
+    batch: &[Slice],
     s: &SampleSettings,
     device: Device,
 ) -> Result<Vec<Vec<Sample>>> {
     let prompts: Vec<Vec<u32>> = batch
         .iter()
-        .map(|&g| requests[g].prompt_ids.clone())
+        .map(|slice| requests[slice.request].prompt_ids.clone())
         .collect();
     let mut rows: Vec<Row> = Vec::new();
     let mut fan: Vec<i64> = Vec::new();
-    for (gi, &g) in batch.iter().enumerate() {
-        for (k, &seed) in requests[g].seeds.iter().enumerate() {
+    for (gi, slice) in batch.iter().enumerate() {
+        let seeds = &requests[slice.request].seeds[slice.samples.clone()];
+        for (k, &seed) in seeds.iter().enumerate() {
             rows.push(Row {
                 group: gi,
                 sample: k,
@@ -187,7 +238,7 @@ fn generate_batch(
                     .and_then(|r| r.split(':').next())
                     .and_then(|r| r.parse::<usize>().ok())
                     .and_then(|a| active.get(a))
-                    .map_or(0, |&ri| batch[rows[ri].group]);
+                    .map_or(0, |&ri| batch[rows[ri].group].request);
                 Error::Generate(format!(
                     "request {row}: {} at step {step}",
                     m.split_once(": ").map_or(m.as_str(), |x| x.1)
@@ -244,7 +295,7 @@ fn generate_batch(
     }
     let mut out: Vec<Vec<Sample>> = batch
         .iter()
-        .map(|&g| Vec::with_capacity(requests[g].seeds.len()))
+        .map(|slice| Vec::with_capacity(slice.samples.len()))
         .collect();
     for r in rows {
         out[r.group].push(Sample {
@@ -255,4 +306,76 @@ fn generate_batch(
         debug_assert_eq!(out[r.group].len(), r.sample + 1);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn settings(max_batch_rows: usize, max_cache_tokens: Option<usize>) -> SampleSettings {
+        SampleSettings {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            max_new_tokens: 6,
+            eos_ids: vec![],
+            stop_strings: vec![],
+            max_batch_rows,
+            max_cache_tokens,
+            use_cache: true,
+        }
+    }
+
+    fn req(len: usize, g: u64) -> Request {
+        Request {
+            prompt_ids: vec![1; len],
+            seeds: (0..g).collect(),
+        }
+    }
+
+    fn shape(b: &[Vec<Slice>]) -> Vec<Vec<(usize, usize, usize)>> {
+        b.iter()
+            .map(|b| {
+                b.iter()
+                    .map(|s| (s.request, s.samples.start, s.samples.end))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_keep_prompt_lengths_apart_and_split_groups_to_the_cache_budget() {
+        // Prompts of 4, 2, 4 tokens, G = 3 each; max_new_tokens = 6.
+        let requests = [req(4, 3), req(2, 3), req(4, 3)];
+        // No budget, 8 rows: one batch a prompt length, requests whole.
+        let b = plan_batches(&requests, &settings(8, None)).unwrap();
+        assert_eq!(shape(&b), vec![vec![(1, 0, 3)], vec![(0, 0, 3), (2, 0, 3)]]);
+        // A budget of 25 positions: 25 / (2 + 6) = 3 rows of the short prompt, 25 / (4 +
+        // 6) = 2 rows of the long ones, so their groups are split in sample order.
+        let b = plan_batches(&requests, &settings(8, Some(25))).unwrap();
+        assert_eq!(
+            shape(&b),
+            vec![
+                vec![(1, 0, 3)],
+                vec![(0, 0, 2)],
+                vec![(0, 2, 3), (2, 0, 1)],
+                vec![(2, 1, 3)],
+            ]
+        );
+        for batch in &b {
+            let rows: usize = batch.iter().map(|s| s.samples.len()).sum();
+            let len = requests[batch[0].request].prompt_ids.len();
+            assert!(rows * (len + 6) <= 25);
+        }
+    }
+
+    #[test]
+    fn a_response_longer_than_the_cache_budget_is_refused_by_name() {
+        let err = plan_batches(&[req(4, 2)], &settings(8, Some(9)))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("rollout.kv_cache_tokens"), "{err}");
+        assert!(err.contains("10 cache positions"), "{err}");
+    }
 }

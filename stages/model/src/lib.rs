@@ -12,6 +12,7 @@ pub mod generate;
 mod mlp;
 mod model;
 mod norm;
+mod recompute;
 mod rope;
 pub mod sample;
 mod stop;
@@ -24,6 +25,7 @@ pub use checkpoint::{
 pub use config::{Dtype, Qwen3Config};
 pub use error::{Error, Result};
 pub use model::{KvCache, Qwen3};
+pub use recompute::Checkpointed;
 pub use stop::StopScanner;
 pub use tokenizer::Tokenizer;
 

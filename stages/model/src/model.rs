@@ -9,7 +9,7 @@ use crate::rope::Rope;
 use crate::Qwen3Config;
 
 #[derive(Debug)]
-struct Block {
+pub(crate) struct Block {
     input_layernorm: RmsNorm,
     self_attn: Attention,
     post_attention_layernorm: RmsNorm,
@@ -35,7 +35,7 @@ impl Block {
     }
 
     /// x: [B, T, hidden] -> [B, T, hidden] (pre-norm residual block).
-    fn forward(
+    pub(crate) fn forward(
         &self,
         x: &Tensor,
         rope: &(Tensor, Tensor),
@@ -85,12 +85,12 @@ impl KvCache {
 /// Qwen3ForCausalLM.
 #[derive(Debug)]
 pub struct Qwen3 {
-    embed_tokens: nn::Embedding,
-    layers: Vec<Block>,
-    norm: RmsNorm,
+    pub(crate) embed_tokens: nn::Embedding,
+    pub(crate) layers: Vec<Block>,
+    pub(crate) norm: RmsNorm,
     /// None when the embeddings are tied.
     lm_head: Option<nn::Linear>,
-    rope: Rope,
+    pub(crate) rope: Rope,
     pub config: Qwen3Config,
 }
 

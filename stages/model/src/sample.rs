@@ -161,6 +161,7 @@ mod tests {
             eos_ids: vec![],
             stop_strings: vec![],
             max_batch_rows: 1,
+            max_cache_tokens: None,
             use_cache: true,
         }
     }

@@ -78,6 +78,7 @@ fn check(tied: u32, kv: u32) {
         eos_ids: Vec::new(),
         stop_strings: Vec::new(),
         max_batch_rows: 8,
+        max_cache_tokens: None,
         use_cache: true,
     };
     let prompt: Vec<u32> = ids[0].iter().map(|&x| x as u32).collect();

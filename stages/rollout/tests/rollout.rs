@@ -33,6 +33,7 @@ fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Settings {
             eos_ids: vec![deltarl_data::EOS_ID],
             stop_strings: vec![],
             max_batch_rows,
+            max_cache_tokens: None,
             use_cache: true,
         },
         run_seed: 3,

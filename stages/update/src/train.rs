@@ -1,7 +1,7 @@
 //! One iteration's policy update, written like nanochat's `chat_rl.py`: linear, with the
 //! normalisation choices commented where the division happens.
 
-use deltarl_features::{budget_chunks, token_stats};
+use deltarl_features::{budget_chunks, token_stats, TeacherForced};
 use deltarl_model::{Policy, Qwen3};
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::UpdateRow;
@@ -21,6 +21,10 @@ pub struct Settings {
     pub micro_batch_rows: usize,
     /// And at most this many tokens (prompt + response) per pass (None = no limit).
     pub micro_batch_tokens: Option<usize>,
+    /// Recompute each decoder layer's activations in the backward pass instead of keeping
+    /// them (see `deltarl_model::Checkpointed`): same gradients, less memory, one more
+    /// forward of the blocks.
+    pub activation_checkpointing: bool,
     /// Linear warm-up length in optimizer steps (counted over the whole run).
     pub warmup_steps: u64,
     pub lr: f64,
@@ -115,8 +119,22 @@ pub fn run(
                 .iter()
                 .map(|r| (r.prompt_ids.as_slice(), r.response_ids.as_slice()))
                 .collect();
-            // 1. Current log-probs and entropy of every response token: [N].
-            let st = token_stats(&policy.model, &pairs, s.temperature, device);
+            // 1. Current log-probs and entropy of every response token: [N]. With
+            //    checkpointing the blocks keep only their inputs until step 5's backward.
+            let tf = TeacherForced::new(&pairs, device);
+            let ckpt = s
+                .activation_checkpointing
+                .then(|| policy.model.hidden_checkpointed(&tf.input));
+            let hidden = match &ckpt {
+                Some(pass) => pass.hidden(),
+                None => policy.model.hidden(&tf.input, None),
+            };
+            let st = tf.stats(
+                &policy.model,
+                &hidden,
+                s.temperature,
+                s.loss.entropy_coef != 0.0,
+            );
             let flat = |f: &dyn Fn(&TrainRow) -> Vec<f32>| -> Tensor {
                 let v: Vec<f32> = batch.iter().flat_map(|r| f(r)).collect();
                 Tensor::from_slice(&v).to_device(device)
@@ -147,6 +165,9 @@ pub fn run(
                 .to_device(device);
             let loss = (&per_token * &w).sum(Kind::Float);
             loss.backward();
+            if let Some(pass) = ckpt {
+                pass.backward()?;
+            }
             loss_sum += loss.double_value(&[]);
             let tw = mb_tokens.max(1) as f64;
             clip_sum += tl.clipped.sum(Kind::Double).double_value(&[]) / tw;

@@ -111,12 +111,20 @@ fn token_mean_settings(optimizer_steps: usize) -> Settings {
         optimizer_steps,
         micro_batch_rows: 6,
         micro_batch_tokens: None,
+        activation_checkpointing: false,
         warmup_steps: 0,
         lr: 1e-3,
         grad_clip: 1.0,
         temperature: 1.0,
         seed: 1,
     }
+}
+
+fn floats(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn weights(p: &deltarl_model::Policy) -> Vec<(String, Vec<u8>)> {
@@ -172,6 +180,7 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
         optimizer_steps: 2,
         micro_batch_rows: 2,
         micro_batch_tokens: None,
+        activation_checkpointing: false,
         warmup_steps: 0,
         lr: 1e-2,
         grad_clip: 1.0,
@@ -230,6 +239,7 @@ fn micro_batching_does_not_change_the_objective() {
                 optimizer_steps: 1,
                 micro_batch_rows: micro,
                 micro_batch_tokens: tokens,
+                activation_checkpointing: false,
                 warmup_steps: 0,
                 lr: 1e-3,
                 grad_clip: 0.0,
@@ -244,6 +254,42 @@ fn micro_batching_does_not_change_the_objective() {
             assert!(
                 (losses[0].1 - other.1).abs() < 1e-5 * losses[0].1.max(1.0),
                 "{agg:?}: {losses:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn activation_checkpointing_gives_the_plain_step() {
+    let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
+    let mut results = Vec::new();
+    for checkpointing in [false, true] {
+        let (_d, p) = policy();
+        let mut opt = AdamW::new(&p.vs, ADAM);
+        let s = Settings {
+            micro_batch_rows: 4,
+            activation_checkpointing: checkpointing,
+            ..token_mean_settings(2)
+        };
+        let m = run(&s, &p, &mut opt, None, &train_rows(&coeffs), &mut |_| {}).unwrap();
+        results.push((m, weights(&p)));
+    }
+    let ((plain, w0), (ckpt, w1)) = (&results[0], &results[1]);
+    for (a, b) in plain.iter().zip(ckpt) {
+        assert_eq!(a.loss, b.loss);
+        assert!(
+            (a.grad_norm - b.grad_norm).abs() <= 1e-6 * a.grad_norm,
+            "{a:?} vs {b:?}"
+        );
+    }
+    // Tied embeddings sum the head's and the embedding's gradients in the other order,
+    // so the weights agree to round-off (an f32 ulp), not always bit for bit.
+    for ((name, a), (_, b)) in w0.iter().zip(w1) {
+        let (a, b) = (floats(a), floats(b));
+        for (x, y) in a.iter().zip(&b) {
+            assert!(
+                (x - y).abs() <= 1e-6 * x.abs().max(1e-3),
+                "{name}: {x} vs {y}"
             );
         }
     }

@@ -1,0 +1,213 @@
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use deltarl_model::{Dtype, Qwen3Config};
+
+use crate::config::Resolved;
+use crate::plan::{human, parse_bytes, Plan, Shape, Workload};
+
+/// Memory per device for a configuration: weights, master weights, gradients, AdamW
+/// moments, activations (with and without checkpointing) and the KV cache.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Configuration file.
+    #[arg(long)]
+    config: PathBuf,
+    /// Change one key (repeatable), as `iterate --set` does.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
+    /// Data-parallel devices: each takes 1/N of the rollout and update rows.
+    #[arg(long, default_value_t = 1)]
+    devices: u64,
+    /// Device memory to check against (141GB, 80GiB, ...).
+    #[arg(long, value_parser = parse_bytes)]
+    memory: Option<u64>,
+    /// The model's config.json, when model.source is not on this machine.
+    #[arg(long)]
+    model_config: Option<PathBuf>,
+    /// The longest prompt in tokens (default: rollout.max_prompt_tokens).
+    #[arg(long)]
+    prompt_tokens: Option<u64>,
+    /// Print the numbers as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn model_config(cfg: &Resolved, explicit: Option<&Path>) -> Result<Qwen3Config> {
+    if let Some(path) = explicit {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        return serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a Qwen3 config.json", path.display()));
+    }
+    let source = &cfg.opts.model.source;
+    if source == "tiny" {
+        return crate::stage::warmstart::tiny_config(&cfg.opts.model.tiny);
+    }
+    let dir = Path::new(source);
+    if !dir.join("config.json").exists() {
+        bail!(
+            "model.source = {source:?} has no config.json here: pass --model-config \
+             with the model's config.json"
+        );
+    }
+    Ok(deltarl_model::read_config(dir)?)
+}
+
+/// The per-device workload the configuration asks for.
+fn workload(cfg: &Resolved, devices: u64, prompt_tokens: Option<u64>) -> Result<Workload> {
+    let (o, r, u) = (&cfg.opts, &cfg.opts.rollout, &cfg.opts.update);
+    let prompt = match prompt_tokens {
+        Some(n) => n,
+        None if r.max_prompt_tokens > 0 => r.max_prompt_tokens as u64,
+        None => bail!(
+            "rollout.max_prompt_tokens is 0 (no limit): pass --prompt-tokens with the \
+             longest prompt"
+        ),
+    };
+    let response = r.max_new_tokens as u64;
+    let seq = prompt + response;
+    let rows = (r.prompts_per_iter as u64 * u64::from(r.samples_per_prompt)).div_ceil(devices);
+    let mini_batch = rows.div_ceil(u.optimizer_steps as u64).max(1);
+    // Rows of one pass: the row cap, the token budget over padded rows (at least one row),
+    // and the rows there are.
+    let pass = |max_rows: usize, max_tokens: usize, available: u64| {
+        let by_tokens = if max_tokens > 0 {
+            (max_tokens as u64 / seq).max(1)
+        } else {
+            u64::MAX
+        };
+        (max_rows as u64).min(by_tokens).min(available).max(1)
+    };
+    let decode_rows = if r.kv_cache_tokens > 0 {
+        (r.max_batch_rows as u64)
+            .min(r.kv_cache_tokens as u64 / seq)
+            .min(rows)
+    } else {
+        (r.max_batch_rows as u64).min(rows)
+    };
+    Ok(Workload {
+        dtype: o.model.dtype,
+        prompt_tokens: prompt,
+        response_tokens: response,
+        update_rows: pass(u.micro_batch_rows, u.micro_batch_tokens, mini_batch),
+        features_rows: pass(o.features.chunk_rows, o.features.chunk_tokens, rows),
+        activation_checkpointing: u.activation_checkpointing,
+        entropy_grad: u.entropy_coef != 0.0,
+        kv_cache_tokens: decode_rows * seq,
+        decode_rows,
+    })
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        if self.devices == 0 {
+            bail!("--devices must be at least 1");
+        }
+        let cfg = Resolved::load_with(&self.config, &self.sets)?;
+        let mc = model_config(&cfg, self.model_config.as_deref())?;
+        let shape = Shape::new(&mc);
+        let w = workload(&cfg, self.devices, self.prompt_tokens)?;
+        let plan = Plan::new(&shape, &w);
+        let ckpt = w.activation_checkpointing;
+        let n = self.devices;
+        // Fully sharded (FSDP / ZeRO-3, the reference's layout under verl): the training
+        // state divides over the devices; activations and the cache do not.
+        let sharded_state = (plan.weights + plan.master + plan.grads + plan.moments).div_ceil(n);
+        let act = if ckpt {
+            plan.activations_checkpointed
+        } else {
+            plan.activations_full
+        };
+        let peaks = [
+            ("update", plan.update_peak(ckpt)),
+            ("features", plan.features_peak()),
+            ("rollout", plan.rollout_peak()),
+        ];
+        if self.json {
+            let v = serde_json::json!({
+                "shape": shape,
+                "workload": w,
+                "plan": plan,
+                "peak": {
+                    "update": plan.update_peak(ckpt),
+                    "update_without_checkpointing": plan.update_peak(false),
+                    "update_with_checkpointing": plan.update_peak(true),
+                    "features": plan.features_peak(),
+                    "rollout": plan.rollout_peak(),
+                    "update_sharded": sharded_state + act,
+                },
+            });
+            return super::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+        }
+        let dtype = match w.dtype {
+            Dtype::F32 => "f32",
+            Dtype::Bf16 => "bf16",
+        };
+        let mut t = String::new();
+        let mut line = |k: &str, v: String| t.push_str(&format!("  {k:<44} {v}\n"));
+        println!(
+            "{}: {:.2} B parameters, {dtype}, {n} device(s)",
+            self.config.display(),
+            plan.parameters as f64 / 1e9
+        );
+        println!(
+            "  sequences of {} prompt + {} response tokens; per device an update pass of {} \
+             row(s), a features pass of {}, {} row(s) decoded together\n",
+            w.prompt_tokens, w.response_tokens, w.update_rows, w.features_rows, w.decode_rows
+        );
+        line(&format!("weights ({dtype})"), human(plan.weights));
+        line("master weights (f32)", human(plan.master));
+        line(&format!("gradients ({dtype})"), human(plan.grads));
+        line("AdamW moments (f32)", human(plan.moments));
+        line(
+            "activations, checkpointing off",
+            human(plan.activations_full),
+        );
+        line(
+            "activations, checkpointing on",
+            human(plan.activations_checkpointed),
+        );
+        line(
+            &format!(
+                "update peak (checkpointing {})",
+                if ckpt { "on" } else { "off" }
+            ),
+            human(plan.update_peak(ckpt)),
+        );
+        if n > 1 {
+            line(
+                "update peak, state sharded over the devices",
+                format!(
+                    "{} (FSDP layout; deltarl replicates today)",
+                    human(sharded_state + act)
+                ),
+            );
+        }
+        line("features peak", human(plan.features_peak()));
+        line(
+            &format!("KV cache ({} positions)", w.kv_cache_tokens),
+            human(plan.kv_cache),
+        );
+        line(
+            "rollout peak (weights, cache, logits)",
+            human(plan.rollout_peak()),
+        );
+        print!("{t}");
+        if let Some(mem) = self.memory {
+            println!("\nagainst {} a device:", human(mem));
+            for (stage, peak) in peaks {
+                let verdict = if peak <= mem { "fits" } else { "does NOT fit" };
+                println!(
+                    "  {stage:<9} {verdict} ({} = {:.0} % of it)",
+                    human(peak),
+                    100.0 * peak as f64 / mem as f64
+                );
+            }
+            if n > 1 && sharded_state + act <= mem && plan.update_peak(ckpt) > mem {
+                println!("  the update would fit with its state sharded over {n} devices");
+            }
+        }
+        Ok(())
+    }
+}
