@@ -21,6 +21,8 @@ pub struct EvalSettings {
     pub max_batch_rows: usize,
     /// The KV-cache budget in positions (None = no limit).
     pub max_cache_tokens: Option<usize>,
+    /// How answers are extracted from the responses.
+    pub extract: deltarl_verify::Policy,
     pub seed: u64,
     pub iter: u32,
 }
@@ -59,7 +61,7 @@ pub fn evaluate(
     })
     .with_context(|| format!("sampling answers to {bench}"))?;
     progress.finish();
-    let opts = deltarl_verify::ExtractOptions::default();
+    let opts = s.extract.options();
     Ok(samples
         .into_iter()
         .map(|r| {

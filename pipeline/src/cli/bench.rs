@@ -61,7 +61,45 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn run_python(args: &[String]) -> Result<f64> {
+/// One labelled case of a verifier case file.
+struct Case {
+    pred: String,
+    gold: String,
+    /// The file's label (`expected` or `intended`).
+    label: bool,
+    /// The strict policy's label (`boxed`, else the label).
+    boxed: bool,
+}
+
+fn read_cases(path: &Path, label: &str) -> Result<Vec<Case>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+            let field = |k: &str| {
+                v[k].as_str()
+                    .map(str::to_string)
+                    .with_context(|| format!("{}:{}: no string `{k}`", path.display(), i + 1))
+            };
+            let flag = v[label]
+                .as_bool()
+                .with_context(|| format!("{}:{}: no boolean `{label}`", path.display(), i + 1))?;
+            Ok(Case {
+                pred: field("pred")?,
+                gold: field("gold")?,
+                label: flag,
+                boxed: v["boxed"].as_bool().unwrap_or(flag),
+            })
+        })
+        .collect()
+}
+
+/// Runs a Python baseline and returns its standard output.
+fn run_python_text(args: &[String]) -> Result<String> {
     let out = Command::new(python())
         .args(args)
         .output()
@@ -69,7 +107,11 @@ fn run_python(args: &[String]) -> Result<f64> {
     if !out.status.success() {
         bail!("baseline failed: {}", String::from_utf8_lossy(&out.stderr));
     }
-    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn run_python(args: &[String]) -> Result<f64> {
+    let text = run_python_text(args)?;
     text.trim()
         .lines()
         .last()
@@ -141,31 +183,41 @@ impl Args {
                 println!("  speed-up {:.2}x", numpy / ours);
             }
             What::Verify => {
-                let path = script("../stages/verify/tests/cases.jsonl");
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                let cases: Vec<(String, String, bool)> = text
-                    .lines()
-                    .map(|l| {
-                        let v: serde_json::Value = serde_json::from_str(l)?;
-                        Ok((
-                            v["pred"].as_str().unwrap_or_default().to_string(),
-                            v["gold"].as_str().unwrap_or_default().to_string(),
-                            v["expected"].as_bool().unwrap_or(false),
-                        ))
-                    })
-                    .collect::<Result<_>>()?;
-                let agree = cases
+                use deltarl_verify::{verify_with, Policy};
+                // Two case files: `cases.jsonl` labelled by math-verify (`expected`), and the
+                // hand-written `written.jsonl` labelled with the intended verdicts.
+                let table = script("../stages/verify/tests/cases.jsonl");
+                let written = script("../stages/verify/tests/written.jsonl");
+                let cases = read_cases(&table, "expected")?;
+                let mine = read_cases(&written, "intended")?;
+                let theirs_on_mine: Vec<bool> = serde_json::from_str(&run_python_text(&[
+                    script("../stages/verify/tests/bench_math_verify.py")
+                        .display()
+                        .to_string(),
+                    "verdicts".into(),
+                    written.display().to_string(),
+                ])?)
+                .context("math-verify's verdicts on written.jsonl")?;
+                let agree = |cases: &[Case], policy: Policy, label: &dyn Fn(&Case) -> bool| {
+                    let n = cases
+                        .iter()
+                        .filter(|c| verify_with(&c.pred, &c.gold, policy) == label(c))
+                        .count();
+                    format!("{n}/{}", cases.len())
+                };
+                let mv = |i: usize| theirs_on_mine.get(i).copied().unwrap_or(false);
+                let mv_intended = mine
                     .iter()
-                    .filter(|(p, g, e)| deltarl_verify::verify(p, g) == *e)
+                    .enumerate()
+                    .filter(|(i, c)| mv(*i) == c.label)
                     .count();
                 // Single-threaded, like the Python baseline; the score stage adds rayon.
                 let ours = median(
                     (0..reps)
                         .map(|_| {
                             let t = Instant::now();
-                            for (p, g, _) in &cases {
-                                std::hint::black_box(deltarl_verify::verify(p, g));
+                            for c in &cases {
+                                std::hint::black_box(deltarl_verify::verify(&c.pred, &c.gold));
                             }
                             t.elapsed().as_secs_f64()
                         })
@@ -175,15 +227,47 @@ impl Args {
                     script("../stages/verify/tests/bench_math_verify.py")
                         .display()
                         .to_string(),
-                    path.display().to_string(),
+                    table.display().to_string(),
                     reps.to_string(),
                 ])?;
                 let n = cases.len() as f64;
+                println!("verify: agreement (cases right / cases)");
                 println!(
-                    "verify: {} cases, one thread, median of {reps}",
-                    cases.len()
+                    "  {:<44} {:>9} {:>9} {:>11}",
+                    "", "boxed", "lenient", "math-verify"
                 );
-                println!("  deltarl      {:>12.0} verifications/s  (agreement with math-verify {agree}/{})", n / ours, cases.len());
+                let by_label = |c: &Case| c.label;
+                println!(
+                    "  {:<44} {:>9} {:>9} {:>11}",
+                    "cases.jsonl vs math-verify",
+                    agree(&cases, Policy::Boxed, &by_label),
+                    agree(&cases, Policy::Lenient, &by_label),
+                    "-"
+                );
+                println!(
+                    "  {:<44} {:>9} {:>9} {:>11}",
+                    "written.jsonl vs intended labels",
+                    agree(&mine, Policy::Boxed, &|c: &Case| c.boxed),
+                    agree(&mine, Policy::Lenient, &by_label),
+                    format!("{mv_intended}/{}", mine.len())
+                );
+                let indexed: Vec<(usize, &Case)> = mine.iter().enumerate().collect();
+                let vs_mv = |policy: Policy| {
+                    let k = indexed
+                        .iter()
+                        .filter(|(i, c)| verify_with(&c.pred, &c.gold, policy) == mv(*i))
+                        .count();
+                    format!("{k}/{}", mine.len())
+                };
+                println!(
+                    "  {:<44} {:>9} {:>9} {:>11}",
+                    "written.jsonl vs math-verify",
+                    vs_mv(Policy::Boxed),
+                    vs_mv(Policy::Lenient),
+                    "-"
+                );
+                println!("speed: {} cases, one thread, median of {reps}", cases.len());
+                println!("  deltarl      {:>12.0} verifications/s", n / ours);
                 println!("  math-verify  {:>12.0} verifications/s", n / theirs);
                 println!("  speed-up {:.1}x", theirs / ours);
             }

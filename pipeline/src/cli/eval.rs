@@ -40,6 +40,9 @@ pub struct Args {
     /// Rows decoded together at most.
     #[arg(long, default_value_t = 256)]
     max_batch_rows: usize,
+    /// Answer extraction from the sampled responses.
+    #[arg(long, value_enum, default_value = "lenient")]
+    extract: super::ExtractArg,
     /// Write every sample's verdict here (eval.parquet layout).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -71,6 +74,7 @@ impl Args {
             stop: Vec::new(),
             max_batch_rows: self.max_batch_rows,
             max_cache_tokens: None,
+            extract: self.extract.into(),
             seed: self.seed,
             iter: 0,
         };

@@ -62,6 +62,24 @@ pub enum Command {
     Plan(plan::Args),
 }
 
+/// The verifier's extraction policy on the command line (`deltarl_verify::Policy`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum ExtractArg {
+    /// Only the last complete \boxed{} counts (as training scores by default).
+    Boxed,
+    /// The last box, then "The answer is" / "Final Answer:" phrases, `####`, the last number.
+    Lenient,
+}
+
+impl From<ExtractArg> for deltarl_verify::Policy {
+    fn from(a: ExtractArg) -> Self {
+        match a {
+            ExtractArg::Boxed => deltarl_verify::Policy::Boxed,
+            ExtractArg::Lenient => deltarl_verify::Policy::Lenient,
+        }
+    }
+}
+
 /// Prints to standard output; a reader that went away (`deltarl status | head -1`) ends the
 /// output quietly instead of failing.
 pub fn print_stdout(text: &str) -> Result<()> {

@@ -14,12 +14,15 @@ pub struct Args {
     /// JSONL file of objects with `pred` and `gold`; each is written back with `correct`.
     #[arg(long, conflicts_with_all = ["gold", "pred"])]
     jsonl: Option<PathBuf>,
+    /// Answer extraction from a whole response.
+    #[arg(long, value_enum, default_value = "lenient")]
+    extract: super::ExtractArg,
 }
 
 impl Args {
     pub fn run(self) -> Result<()> {
         if let (Some(g), Some(p)) = (&self.gold, &self.pred) {
-            println!("{}", deltarl_verify::verify(p, g));
+            println!("{}", deltarl_verify::verify_with(p, g, self.extract.into()));
             return Ok(());
         }
         let Some(path) = self.jsonl else {
@@ -34,7 +37,7 @@ impl Args {
         for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
             let at = format!("{}:{}", path.display(), i + 1);
             let line = line.with_context(|| format!("cannot read {at}"))?;
-            match grade_line(&line) {
+            match grade_line(&line, self.extract.into()) {
                 Ok(None) => {}
                 Ok(Some(v)) => match writeln!(out, "{v}") {
                     Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
@@ -62,7 +65,7 @@ impl Args {
 
 /// One JSONL line with `pred` and `gold`, returned with `correct` added (`None` for a
 /// blank line).
-fn grade_line(line: &[u8]) -> Result<Option<serde_json::Value>> {
+fn grade_line(line: &[u8], policy: deltarl_verify::Policy) -> Result<Option<serde_json::Value>> {
     let line = std::str::from_utf8(line).context("not valid UTF-8")?;
     if line.trim().is_empty() {
         return Ok(None);
@@ -76,7 +79,7 @@ fn grade_line(line: &[u8]) -> Result<Option<serde_json::Value>> {
             _ => bail!("missing string field `{k}`"),
         }
     };
-    let ok = deltarl_verify::verify(&field("pred")?, &field("gold")?);
+    let ok = deltarl_verify::verify_with(&field("pred")?, &field("gold")?, policy);
     v.insert("correct".into(), serde_json::Value::Bool(ok));
     Ok(Some(serde_json::Value::Object(v)))
 }

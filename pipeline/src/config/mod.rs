@@ -271,14 +271,6 @@ impl Resolved {
             s.overlong_buffer,
             "must be smaller than rollout.max_new_tokens",
         )?;
-        for f in &s.extract_fallbacks {
-            check(
-                matches!(f.as_str(), "answer-is" | "hashes" | "last-number"),
-                "score.extract_fallbacks",
-                format!("{f:?}"),
-                "each must be answer-is, hashes or last-number",
-            )?;
-        }
         check(
             o.features.chunk_rows > 0,
             "features.chunk_rows",
@@ -398,5 +390,35 @@ mod tests {
         assert_eq!((u.kl_coef, u.entropy_coef), (0.0, 0.0));
         assert_eq!(u.old_logprobs, deltarl_update::OldLogprobs::Recompute);
         assert_eq!(r.aggregation, Aggregation::TokenMean);
+        assert!(u.activation_checkpointing);
+        assert_eq!(o.rollout.kv_cache_tokens, 655_360);
+    }
+
+    #[test]
+    fn extraction_policies_and_fallbacks_are_named_values() {
+        let base = configs().join("tiny-arith.toml");
+        let r = Resolved::load_with(&base, &["score.extract=\"lenient\"".into()]).unwrap();
+        assert_eq!(r.opts.score.extract, deltarl_verify::Policy::Lenient);
+        let r = Resolved::load(&base).unwrap();
+        assert_eq!(r.opts.score.extract, deltarl_verify::Policy::Boxed);
+        for bad in [
+            "score.extract=\"loose\"",
+            "score.extract_fallbacks=[\"answer-is\", \"nope\"]",
+        ] {
+            let err = format!("{:#}", Resolved::load_with(&base, &[bad.into()]).unwrap_err());
+            let key = bad.split('=').next().unwrap();
+            assert!(err.contains(key.trim_start_matches("score.")), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_kv_cache_budget_must_hold_one_response() {
+        let base = configs().join("tiny-arith.toml");
+        let err = format!(
+            "{:#}",
+            Resolved::load_with(&base, &["rollout.kv_cache_tokens=10".into()]).unwrap_err()
+        );
+        assert!(err.contains("rollout.kv_cache_tokens") && err.contains("41"), "{err}");
+        Resolved::load_with(&base, &["rollout.kv_cache_tokens=41".into()]).unwrap();
     }
 }

@@ -180,8 +180,13 @@ pub struct ScoreOptions {
     pub overlong_factor: f64,
     /// Drop groups whose rewards are all equal (DAPO dynamic sampling).
     pub dynamic_sampling: bool,
-    /// Extraction fallbacks besides \boxed: "answer-is", "hashes", "last-number".
-    pub extract_fallbacks: Vec<String>,
+    /// Answer extraction for rewards: boxed (only the last \boxed{} counts; the default) |
+    /// lenient (then "The answer is" / "Final Answer:" phrases, `####`, the last number).
+    #[serde(default)]
+    pub extract: deltarl_verify::Policy,
+    /// Single fallbacks added to that policy: answer-is, hashes, last-number.
+    #[serde(default)]
+    pub extract_fallbacks: Vec<deltarl_verify::Fallback>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -52,6 +52,8 @@ impl Sampling {
             stop: self.stop.clone(),
             max_batch_rows: self.max_batch_rows,
             max_cache_tokens: self.max_cache_tokens,
+            // Held-out accuracy is graded as training rewards are: strictly.
+            extract: deltarl_verify::Policy::Boxed,
             seed: self.seed,
             iter,
         }

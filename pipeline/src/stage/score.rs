@@ -18,7 +18,9 @@ pub struct Settings {
     /// (max response length, buffer, factor) when the overlong penalty is on.
     pub overlong: Option<(usize, usize, f64)>,
     pub dynamic_sampling: bool,
-    pub extract_fallbacks: Vec<String>,
+    #[serde(skip_serializing_if = "deltarl_verify::Policy::is_boxed")]
+    pub extract: deltarl_verify::Policy,
+    pub extract_fallbacks: Vec<deltarl_verify::Fallback>,
 }
 
 impl Settings {
@@ -32,21 +34,20 @@ impl Settings {
                 o.score.overlong_factor,
             )),
             dynamic_sampling: o.score.dynamic_sampling,
+            extract: o.score.extract,
             extract_fallbacks: o.score.extract_fallbacks.clone(),
         }
     }
 
     fn core(&self) -> deltarl_score::Settings {
-        let fb = |name: &str| self.extract_fallbacks.iter().any(|f| f == name);
         deltarl_score::Settings {
             std_normalize: self.advantage == AdvantageKind::Grpo,
             overlong: self.overlong,
             dynamic_sampling: self.dynamic_sampling,
-            extract: deltarl_verify::ExtractOptions {
-                answer_is: fb("answer-is"),
-                hashes: fb("hashes"),
-                last_number: fb("last-number"),
-            },
+            extract: self
+                .extract_fallbacks
+                .iter()
+                .fold(self.extract.options(), |o, &f| o.with(f)),
         }
     }
 }

@@ -71,12 +71,58 @@ fn last_box(s: &str) -> Option<String> {
     None
 }
 
+/// Phrases that introduce a final answer, as written in responses: "The answer is 12",
+/// "Final Answer: 12", "**Answer:** 12", "answer: $x = 3$".
+const ANSWER_PHRASES: [&str; 3] = ["the answer is", "final answer", "answer:"];
+
+/// The answer after the last answer phrase: the math between `$`s when it starts with
+/// one, else the rest of its sentence; without markdown bold, a leading colon or "is",
+/// and trailing punctuation.
+/// Two or more complete boxes on the last line that has a box, joined as a list.
+fn boxes_on_last_line(s: &str) -> Option<String> {
+    let line = s.lines().rev().find(|l| l.contains("\\boxed"))?;
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(pos) = line[from..].find("\\boxed{") {
+        let open = from + pos + "\\boxed".len();
+        let inner = balanced(line, open)?;
+        found.push(inner.to_string());
+        from = open + inner.len() + 2;
+    }
+    (found.len() >= 2).then(|| found.join(", "))
+}
+
 fn answer_is(s: &str) -> Option<String> {
     let lower = s.to_ascii_lowercase();
-    let pos = lower.rfind("the answer is")?;
-    let rest = s[pos + "the answer is".len()..].trim_start_matches([':', ' ']);
-    let line = rest.lines().next()?.trim();
-    let ans = line.trim_end_matches('.').trim();
+    let (pos, phrase) = ANSWER_PHRASES
+        .iter()
+        .filter_map(|p| lower.rfind(p).map(|i| (i, *p)))
+        .max_by_key(|&(i, p)| (i + p.len(), p.len()))?;
+    let rest = &s[pos + phrase.len()..];
+    let mut ans = rest.lines().next()?.trim();
+    loop {
+        let before = ans;
+        ans = ans.trim_start_matches([':', '*', ' ']);
+        if let Some(r) = ans.strip_prefix("is").filter(|r| r.starts_with([' ', ':'])) {
+            ans = r;
+        }
+        if before == ans {
+            break;
+        }
+    }
+    let ans = match ans.strip_prefix("\\(").or_else(|| ans.strip_prefix('$')) {
+        Some(math) => {
+            let math = math.trim_start_matches('$');
+            let end = math
+                .find(['$'])
+                .or_else(|| math.find("\\)"))
+                .unwrap_or(math.len());
+            &math[..end]
+        }
+        // A sentence ends at ". " (a decimal point is followed by a digit).
+        None => ans.split(". ").next().unwrap_or(ans),
+    };
+    let ans = ans.trim_end_matches(['.', '*', ' ', '$']).trim();
     (!ans.is_empty()).then(|| ans.to_string())
 }
 
@@ -86,7 +132,14 @@ fn hashes(s: &str) -> Option<String> {
     (!ans.is_empty()).then(|| ans.to_string())
 }
 
+/// The number a response ends with (only `.`, `$`, `*`, `)` and spaces after it), as
+/// math-verify's last-expression fallback: "we obtain 42." counts, "it might be 13, but I
+/// am not sure." does not.
 fn last_number(s: &str) -> Option<String> {
+    let s = s.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '.' | '$' | '*' | ')'));
+    if !s.ends_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
     let bytes = s.as_bytes();
     let mut end = None;
     for i in (0..bytes.len()).rev() {
@@ -107,8 +160,17 @@ fn last_number(s: &str) -> Option<String> {
 }
 
 /// Extracts the final answer. Strict by default: only a box counts, so an answer merely
-/// mentioned in the text gets no credit.
+/// mentioned in the text gets no credit. The fallbacks, when on, come in math-verify's
+/// order: answer phrases, GSM8K's `####`, then the last number.
 pub fn extract(response: &str, opts: &ExtractOptions) -> Option<Extraction> {
+    if opts.joined_boxes {
+        if let Some(a) = boxes_on_last_line(response) {
+            return Some(Extraction {
+                answer: a,
+                method: "boxes",
+            });
+        }
+    }
     if let Some(a) = last_box(response) {
         return Some(Extraction {
             answer: a,

@@ -1,11 +1,21 @@
 //! Math answer extraction and equivalence (no libtorch).
 //!
-//! * [`extract`] finds the last `\boxed{...}` / `\fbox{...}` with balanced braces (strict
-//!   default), with optional fallbacks.
-//! * [`equivalent`] normalises LaTeX and compares numbers exactly as rationals (integers of
-//!   any size, decimals, fractions, mixed numbers, percentages, scientific notation),
-//!   tuples / intervals / sets element-wise, equations by their right-hand side, and
-//!   everything else as expressions evaluated numerically, or as normalised strings.
+//! * [`extract`] finds the last `\boxed{...}` / `\fbox{...}` with balanced braces. Two
+//!   named policies ([`Policy`]): `boxed` (only the last box; the training default) and
+//!   `lenient` (several boxes on the last line together, then answer phrases — "The answer
+//!   is", "Final Answer:", "**Answer:**" — then `####`, then the number the response ends
+//!   with, in math-verify's order; the default of `deltarl eval` and `deltarl verify`).
+//! * [`equivalent`] normalises LaTeX (`\leq`, `\geqslant`, `\lt`, `\ne`, `\cfrac`,
+//!   `\textnormal`, `\mathrm{e}`, `{,}` separators, percent words, units, matrix
+//!   environments as nested tuples, a decimal comma where it cannot group thousands) and
+//!   compares numbers exactly as rationals (integers of any size, decimals, fractions,
+//!   mixed numbers, percentages, scientific notation); a decimal of four or more places
+//!   against an exact value by rounding (`|d - v| <= 10^-places`); tuples / intervals /
+//!   sets element-wise (a written set never equals a written tuple; lists of tuples
+//!   unordered); inequalities in one variable as their intervals; `a \pm b` as a pair;
+//!   labelled answers (`x = 11`, `f(x) = 1`, `(p,q) = (3,2)`, a chain's last side) by their
+//!   right side; two equations up to sides and a non-zero factor; everything else as
+//!   expressions evaluated numerically, or as normalised strings.
 //!
 //! # Agreement with HF math-verify
 //!
@@ -18,7 +28,16 @@
 //! | `5.3e3` | `\boxed{5 . 3 e 3}` | false | true | LaTeX ignores spaces; `5 . 3 e 3` typesets as `5.3e3` |
 //!
 //! Digits separated only by spaces (`1 3`) are never joined into one number, as
-//! math-verify does not either. Every gold answer of the seven benchmark files verifies
+//! math-verify does not either; a comma and a space separate items (`32, 349`).
+//!
+//! # Answers others wrote
+//!
+//! `tests/written.jsonl` (143 cases written here, 24 kinds) labels each case with the
+//! verdict intended under each policy; every case gets it (`tests/written.rs`). Where the
+//! label deliberately differs from math-verify the case's `note` says why (a tuple is not
+//! a set; `2x = 4` does not answer 4; an inequality denotes its interval; `\mathrm{e}`;
+//! a decimal comma; a choice written with its value). `deltarl bench verify` prints both
+//! agreements for both policies. Every gold answer of the seven benchmark files verifies
 //! against itself when boxed (`tests/agreement.rs`).
 //!
 //! Every call is bounded: inputs over [`MAX_INPUT`] bytes and numbers over
@@ -29,6 +48,7 @@ mod expr;
 mod extract;
 mod normalize;
 mod number;
+mod relations;
 
 pub use extract::{extract, Extraction};
 pub use normalize::normalize;
@@ -46,8 +66,67 @@ pub struct ExtractOptions {
     pub answer_is: bool,
     /// Also accept GSM8K's `#### X`.
     pub hashes: bool,
-    /// Also accept the last number in the text.
+    /// Also accept the number the text ends with.
     pub last_number: bool,
+    /// Several boxes on the last line that has one are the answer together
+    /// (`\boxed{1}` and `\boxed{-2}` -> `1, -2`).
+    pub joined_boxes: bool,
+}
+
+/// The named extraction policies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Only the last complete `\boxed{}` counts (the training default: an answer merely
+    /// mentioned earns nothing).
+    #[default]
+    Boxed,
+    /// The last box, then an answer phrase ("The answer is", "Final Answer:",
+    /// "**Answer:**"), then `####`, then the last number: for answers others wrote
+    /// (`deltarl eval`, `deltarl verify`).
+    Lenient,
+}
+
+/// One extraction fallback, added to a policy one by one (`score.extract_fallbacks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fallback {
+    /// "The answer is 12", "Final Answer: 12", "**Answer:** 12".
+    AnswerIs,
+    /// GSM8K's `#### 12`.
+    Hashes,
+    /// The last number in the response.
+    LastNumber,
+}
+
+impl ExtractOptions {
+    /// These options with `f` on as well.
+    pub fn with(mut self, f: Fallback) -> Self {
+        match f {
+            Fallback::AnswerIs => self.answer_is = true,
+            Fallback::Hashes => self.hashes = true,
+            Fallback::LastNumber => self.last_number = true,
+        }
+        self
+    }
+}
+
+impl Policy {
+    pub fn is_boxed(&self) -> bool {
+        *self == Policy::Boxed
+    }
+
+    pub fn options(self) -> ExtractOptions {
+        match self {
+            Policy::Boxed => ExtractOptions::default(),
+            Policy::Lenient => ExtractOptions {
+                answer_is: true,
+                hashes: true,
+                last_number: true,
+                joined_boxes: true,
+            },
+        }
+    }
 }
 
 /// Grades a whole response against a gold answer: extraction, then equivalence.
@@ -62,15 +141,44 @@ pub fn grade(response: &str, gold: &str, opts: &ExtractOptions) -> (Option<Strin
     }
 }
 
-/// Grades a prediction that may be a whole response or a bare answer.
+/// Grades a prediction that may be a whole response or a bare answer (boxed policy).
 pub fn verify(pred: &str, gold: &str) -> bool {
+    verify_with(pred, gold, Policy::Boxed)
+}
+
+/// [`verify`] under an extraction policy. A bare prediction is compared whole first, so
+/// the lenient policy's last-number fallback never cuts `\frac{1}{2}` down to `2`.
+pub fn verify_with(pred: &str, gold: &str, policy: Policy) -> bool {
     let gold = extract(gold, &ExtractOptions::default())
         .map(|e| e.answer)
         .unwrap_or_else(|| gold.to_string());
-    match extract(pred, &ExtractOptions::default()) {
-        Some(e) => equivalent(&e.answer, &gold),
-        None => equivalent(pred, &gold),
+    // Boxes first (under the lenient policy several on the last line count together).
+    let boxes = ExtractOptions {
+        joined_boxes: policy == Policy::Lenient,
+        ..ExtractOptions::default()
+    };
+    if let Some(e) = extract(pred, &boxes) {
+        return equivalent(&e.answer, &gold);
     }
+    if bare(pred) && equivalent(pred, &gold) {
+        return true;
+    }
+    match policy {
+        Policy::Boxed => false,
+        Policy::Lenient => {
+            extract(pred, &policy.options()).is_some_and(|e| equivalent(&e.answer, &gold))
+        }
+    }
+}
+
+/// A prediction that is an answer, not a response: one line with at most two words of
+/// prose (LaTeX commands and units in `\text{}` do not count as prose here).
+fn bare(pred: &str) -> bool {
+    let words = pred
+        .split_whitespace()
+        .filter(|w| w.len() >= 3 && w.chars().all(|c| c.is_ascii_alphabetic()))
+        .count();
+    !pred.trim().contains('\n') && words <= 2
 }
 
 /// Whether two extracted answers denote the same mathematical object.
@@ -93,12 +201,33 @@ pub fn equivalent(pred: &str, gold: &str) -> bool {
     if let (Some(a), Some(b)) = (letter(&p), letter(&g)) {
         return a == b;
     }
-    // Equations and assignments: compare right-hand sides ("x = 3" vs "3").
+    // A choice with its value, "(B) 12", against a gold letter.
+    if let Some(b) = letter(&g) {
+        let choice = p.strip_prefix('(').and_then(|r| r.get(..2));
+        if let Some(c) = choice.filter(|c| c.ends_with(')')) {
+            return c[..1].eq_ignore_ascii_case(&b);
+        }
+    }
+    // `a \pm b` is the pair {a + b, a - b}.
+    if let Some(p2) = relations::plus_minus(&p) {
+        return same(&p2, &relations::plus_minus(&g).unwrap_or(g));
+    }
+    if let Some(g2) = relations::plus_minus(&g) {
+        return same(&p, &g2);
+    }
+    // Two equations: the same up to sides and a non-zero factor.
+    if p.contains('=') && g.contains('=') && relations::same_equation(&p, &g) {
+        return true;
+    }
+    // Equations and assignments: compare right-hand sides ("x = 3", "f(x) = 1",
+    // "(p,q) = (3,2)" vs a bare gold), and of a chain the last side ("x = 5+5+1 = 11").
     let rhs = |s: &str| -> Option<String> {
-        let (l, r) = s.rsplit_once('=')?;
-        let l = l.trim_end_matches(['<', '>', '!']);
-        (!l.is_empty() && l.len() <= 3 && l.chars().all(|c| c.is_ascii_alphabetic()))
-            .then(|| r.to_string())
+        let (l, _) = s.split_once('=')?;
+        let (_, r) = s.rsplit_once('=')?;
+        if l.ends_with(['<', '>', '!']) || r.is_empty() {
+            return None;
+        }
+        relations::label(l).then(|| r.to_string())
     };
     if let Some(r) = rhs(&p) {
         if rhs(&g).is_none() && same(&r, &g) {
@@ -118,23 +247,79 @@ fn same(p: &str, g: &str) -> bool {
     if p == g {
         return true;
     }
+    // Inequalities compare as the intervals they describe.
+    let (pi, gi) = (relations::interval(p), relations::interval(g));
+    if pi.is_some() || gi.is_some() {
+        let (a, b) = (
+            pi.unwrap_or_else(|| p.to_string()),
+            gi.unwrap_or_else(|| g.to_string()),
+        );
+        return a == b || (!a.contains('<') && !b.contains('<') && same(&a, &b));
+    }
     if let (Some(a), Some(b)) = (collection(p), collection(g)) {
         return same_collection(&a, &b);
     }
+    let values = || Some((expr::evaluate(p)?, expr::evaluate(g)?));
     if let (Some(a), Some(b)) = (Rational::parse(p), Rational::parse(g)) {
-        return a == b;
+        return a == b || values().is_some_and(|(a, b)| approximates(p, g, a, b));
     }
-    match (expr::evaluate(p), expr::evaluate(g)) {
-        (Some(a), Some(b)) => expr::close(a, b),
-        _ => false,
-    }
+    values().is_some_and(|(a, b)| expr::close(a, b) || approximates(p, g, a, b))
 }
+
+/// A decimal written with at least [`MIN_PLACES`] places stands for an exact value it
+/// rounds or truncates to: `|decimal - value| <= 10^-places` (plus f64 round-off), so
+/// `0.333333` is 1/3 but `0.33` is not, and `1.41421356` is `\sqrt{2}` but `3.14` is not
+/// `\pi`. Only between a decimal and a non-decimal (two decimals compare exactly).
+fn approximates(p: &str, g: &str, pv: [f64; 3], gv: [f64; 3]) -> bool {
+    let places = |s: &str| -> Option<i32> {
+        let t = s.strip_prefix('-').unwrap_or(s);
+        let (int, frac) = t.split_once('.')?;
+        let digits = |x: &str| x.chars().all(|c| c.is_ascii_digit());
+        (digits(int) && !frac.is_empty() && digits(frac)).then_some(frac.len() as i32)
+    };
+    let (dec, exact) = match (places(p), places(g)) {
+        (Some(n), None) => (n, gv),
+        (None, Some(n)) => (n, pv),
+        _ => return false,
+    };
+    let value = if places(p).is_some() { pv[0] } else { gv[0] };
+    // The exact side must be a constant (the same at every evaluation point).
+    let constant = exact
+        .iter()
+        .all(|x| (x - exact[0]).abs() <= 1e-12 * x.abs().max(1.0));
+    dec >= MIN_PLACES
+        && constant
+        && (value - exact[0]).abs() <= 10f64.powi(-dec) + 1e-12 * exact[0].abs()
+}
+
+/// Fewest decimal places that stand for an exact value.
+const MIN_PLACES: i32 = 4;
 
 /// A tuple, interval or set: brackets and top-level elements.
 struct Collection {
     open: char,
     close: char,
     items: Vec<String>,
+    /// Written with its brackets (a bare list `1, 2` is not).
+    bracketed: bool,
+}
+
+/// Whether the bracket opening `s` closes at its last character.
+fn encloses(s: &str) -> bool {
+    let mut depth = 0i32;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + c.len_utf8() == s.len();
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 fn split_top(s: &str) -> Vec<String> {
@@ -160,7 +345,8 @@ fn split_top(s: &str) -> Vec<String> {
 fn collection(s: &str) -> Option<Collection> {
     let first = s.chars().next()?;
     let last = s.chars().last()?;
-    let bracketed = matches!(first, '(' | '[' | '{') && matches!(last, ')' | ']' | '}');
+    let bracketed =
+        matches!(first, '(' | '[' | '{') && matches!(last, ')' | ']' | '}') && encloses(s);
     if bracketed && s.len() >= 2 {
         let inner = &s[1..s.len() - 1];
         let items = split_top(inner);
@@ -169,6 +355,7 @@ fn collection(s: &str) -> Option<Collection> {
                 open: first,
                 close: last,
                 items,
+                bracketed: true,
             });
         }
     }
@@ -177,11 +364,18 @@ fn collection(s: &str) -> Option<Collection> {
         open: '{',
         close: '}',
         items,
+        bracketed: false,
     })
 }
 
 fn same_collection(a: &Collection, b: &Collection) -> bool {
     if a.items.len() != b.items.len() {
+        return false;
+    }
+    // A set written as one is never a tuple or an interval written as one.
+    let set = |c: &Collection| c.bracketed && c.open == '{';
+    let ordered = |c: &Collection| c.bracketed && c.open != '{';
+    if (set(a) && ordered(b)) || (ordered(a) && set(b)) {
         return false;
     }
     let unordered = a.open == '{' || b.open == '{';

@@ -108,14 +108,109 @@ fn strip_thousands(s: &str) -> String {
     }
 }
 
+/// Matrix environments (`pmatrix`, `bmatrix`, `matrix`, `array`) as nested tuples: rows
+/// split at `\\`, cells at `&`; one row or one column is a flat tuple, so entries compare
+/// element-wise as any tuple does. A pair of brackets right around it is dropped (the
+/// array's `\left( ... \right)`).
+fn matrices(s: &str) -> String {
+    const ENVS: [&str; 4] = ["pmatrix", "bmatrix", "matrix", "array"];
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(pos) = rest.find("\\begin{") {
+        let after = &rest[pos + 6..];
+        let Some(env) = ENVS.iter().find(|e| after.starts_with(&format!("{{{e}}}"))) else {
+            out.push_str(&rest[..pos + 6]);
+            rest = after;
+            continue;
+        };
+        let end_tag = format!("\\end{{{env}}}");
+        let body_start = pos + 6 + env.len() + 2;
+        let Some(end) = rest[body_start..].find(&end_tag) else {
+            break;
+        };
+        let mut body = &rest[body_start..body_start + end];
+        // array's column spec: `{cc}`.
+        if *env == "array" && body.starts_with('{') {
+            body = body.find('}').map_or(body, |i| &body[i + 1..]);
+        }
+        let rows: Vec<Vec<&str>> = body
+            .split("\\\\")
+            .map(|r| r.split('&').map(str::trim).collect::<Vec<_>>())
+            .filter(|r| r.iter().any(|c| !c.is_empty()))
+            .collect();
+        let tuple = |cells: &[&str]| format!("({})", cells.join(","));
+        let text = if rows.len() == 1 {
+            tuple(&rows[0])
+        } else if rows.iter().all(|r| r.len() == 1) {
+            tuple(&rows.iter().map(|r| r[0]).collect::<Vec<_>>())
+        } else {
+            let inner: Vec<String> = rows.iter().map(|r| tuple(r)).collect();
+            format!("({})", inner.join(","))
+        };
+        let mut before = &rest[..pos];
+        let mut after = &rest[body_start + end + end_tag.len()..];
+        let (b, a) = (before.trim_end(), after.trim_start());
+        let a = a.strip_prefix("\\right").unwrap_or(a);
+        if (b.ends_with('(') && a.starts_with(')')) || (b.ends_with('[') && a.starts_with(']')) {
+            let b = &b[..b.len() - 1];
+            before = b.strip_suffix("\\left").unwrap_or(b);
+            after = &a[1..];
+        }
+        out.push_str(before);
+        out.push_str(&text);
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `1000,99` -> `1000.99`: a comma is a decimal comma only where it cannot group
+/// thousands (four or more digits before it, one or two after) and nothing else is there.
+fn decimal_comma(s: &str) -> Option<String> {
+    let (int, frac) = s.split_once(',')?;
+    let digits = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
+    let int_digits = int.trim_start_matches('-');
+    (digits(int_digits) && int_digits.len() >= 4 && digits(frac) && frac.len() <= 2)
+        .then(|| format!("{int}.{frac}"))
+}
+
+/// `\ne` as `!=` where it is the whole command (not the start of `\neg`, `\nearrow`).
+fn not_equal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(pos) = rest.find("\\ne") {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 3..];
+        if after.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            out.push_str("\\ne");
+        } else {
+            out.push_str("!=");
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Canonical spelling of an answer: no delimiters, spacing, units, degrees, percent,
 /// dollar signs, thousands separators or trailing punctuation; `\dfrac`/`\tfrac` as
 /// `\frac`; no spaces.
 pub fn normalize(s: &str) -> String {
     let mut t = s.trim().to_string();
+    // Before the spacing commands go: `\\ ` separates matrix rows.
+    if t.contains("\\begin{") {
+        t = matrices(&t);
+    }
+    if t.contains("\\ne") {
+        t = not_equal(&t);
+    }
     for (from, to) in [
         ("\\dfrac", "\\frac"),
         ("\\tfrac", "\\frac"),
+        ("\\cfrac", "\\frac"),
+        // A thousands separator kept from spacing: `14{,}916`.
+        ("{,}", ","),
+        ("\\mathrm{e}", "e"),
         ("\\left", ""),
         ("\\right", ""),
         ("\\displaystyle", ""),
@@ -143,9 +238,16 @@ pub fn normalize(s: &str) -> String {
         ("\\cdot", "*"),
         ("\\times", "*"),
         ("\\div", "/"),
+        // Longest commands first: `\le` must not eat the start of `\leq`.
+        ("\\leqslant", "<="),
+        ("\\geqslant", ">="),
+        ("\\leq", "<="),
+        ("\\geq", ">="),
+        ("\\neq", "!="),
         ("\\le", "<="),
         ("\\ge", ">="),
-        ("\\neq", "!="),
+        ("\\lt", "<"),
+        ("\\gt", ">"),
         ("−", "-"),
         ("\\infty", "oo"),
         ("\\lbrace", "{"),
@@ -158,12 +260,24 @@ pub fn normalize(s: &str) -> String {
         }
     }
     for cmd in [
-        "\\textbf", "\\mathbf", "\\mathrm", "\\textrm", "\\mbox", "\\text",
+        "\\textbf",
+        "\\mathbf",
+        "\\mathrm",
+        "\\textrm",
+        "\\textnormal",
+        "\\textit",
+        "\\mathit",
+        "\\mbox",
+        "\\text",
     ] {
         if t.contains(cmd) {
             t = unwrap_command(&t, cmd, true);
         }
     }
+    // A comma followed by a space separates items ("32, 349"), never digit groups.
+    let spaced_comma = t
+        .char_indices()
+        .any(|(i, c)| c == ',' && t[i + 1..].starts_with(char::is_whitespace));
     // Digits separated only by spaces are not one number ("1 3" is not 13): keep a mark.
     let chars: Vec<char> = t.chars().collect();
     let mut spaced = String::with_capacity(t.len());
@@ -189,8 +303,21 @@ pub fn normalize(s: &str) -> String {
         }
     }
     let t = t.trim_end_matches(['.', ',', ';']).to_string();
+    // "28 percent", "28 pct" (spaces are gone by now): the word after a number.
+    let t = ["percent", "pct"]
+        .iter()
+        .find_map(|w| {
+            t.strip_suffix(w)
+                .filter(|n| n.ends_with(|c: char| c.is_ascii_digit()))
+                .map(str::to_string)
+        })
+        .unwrap_or(t);
     let t = brace_short_args(&t);
-    let t = strip_thousands(&t);
+    let t = if spaced_comma {
+        t
+    } else {
+        decimal_comma(&t).unwrap_or_else(|| strip_thousands(&t))
+    };
     // "\text{(B)}" -> "(B)"; a lone capital letter compares case-insensitively.
     if t.len() <= 3 && t.chars().any(|c| c.is_ascii_uppercase()) {
         let inner = t.trim_matches(|c| c == '(' || c == ')');

@@ -85,3 +85,42 @@ fn thread_safe() {
         .collect();
     assert!(handles.into_iter().all(|h| h.join().unwrap()));
 }
+
+/// Answers written the way others write them (issue 15's kinds), each with the verdict a
+/// careful grader intends.
+#[test]
+fn answers_others_write() {
+    let lenient = |p: &str, g: &str| verify_with(p, g, Policy::Lenient);
+    // Extraction: answer phrases without a box, under the lenient policy only.
+    for r in [
+        "We add them up. The answer is 12.",
+        "Final Answer: 12",
+        "Final Answer: The final answer is $12$. I hope it is correct.",
+        "so we get\n**Answer:** 12",
+        "answer: $12$",
+    ] {
+        assert!(lenient(r, "12"), "{r}");
+        assert!(!verify(r, "12"), "boxed policy credits {r}");
+    }
+    assert!(lenient("after 3 steps we stop at 7", "7"));
+    // A box still wins over a phrase.
+    assert!(!lenient("The answer is 12, so \\boxed{13}", "12"));
+    // Labelled answers and chains against a bare gold.
+    assert!(eq("x = 11", "11"));
+    assert!(eq("f(x) = 1", "1"));
+    assert!(eq("(p,q) = (3,2)", "(3,2)"));
+    assert!(eq("x_1 = 4", "4"));
+    assert!(eq("x = 5+5+1 = 11", "11"));
+    assert!(!eq("2x = 4", "4"));
+    // Normalisation: the longer command first.
+    assert!(eq("x \\geq 2", "x >= 2"));
+    assert!(eq("x \\leq 2", "x\\le 2"));
+    assert!(eq("x \\lt 2", "x < 2"));
+    assert!(eq("\\cfrac{1}{2}", "0.5"));
+    assert!(eq("\\textnormal{(B)}", "B"));
+    assert!(eq("14{,}916", "14916"));
+    assert!(eq("28 percent", "28"));
+    assert!(eq("28 pct", "28\\%"));
+    // Not a thousands separator: two answers.
+    assert!(!eq("32, 349", "32349"));
+}
