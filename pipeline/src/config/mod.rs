@@ -405,9 +405,15 @@ mod tests {
             "score.extract=\"loose\"",
             "score.extract_fallbacks=[\"answer-is\", \"nope\"]",
         ] {
-            let err = format!("{:#}", Resolved::load_with(&base, &[bad.into()]).unwrap_err());
+            let err = format!(
+                "{:#}",
+                Resolved::load_with(&base, &[bad.into()]).unwrap_err()
+            );
             let key = bad.split('=').next().unwrap();
-            assert!(err.contains(key.trim_start_matches("score.")), "{bad}: {err}");
+            assert!(
+                err.contains(key.trim_start_matches("score.")),
+                "{bad}: {err}"
+            );
         }
     }
 
@@ -418,7 +424,10 @@ mod tests {
             "{:#}",
             Resolved::load_with(&base, &["rollout.kv_cache_tokens=10".into()]).unwrap_err()
         );
-        assert!(err.contains("rollout.kv_cache_tokens") && err.contains("41"), "{err}");
+        assert!(
+            err.contains("rollout.kv_cache_tokens") && err.contains("41"),
+            "{err}"
+        );
         Resolved::load_with(&base, &["rollout.kv_cache_tokens=41".into()]).unwrap();
     }
 }

@@ -129,12 +129,22 @@ impl Policy {
     }
 }
 
+/// A gold answer as written, or the content of its boxes when it has them (all of them:
+/// `\boxed{1}, \boxed{-2}` is the list `1, -2`).
+fn gold_answer(gold: &str) -> String {
+    let every_box = ExtractOptions {
+        joined_boxes: true,
+        ..ExtractOptions::default()
+    };
+    extract(gold, &every_box).map_or_else(|| gold.to_string(), |e| e.answer)
+}
+
 /// Grades a whole response against a gold answer: extraction, then equivalence.
 /// Returns the extracted answer (if any) and the verdict.
 pub fn grade(response: &str, gold: &str, opts: &ExtractOptions) -> (Option<String>, bool) {
     match extract(response, opts) {
         Some(e) => {
-            let ok = equivalent(&e.answer, gold);
+            let ok = equivalent(&e.answer, &gold_answer(gold));
             (Some(e.answer), ok)
         }
         None => (None, false),
@@ -149,9 +159,7 @@ pub fn verify(pred: &str, gold: &str) -> bool {
 /// [`verify`] under an extraction policy. A bare prediction is compared whole first, so
 /// the lenient policy's last-number fallback never cuts `\frac{1}{2}` down to `2`.
 pub fn verify_with(pred: &str, gold: &str, policy: Policy) -> bool {
-    let gold = extract(gold, &ExtractOptions::default())
-        .map(|e| e.answer)
-        .unwrap_or_else(|| gold.to_string());
+    let gold = gold_answer(gold);
     // Boxes first (under the lenient policy several on the last line count together).
     let boxes = ExtractOptions {
         joined_boxes: policy == Policy::Lenient,
@@ -191,6 +199,12 @@ pub fn equivalent(pred: &str, gold: &str) -> bool {
         return false;
     }
     if p == g {
+        return true;
+    }
+    // Answers in words compare without case ("Monday", "monday"); short ones may be
+    // products of names (`xy`) and go on to the expression rules.
+    let word = |s: &str| s.len() >= 3 && s.chars().all(|c| c.is_ascii_alphabetic());
+    if word(&p) && word(&g) && p.eq_ignore_ascii_case(&g) {
         return true;
     }
     // Multiple-choice letters: "(B)", "B", "\text{(B)}" all normalise to "b".
@@ -304,6 +318,19 @@ struct Collection {
     bracketed: bool,
 }
 
+/// Items of a list compare like answers: `x=2` against `2` by its right side.
+fn same_item(x: &str, y: &str) -> bool {
+    let value = |s: &str| -> Option<String> {
+        let (l, r) = s.split_once('=')?;
+        (relations::label(l) && !r.contains('=') && !r.is_empty()).then(|| r.to_string())
+    };
+    match (value(x), value(y)) {
+        (Some(a), None) => same(&a, y),
+        (None, Some(b)) => same(x, &b),
+        _ => same(x, y),
+    }
+}
+
 /// Whether the bracket opening `s` closes at its last character.
 fn encloses(s: &str) -> bool {
     let mut depth = 0i32;
@@ -382,7 +409,7 @@ fn same_collection(a: &Collection, b: &Collection) -> bool {
     if unordered {
         let mut used = vec![false; b.items.len()];
         return a.items.iter().all(|x| {
-            if let Some(j) = (0..b.items.len()).find(|&j| !used[j] && same(x, &b.items[j])) {
+            if let Some(j) = (0..b.items.len()).find(|&j| !used[j] && same_item(x, &b.items[j])) {
                 used[j] = true;
                 true
             } else {
@@ -391,7 +418,9 @@ fn same_collection(a: &Collection, b: &Collection) -> bool {
         });
     }
     // Tuples and intervals: the ends must match (open vs closed matters).
-    a.open == b.open && a.close == b.close && a.items.iter().zip(&b.items).all(|(x, y)| same(x, y))
+    a.open == b.open
+        && a.close == b.close
+        && a.items.iter().zip(&b.items).all(|(x, y)| same_item(x, y))
 }
 
 #[cfg(test)]

@@ -33,6 +33,12 @@ fn unwrap_command(s: &str, cmd: &str, drop_units: bool) -> String {
         let inner = &after[1..end];
         let before = &rest[..pos];
         out.push_str(before);
+        // "x = 2 \text{ or } x = 3": the connective separates answers.
+        if matches!(inner.trim(), "or" | "and") {
+            out.push(',');
+            rest = &after[end + 1..];
+            continue;
+        }
         // A word after a number is a unit ("5 \text{ cm}"): drop it.
         let is_unit = drop_units
             && !out.trim().is_empty()
@@ -272,6 +278,12 @@ pub fn normalize(s: &str) -> String {
     ] {
         if t.contains(cmd) {
             t = unwrap_command(&t, cmd, true);
+        }
+    }
+    // "2 or 3", "x = 1 and x = 4": answers joined by a connective, as a list.
+    for connective in [" or ", " and "] {
+        if t.contains(connective) {
+            t = t.replace(connective, ",");
         }
     }
     // A comma followed by a space separates items ("32, 349"), never digit groups.

@@ -11,7 +11,7 @@ use std::path::Path;
 use deltarl_verify::{verify_with, Policy};
 
 /// The kinds of answers the file must cover (issue 15's list).
-const KINDS: [&str; 24] = [
+const KINDS: [&str; 26] = [
     "answer-phrase",
     "box-wins",
     "last-number",
@@ -36,6 +36,8 @@ const KINDS: [&str; 24] = [
     "plain",
     "chain",
     "answer-phrase-box",
+    "connective",
+    "words",
 ];
 
 #[test]
