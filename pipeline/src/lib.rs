@@ -20,3 +20,4 @@ pub mod progress;
 pub mod rundir;
 pub mod runner;
 pub mod stage;
+pub mod vllm;

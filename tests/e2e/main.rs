@@ -11,3 +11,4 @@ mod refusals;
 mod resume;
 mod runs;
 mod scale;
+mod vllm;

@@ -58,7 +58,12 @@ assert 0.0 <= m["score/accuracy"] <= 1.0, m
             );
         }
         assert!(root.join(it).join("policy/model.safetensors").exists());
-        assert!(root.join(it).join("policy/optimizer.safetensors").exists());
+        assert!(root
+            .join(it)
+            .join("optimizer/optimizer.safetensors")
+            .exists());
+        // The Hugging Face folder holds the model only (engines load every safetensors).
+        assert!(!root.join(it).join("policy/optimizer.safetensors").exists());
     }
     assert!(root.join("iter-0002/eval.parquet").exists());
     let script = r#"

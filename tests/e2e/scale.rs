@@ -103,7 +103,7 @@ every = 0
     let config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(it.join("policy/config.json")).unwrap()).unwrap();
     assert_eq!(config["torch_dtype"], "bfloat16");
-    let opt = std::fs::read(it.join("policy/optimizer.safetensors")).unwrap();
+    let opt = std::fs::read(it.join("optimizer/optimizer.safetensors")).unwrap();
     let header_len = u64::from_le_bytes(opt[..8].try_into().unwrap()) as usize;
     let header = String::from_utf8_lossy(&opt[8..8 + header_len]);
     assert!(

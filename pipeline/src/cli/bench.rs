@@ -45,7 +45,17 @@ enum What {
         prompt_len: usize,
         #[arg(long, default_value_t = 48)]
         new_tokens: usize,
+        /// Also time vLLM (`make vllm`) on the same folder: its server start-up apart from
+        /// its generation.
+        #[arg(long, value_enum, default_value = "native")]
+        engine: EngineArg,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum EngineArg {
+    Native,
+    Vllm,
 }
 
 fn python() -> String {
@@ -59,6 +69,57 @@ fn script(rel: &str) -> PathBuf {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// vLLM's generation rate on `model` for the request `req` (one request of n = its seeds,
+/// exactly `new_tokens` each), median of `reps`, and its server's start-up seconds.
+fn vllm_rate(
+    model: &Path,
+    req: &deltarl_model::generate::Request,
+    new_tokens: usize,
+    reps: usize,
+) -> Result<(f64, f64)> {
+    let log = std::env::temp_dir().join(format!("deltarl-bench-vllm-{}.log", std::process::id()));
+    let t = Instant::now();
+    let server = deltarl_vllm::Server::start(&deltarl_vllm::ServerSettings {
+        python: crate::vllm::python(&Default::default()),
+        model: model
+            .canonicalize()
+            .with_context(|| format!("{}", model.display()))?,
+        dtype: "float32",
+        port: None,
+        cpu: true,
+        extra_args: Vec::new(),
+        start_timeout: std::time::Duration::from_secs(900),
+        log: log.clone(),
+        seed: 0,
+    })?;
+    eprintln!("vLLM server log: {}", log.display());
+    let startup = t.elapsed().as_secs_f64();
+    let client = deltarl_vllm::Client::connect(server.url())?;
+    let sampling = deltarl_vllm::Sampling {
+        temperature: 1.0,
+        top_p: 1.0,
+        top_k: 0,
+        max_tokens: new_tokens,
+        stop_token_ids: Vec::new(),
+        stop: Vec::new(),
+        ignore_eos: true,
+    };
+    let prompt = deltarl_vllm::Prompt {
+        ids: req.prompt_ids.clone(),
+        seed: 0,
+    };
+    let mut v = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        let out = client
+            .complete(&prompt, req.seeds.len() as u32, &sampling)
+            .map_err(|e| server.error(&e))?;
+        let toks: usize = out.iter().map(|c| c.tokens.len()).sum();
+        v.push(toks as f64 / t.elapsed().as_secs_f64());
+    }
+    Ok((startup, median(v)))
 }
 
 /// One labelled case of a verifier case file.
@@ -276,6 +337,7 @@ impl Args {
                 batch,
                 prompt_len,
                 new_tokens,
+                engine,
             } => {
                 let policy =
                     deltarl_model::load(&model, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
@@ -333,6 +395,13 @@ impl Args {
                 );
                 println!("  transformers generate  {hf:>10.1} tok/s");
                 println!("  speed-up vs transformers {:.2}x", cached / hf);
+                if engine == EngineArg::Vllm {
+                    let (startup, rate) = vllm_rate(&model, &req, new_tokens, reps)?;
+                    println!(
+                        "  vLLM (server)          {rate:>10.1} tok/s  (ours {:.2}x; server start-up {startup:.1} s, not counted)",
+                        cached / rate
+                    );
+                }
             }
         }
         Ok(())

@@ -221,6 +221,14 @@ impl Resolved {
             ),
         )?;
         let u = &o.update;
+        // vLLM's log-probs come from another engine: the ratio uses the trainer's.
+        check(
+            r.engine == options::Engine::Native
+                || u.old_logprobs == deltarl_update::OldLogprobs::Recompute,
+            "update.old_logprobs",
+            "rollout",
+            "must be recompute with rollout.engine = vllm (the sampler's numbers are never the old policy)",
+        )?;
         check(
             u.lr > 0.0 && u.lr.is_finite(),
             "update.lr",

@@ -13,7 +13,7 @@ use deltarl_model::Dtype;
 use deltarl_schemas::{atomic_write, FinishReason, Stage};
 
 use super::{load_policy, num, Env, Ran};
-use crate::config::{DataOptions, Resolved, RolloutOptions};
+use crate::config::{DataOptions, Engine, Resolved, RolloutOptions, VllmOptions};
 use crate::data;
 use crate::progress::Progress;
 
@@ -22,18 +22,27 @@ use crate::progress::Progress;
 pub struct Settings {
     pub seed: u64,
     pub data: DataOptions,
+    /// With `vllm` reduced to what changes samples (its extra server arguments).
     pub rollout: RolloutOptions,
     pub dtype: Dtype,
+    /// How to reach vLLM (interpreter, port, timeout, concurrency, url): not hashed, the
+    /// samples do not depend on them.
+    #[serde(skip)]
+    pub vllm: VllmOptions,
 }
 
 impl Settings {
     pub fn new(cfg: &Resolved) -> Self {
         let o = &cfg.opts;
+        let mut rollout = o.rollout.clone();
+        let vllm = std::mem::take(&mut rollout.vllm);
+        rollout.vllm.extra_args = vllm.extra_args.clone();
         Settings {
             seed: o.seed,
             data: o.data.clone(),
-            rollout: o.rollout.clone(),
+            rollout,
             dtype: o.model.dtype,
+            vllm,
         }
     }
 
@@ -63,7 +72,21 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let prompts = data::load_prompts(&s.data.source, s.data.train_size)?;
     let mut drawn = data::draw(&prompts, r.prompts_per_iter, s.seed, env.iter);
     let dir = env.previous_policy();
-    let policy = load_policy(&dir, env.device, s.dtype)?;
+    // vLLM loads the folder itself: here only the tokenizer and the end tokens are needed.
+    let policy = match r.engine {
+        Engine::Native => Some(load_policy(&dir, env.device, s.dtype)?),
+        Engine::Vllm => None,
+    };
+    let own_tokenizer;
+    let (tokenizer, eos_ids) = match &policy {
+        Some(p) => (&p.tokenizer, p.eos_ids()),
+        None => {
+            own_tokenizer = deltarl_model::Tokenizer::from_file(&dir.join("tokenizer.json"))?;
+            let cfg = deltarl_model::read_config(&dir)?;
+            let eos = deltarl_model::eos_ids(&cfg, &own_tokenizer);
+            (&own_tokenizer, eos)
+        }
+    };
     let template = if s.data.chat_template {
         crate::chat::apply(&mut drawn, &s.data.template, &dir)?
     } else {
@@ -72,7 +95,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let core = deltarl_rollout::Settings {
         samples_per_prompt: r.samples_per_prompt,
         template,
-        sampling: sample_settings(r, r.temperature, policy.eos_ids()),
+        sampling: sample_settings(r, r.temperature, eos_ids),
         run_seed: s.seed,
         iter: env.iter,
         policy_iter: env.iter - 1,
@@ -83,19 +106,49 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         "rollout",
         drawn.len() as u64 * u64::from(r.samples_per_prompt),
     );
+    // With vLLM: a server of our own (stopped when `server` drops, on every path) or the
+    // user's, which must serve this very folder.
+    let vllm = match r.engine {
+        Engine::Native => None,
+        Engine::Vllm => Some(crate::vllm::connect(&s.vllm, &dir, env, s.dtype, s.seed)?),
+    };
+    let engine = match (&policy, &vllm) {
+        (Some(p), _) => deltarl_rollout::Engine::Native(&p.model),
+        (None, Some(v)) => deltarl_rollout::Engine::Vllm {
+            client: &v.client,
+            concurrency: crate::vllm::concurrency(&s.vllm),
+        },
+        (None, None) => anyhow::bail!("no rollout engine"),
+    };
+    let startup = vllm.as_ref().map_or(0.0, |v| v.startup_seconds);
     let t0 = Instant::now();
     let mut rows = Vec::new();
     atomic_write(&env.file(Stage::Rollout), |w| -> Result<()> {
-        rows = deltarl_rollout::run_io(&core, &policy, &drawn, w, env.meta(), &mut |done, toks| {
-            progress.set_message(format!(
-                "{:.0} tok/s",
-                toks as f64 / t0.elapsed().as_secs_f64().max(1e-9)
-            ));
-            progress.set_position(done as u64);
-        })
-        .with_context(|| format!("sampling with the policy in {}", dir.display()))?;
+        let ran = deltarl_rollout::run_io(
+            &core,
+            tokenizer,
+            engine,
+            &drawn,
+            w,
+            env.meta(),
+            &mut |done, toks| {
+                progress.set_message(format!(
+                    "{:.0} tok/s",
+                    toks as f64 / t0.elapsed().as_secs_f64().max(1e-9)
+                ));
+                progress.set_position(done as u64);
+            },
+        );
+        rows = match (ran, &vllm) {
+            (Ok(rows), _) => rows,
+            // A failed request usually means the server died: say so, with its log.
+            (Err(e), Some(v)) => return Err(v.explain(e.into())),
+            (Err(e), None) => return Err(e.into()),
+        };
         Ok(())
-    })?;
+    })
+    .with_context(|| format!("sampling with the policy in {}", dir.display()))?;
+    drop(vllm);
     progress.finish();
     let tokens: usize = rows.iter().map(|r| r.response_token_ids.len()).sum();
     let n = rows.len().max(1) as f64;
@@ -111,6 +164,8 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             "tokens_per_s": tokens as f64 / t0.elapsed().as_secs_f64().max(1e-9),
             "mean_response_len": tokens as f64 / n,
             "truncated_frac": truncated as f64 / n,
+            "engine": r.engine,
+            "engine_startup_s": startup,
         }),
         outputs: Vec::new(),
     })

@@ -1,7 +1,7 @@
 //! The update stage: the reweighted clipped policy-gradient step (AdamW, optimizer state
 //! carried across iterations) on the previous policy; writes `policy/` and update.parquet.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -93,10 +93,21 @@ impl Settings {
     }
 }
 
-/// The optimizer state the previous policy carries, if any (an input of the update).
+/// The folder of the optimizer state written beside a policy folder: `iter-N/optimizer/`,
+/// outside the Hugging Face folder so engines that load every `*.safetensors` of a model
+/// folder (vLLM) see only the model.
+pub fn optimizer_dir(policy: &Path) -> PathBuf {
+    policy.with_file_name("optimizer")
+}
+
+/// The optimizer state the previous policy carries, if any (an input of the update): its
+/// `optimizer/` folder, or inside the policy folder where runs before that layout put it.
 pub fn optimizer_state(env: &Env) -> Option<PathBuf> {
-    let path = env.previous_policy().join("optimizer.safetensors");
-    path.exists().then_some(path)
+    let policy = env.previous_policy();
+    [optimizer_dir(&policy), policy]
+        .into_iter()
+        .map(|d| d.join("optimizer.safetensors"))
+        .find(|p| p.exists())
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
@@ -121,8 +132,8 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             weight_decay: s.weight_decay,
         },
     );
-    if optimizer_state(env).is_some() {
-        opt.load(&src)?;
+    if let Some(dir) = optimizer_state(env).as_deref().and_then(Path::parent) {
+        opt.load(dir)?;
     }
     let reference = if s.loss.kl_coef != 0.0 {
         Some(load_policy(env.base, env.device, s.dtype)?)
@@ -158,8 +169,11 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let final_dir = env.this_policy();
     let tmp = TempFolder::new(&env.run.iter_dir(env.iter), "policy")?;
     deltarl_model::save(&policy, tmp.path())?;
-    opt.save(tmp.path())?;
+    let opt_dir = optimizer_dir(&final_dir);
+    let tmp_opt = TempFolder::new(&env.run.iter_dir(env.iter), "optimizer")?;
+    opt.save(tmp_opt.path())?;
     tmp.commit(&final_dir)?;
+    tmp_opt.commit(&opt_dir)?;
     atomic_write(&env.file(Stage::Update), |w| -> Result<()> {
         write_metrics(w, (&core, &s.join), &metrics, &mismatch, env.meta())?;
         Ok(())
@@ -180,7 +194,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         }),
         outputs: vec![
             final_dir.join("model.safetensors"),
-            final_dir.join("optimizer.safetensors"),
+            opt_dir.join("optimizer.safetensors"),
         ],
     })
 }

@@ -32,16 +32,22 @@ impl Policy {
     /// Token ids that end a response: the config's `eos_token_id` plus the tokenizer's
     /// usual end tokens when present.
     pub fn eos_ids(&self) -> Vec<u32> {
-        let mut eos = self.model.config.eos_ids();
-        for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
-            if let Some(id) = self.tokenizer.token_id(t) {
-                if !eos.contains(&id) {
-                    eos.push(id);
-                }
+        eos_ids(&self.model.config, &self.tokenizer)
+    }
+}
+
+/// The tokens that end a response: the config's `eos_token_id`s and the tokenizer's end
+/// tokens (`<eos>`, `<|endoftext|>`, `<|im_end|>`) when it has them.
+pub fn eos_ids(config: &Qwen3Config, tokenizer: &Tokenizer) -> Vec<u32> {
+    let mut eos = config.eos_ids();
+    for t in ["<eos>", "<|endoftext|>", "<|im_end|>"] {
+        if let Some(id) = tokenizer.token_id(t) {
+            if !eos.contains(&id) {
+                eos.push(id);
             }
         }
-        eos
     }
+    eos
 }
 
 /// A small random Qwen3 policy for tests and examples: `tokenizer_json` is written to

@@ -20,7 +20,7 @@ pub mod synthetic;
 mod tokenizer;
 
 pub use checkpoint::{
-    build, init_weights, load, random_policy, read_config, save, write_tensors, Policy,
+    build, eos_ids, init_weights, load, random_policy, read_config, save, write_tensors, Policy,
 };
 pub use config::{Dtype, Qwen3Config};
 pub use error::{Error, Result};

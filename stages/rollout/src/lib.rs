@@ -3,8 +3,8 @@
 
 use std::io::Write;
 
-use deltarl_model::generate::{generate, Request, SampleSettings};
-use deltarl_model::Policy;
+use deltarl_model::generate::{generate, Request, Sample, SampleSettings};
+use deltarl_model::{Policy, Qwen3, Tokenizer};
 use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{render_template, write_table, FileMeta, PromptRow, RolloutRow, Stage};
 
@@ -27,11 +27,25 @@ pub struct Settings {
     pub max_prompt_tokens: Option<usize>,
 }
 
+/// Who generates the responses.
+pub enum Engine<'a> {
+    /// Our KV-cache decoder on the policy's weights: per-sample seeds, byte-identical reruns.
+    Native(&'a Qwen3),
+    /// A vLLM server serving the policy's folder: `n = G` samples per request with one seed
+    /// per prompt, `concurrency` requests in flight.
+    Vllm {
+        client: &'a deltarl_vllm::Client,
+        concurrency: usize,
+    },
+}
+
 /// Errors of the rollout stage.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Model(#[from] deltarl_model::Error),
+    #[error(transparent)]
+    Vllm(#[from] deltarl_vllm::Error),
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
     #[error("prompt {id:?}: {message}")]
@@ -40,10 +54,28 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Pure core: prompts in, one row per (prompt, sample) out, in prompt order.
+/// Pure core with our own engine: prompts in, one row per (prompt, sample) out, in prompt
+/// order.
 pub fn run(
     s: &Settings,
     policy: &Policy,
+    prompts: &[PromptRow],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<RolloutRow>> {
+    run_with(
+        s,
+        &policy.tokenizer,
+        Engine::Native(&policy.model),
+        prompts,
+        progress,
+    )
+}
+
+/// [`run`] with any engine; the tokenizer encodes the prompts and decodes the responses.
+pub fn run_with(
+    s: &Settings,
+    tokenizer: &Tokenizer,
+    engine: Engine<'_>,
     prompts: &[PromptRow],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RolloutRow>> {
@@ -51,7 +83,7 @@ pub fn run(
     let mut requests = Vec::with_capacity(prompts.len());
     for p in prompts {
         let text = render_template(&s.template, &p.problem);
-        let mut ids = policy.tokenizer.encode(&text).map_err(Error::from)?;
+        let mut ids = tokenizer.encode(&text).map_err(Error::from)?;
         if let Some(max) = s.max_prompt_tokens {
             // The end of a prompt (the question and the cue to answer) is what the
             // response continues, so the start goes.
@@ -73,27 +105,13 @@ pub fn run(
         });
         texts.push(text);
     }
-    let samples = generate(
-        &policy.model,
-        &policy.tokenizer,
-        &requests,
-        &s.sampling,
-        progress,
-    )
-    .map_err(|e| match e {
-        deltarl_model::Error::Generate(m) => {
-            // Name the prompt: the engine reports its index.
-            let id = m
-                .strip_prefix("request ")
-                .and_then(|r| r.split(':').next())
-                .and_then(|i| i.parse::<usize>().ok())
-                .and_then(|i| prompts.get(i))
-                .map(|p| p.id.clone())
-                .unwrap_or_default();
-            Error::Prompt { id, message: m }
-        }
-        e => Error::Model(e),
-    })?;
+    let samples = match engine {
+        Engine::Native(model) => native(model, tokenizer, &requests, s, prompts, progress)?,
+        Engine::Vllm {
+            client,
+            concurrency,
+        } => vllm(client, concurrency, &requests, s, prompts, progress)?,
+    };
     let mut rows = Vec::with_capacity(prompts.len() * s.samples_per_prompt as usize);
     for ((p, req), (text, group)) in prompts
         .iter()
@@ -106,7 +124,7 @@ pub fn run(
                 sample_idx: k as u32,
                 prompt: text.clone(),
                 prompt_token_ids: req.prompt_ids.clone(),
-                response_text: policy.tokenizer.decode(&smp.tokens),
+                response_text: tokenizer.decode(&smp.tokens),
                 response_token_ids: smp.tokens,
                 old_logprobs: smp.logprobs,
                 finish_reason: smp.finish,
@@ -118,17 +136,107 @@ pub fn run(
     Ok(rows)
 }
 
+/// Our engine: every sample its own seed.
+fn native(
+    model: &Qwen3,
+    tokenizer: &Tokenizer,
+    requests: &[Request],
+    s: &Settings,
+    prompts: &[PromptRow],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Vec<Sample>>> {
+    generate(model, tokenizer, requests, &s.sampling, progress).map_err(|e| match e {
+        deltarl_model::Error::Generate(m) => {
+            // Name the prompt: the engine reports its index.
+            let id = m
+                .strip_prefix("request ")
+                .and_then(|r| r.split(':').next())
+                .and_then(|i| i.parse::<usize>().ok())
+                .and_then(|i| prompts.get(i))
+                .map(|p| p.id.clone())
+                .unwrap_or_default();
+            Error::Prompt { id, message: m }
+        }
+        e => Error::Model(e),
+    })
+}
+
+/// vLLM: one request of `n = G` samples per prompt, seeded by the prompt's first sample
+/// seed (vLLM draws the G samples of a request from one seeded stream).
+fn vllm(
+    client: &deltarl_vllm::Client,
+    concurrency: usize,
+    requests: &[Request],
+    s: &Settings,
+    prompts: &[PromptRow],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Vec<Sample>>> {
+    let vllm_prompts: Vec<deltarl_vllm::Prompt> = requests
+        .iter()
+        .map(|r| deltarl_vllm::Prompt {
+            ids: r.prompt_ids.clone(),
+            seed: r.seeds.first().copied().unwrap_or(0),
+        })
+        .collect();
+    let sampling = deltarl_vllm::Sampling {
+        temperature: s.sampling.temperature,
+        top_p: s.sampling.top_p,
+        top_k: s.sampling.top_k,
+        max_tokens: s.sampling.max_new_tokens,
+        stop_token_ids: s.sampling.eos_ids.clone(),
+        stop: s.sampling.stop_strings.clone(),
+        ignore_eos: false,
+    };
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let out = deltarl_vllm::generate(
+        client,
+        &vllm_prompts,
+        s.samples_per_prompt,
+        &sampling,
+        concurrency,
+        &|k| {
+            done.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+        },
+    )
+    .map_err(|e| match e {
+        deltarl_vllm::Error::Request { prompt, message } => Error::Prompt {
+            id: prompts
+                .get(prompt)
+                .map(|p| p.id.clone())
+                .unwrap_or_default(),
+            message,
+        },
+        e => Error::Vllm(e),
+    })?;
+    let rows = done.into_inner();
+    progress(rows, 0);
+    Ok(out
+        .into_iter()
+        .map(|group| {
+            group
+                .into_iter()
+                .map(|c| Sample {
+                    tokens: c.tokens,
+                    logprobs: c.logprobs,
+                    finish: c.finish,
+                })
+                .collect()
+        })
+        .collect())
+}
+
 /// Thin Parquet shell: runs [`run`] and writes rollouts.parquet to `out`, with the
 /// settings in the file metadata.
 pub fn run_io<W: Write + Send>(
     s: &Settings,
-    policy: &Policy,
+    tokenizer: &Tokenizer,
+    engine: Engine<'_>,
     prompts: &[PromptRow],
     out: W,
     meta: FileMeta,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RolloutRow>> {
-    let rows = run(s, policy, prompts, progress)?;
+    let rows = run_with(s, tokenizer, engine, prompts, progress)?;
     let meta = meta.with("settings", serde_json::to_string(s).unwrap_or_default());
     write_table(out, &rows, &meta)?;
     Ok(rows)

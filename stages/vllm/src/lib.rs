@@ -1,0 +1,27 @@
+//! vLLM as a rollout engine.
+//!
+//! [`Server`] runs `python -m vllm.entrypoints.openai.api_server` on a policy folder as a
+//! child process (log to a file, health-checked, stopped on drop and when this process
+//! dies); [`Client`] talks to it — or to a server the user runs — through the
+//! OpenAI-compatible completions API with token-id prompts, `n` samples, a seed per prompt
+//! and the sampled tokens' log-probs. [`generate`] sends one request per prompt from a few
+//! threads and returns, per prompt, its samples as token ids, log-probs and finish reasons.
+
+mod client;
+mod server;
+
+pub use client::{generate, Client, Completion, Prompt, Sampling};
+pub use server::{Server, ServerSettings};
+
+/// Errors of the vLLM engine; each names the server, the file or the prompt.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Setup(String),
+    #[error("vLLM server {url}: {message}")]
+    Server { url: String, message: String },
+    #[error("vLLM request for prompt {prompt}: {message}")]
+    Request { prompt: usize, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

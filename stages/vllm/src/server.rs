@@ -1,0 +1,292 @@
+//! The vLLM server as a child process of the rollout stage.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result};
+
+/// How to start a server.
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    /// The Python of the vLLM virtual environment (`make vllm`).
+    pub python: PathBuf,
+    /// The Hugging Face folder to serve (this iteration's policy).
+    pub model: PathBuf,
+    /// `float32` | `bfloat16`.
+    pub dtype: &'static str,
+    /// The port to listen on (None = a free one).
+    pub port: Option<u16>,
+    /// On a CPU: eager mode and a small share of host memory for the KV cache, unless the
+    /// extra arguments say otherwise.
+    pub cpu: bool,
+    /// Passed through to the server (tensor / data parallel size, memory, max length...).
+    pub extra_args: Vec<String>,
+    pub start_timeout: Duration,
+    /// The server's standard output and error go here.
+    pub log: PathBuf,
+    /// The server's global seed.
+    pub seed: u64,
+}
+
+/// A running server; stopped (SIGTERM, then SIGKILL) when dropped, and sent SIGTERM by the
+/// kernel if this process dies first.
+#[derive(Debug)]
+pub struct Server {
+    child: Mutex<Child>,
+    url: String,
+    log: PathBuf,
+}
+
+/// Runs vLLM's server module after asking the kernel for SIGTERM when the parent dies
+/// (`prctl(PR_SET_PDEATHSIG)`, 1 on Linux); exits at once if the parent is already gone.
+const LAUNCHER: &str = "import ctypes, os, runpy, signal, sys\n\
+parent = os.getppid()\n\
+ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n\
+if os.getppid() != parent: sys.exit(1)\n\
+module = sys.argv[1]\n\
+sys.argv = [module] + sys.argv[2:]\n\
+runpy.run_module(module, run_name='__main__', alter_sys=True)\n";
+
+/// A port nobody listens on now.
+fn free_port() -> Result<u16> {
+    let l = TcpListener::bind(("127.0.0.1", 0))
+        .map_err(|e| Error::Setup(format!("cannot find a free port: {e}")))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| Error::Setup(format!("cannot find a free port: {e}")))
+}
+
+/// The last `n` lines of a log file (empty when it cannot be read).
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+impl Server {
+    pub fn start(s: &ServerSettings) -> Result<Server> {
+        if !s.python.exists() {
+            return Err(Error::Setup(format!(
+                "vLLM's Python {} does not exist: run `make vllm` (or set rollout.vllm.python)",
+                s.python.display()
+            )));
+        }
+        let port = match s.port {
+            Some(p) => {
+                // Refuse a busy port up front, by name, instead of a server dying later.
+                TcpListener::bind(("127.0.0.1", p)).map_err(|e| {
+                    Error::Setup(format!(
+                        "port {p} is already in use ({e}): set rollout.vllm.port to a free one or 0"
+                    ))
+                })?;
+                p
+            }
+            None => free_port()?,
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        let mut args: Vec<String> = [
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--model",
+            &s.model.display().to_string(),
+            "--dtype",
+            s.dtype,
+            "--seed",
+            &s.seed.to_string(),
+            // Log-probs at the sampling temperature, as our own engine records them.
+            "--logprobs-mode",
+            "processed_logprobs",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let given = |flag: &str| s.extra_args.iter().any(|a| a.starts_with(flag));
+        if s.cpu {
+            if !given("--enforce-eager") {
+                args.push("--enforce-eager".into());
+            }
+            // On a CPU vLLM reserves this share of host memory for its cache.
+            if !given("--gpu-memory-utilization") {
+                args.extend(["--gpu-memory-utilization".into(), "0.1".into()]);
+            }
+        }
+        args.extend(s.extra_args.iter().cloned());
+        let log = File::create(&s.log).map_err(|e| {
+            Error::Setup(format!(
+                "cannot create the server log {}: {e}",
+                s.log.display()
+            ))
+        })?;
+        let err_log = log
+            .try_clone()
+            .map_err(|e| Error::Setup(format!("{}: {e}", s.log.display())))?;
+        // The server's own process group (stopped as a whole, workers included), and a
+        // parent-death signal set by Python before vLLM starts, so the kernel stops the
+        // server if this process dies without running destructors (a crash, SIGKILL).
+        let mut cmd = Command::new(&s.python);
+        cmd.arg("-c")
+            .arg(LAUNCHER)
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err_log)
+            .process_group(0);
+        let child = cmd.spawn().map_err(|e| {
+            Error::Setup(format!(
+                "cannot start {} -m vllm...: {e}",
+                s.python.display()
+            ))
+        })?;
+        let server = Server {
+            child: Mutex::new(child),
+            url,
+            log: s.log.clone(),
+        };
+        server.wait_healthy(s.start_timeout)?;
+        Ok(server)
+    }
+
+    fn wait_healthy(&self, timeout: Duration) -> Result<()> {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(5)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let start = Instant::now();
+        loop {
+            self.check()?;
+            let health = agent.get(format!("{}/health", self.url)).call();
+            if health.is_ok_and(|r| r.status() == 200) {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(self.error(&format!(
+                    "not healthy after {} s (rollout.vllm.start_timeout_s)",
+                    timeout.as_secs()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// An error about this server, with the last lines of its log.
+    pub fn error(&self, message: &str) -> Error {
+        Error::Server {
+            url: self.url.clone(),
+            message: format!(
+                "{message}; last lines of {}:\n{}",
+                self.log.display(),
+                log_tail(&self.log, 20)
+            ),
+        }
+    }
+
+    /// Ok while the server runs; an error naming its exit status, with its log, once it
+    /// has stopped.
+    pub fn check(&self) -> Result<()> {
+        let polled = match self.child.lock() {
+            Ok(mut c) => c.try_wait(),
+            Err(_) => return Err(self.error("the server's handle was poisoned")),
+        };
+        match polled {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(self.error(&format!("the server exited ({status})"))),
+            Err(e) => Err(self.error(&format!("cannot poll the server: {e}"))),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let Ok(child) = self.child.get_mut() else {
+            return;
+        };
+        if let Ok(None) = child.try_wait() {
+            use nix::sys::signal::{killpg, Signal};
+            // The server leads its own process group: signal it and its workers.
+            let group = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = killpg(group, Signal::SIGTERM);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(20) {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = killpg(group, Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn settings(dir: &Path, python: PathBuf, port: Option<u16>) -> ServerSettings {
+        ServerSettings {
+            python,
+            model: dir.to_path_buf(),
+            dtype: "float32",
+            port,
+            cpu: true,
+            extra_args: vec![],
+            start_timeout: Duration::from_secs(5),
+            log: dir.join("vllm.log"),
+            seed: 0,
+        }
+    }
+
+    #[test]
+    fn a_missing_python_names_make_vllm() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Server::start(&settings(dir.path(), dir.path().join("nope/python"), None))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("make vllm"), "{err}");
+    }
+
+    #[test]
+    fn a_busy_port_is_refused_by_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let busy = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = busy.local_addr().unwrap().port();
+        // Any existing executable: the port is checked before anything starts.
+        let err = Server::start(&settings(dir.path(), "/bin/sh".into(), Some(port)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("port {port} is already in use")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_server_that_dies_at_start_up_reports_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        // /bin/sh -m ... fails at once with a usage message: the error carries it.
+        let err = Server::start(&settings(dir.path(), "/bin/sh".into(), None))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the server exited"), "{err}");
+        assert!(err.contains("vllm.log"), "{err}");
+    }
+}
