@@ -98,9 +98,13 @@ impl Vllm {
     /// A failed rollout: when the server started here has stopped, that is the cause,
     /// said with its exit status and the end of its log.
     pub fn explain(&self, e: anyhow::Error) -> anyhow::Error {
-        match self.server.as_ref().map(Server::check) {
-            Some(Err(died)) => e.context(died.to_string()),
-            _ => e,
+        let died = self
+            .server
+            .as_ref()
+            .and_then(|s| s.stopped_within(Duration::from_secs(5)));
+        match died {
+            Some(died) => e.context(died.to_string()),
+            None => e,
         }
     }
 }

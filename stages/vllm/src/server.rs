@@ -198,6 +198,21 @@ impl Server {
         }
     }
 
+    /// Whether the server stops within `wait` (a request that failed because the server
+    /// died can fail a moment before its process is gone): the error saying so, or None.
+    pub fn stopped_within(&self, wait: Duration) -> Option<Error> {
+        let start = Instant::now();
+        loop {
+            if let Err(e) = self.check() {
+                return Some(e);
+            }
+            if start.elapsed() >= wait {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Ok while the server runs; an error naming its exit status, with its log, once it
     /// has stopped.
     pub fn check(&self) -> Result<()> {
