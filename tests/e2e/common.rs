@@ -141,3 +141,62 @@ pub fn parquet_files(root: &Path) -> BTreeMap<String, Vec<u8>> {
     }
     out
 }
+
+/// A configuration for a model folder `model` on a prompt file of `problems` (answer
+/// `2 * i` each): `model_keys` go into its `[model]` table and `rest` (tables) after the
+/// data source and template. Returns the config's path.
+pub fn file_config(
+    dir: &Path,
+    name: &str,
+    model: &Path,
+    problems: &[String],
+    model_keys: &str,
+    rest: &str,
+) -> PathBuf {
+    let prompts = dir.join(format!("{name}-prompts.jsonl"));
+    let lines: Vec<String> = problems
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            serde_json::json!({"id": format!("q{i}"), "problem": q, "answer": (2 * i).to_string()})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(&prompts, lines.join("\n")).unwrap();
+    let base = repo()
+        .join("configs/tiny-arith.toml")
+        .canonicalize()
+        .unwrap();
+    let cfg = dir.join(format!("{name}.toml"));
+    let text = format!(
+        "extends = {:?}\n[model]\nsource = {:?}\n{model_keys}\n[data]\nsource = {:?}\n\
+         template = \"User:\\n{{question}}\\nAssistant:\\n\"\n{rest}",
+        base.display().to_string(),
+        model.display().to_string(),
+        prompts.display().to_string()
+    );
+    std::fs::write(&cfg, text).unwrap();
+    cfg
+}
+
+/// Iteration 1 of the run in `root` opens in polars and its files join on (prompt_id,
+/// sample_idx): `rows` responses, each with as many coefficients, features and old
+/// log-probs as tokens.
+pub fn check_iteration_joins(root: &Path, rows: usize) {
+    run_python(
+        r#"
+import sys, polars as pl
+d = sys.argv[1] + "/iter-0001/"
+rows = int(sys.argv[2])
+key = ["prompt_id", "sample_idx"]
+r = pl.read_parquet(d + "rollouts.parquet")
+df = r.join(pl.read_parquet(d + "scores.parquet"), on=key).join(
+    pl.read_parquet(d + "features.parquet"), on=key).join(pl.read_parquet(d + "coeffs.parquet"), on=key)
+assert df.height == r.height == rows, df.height
+for col in ["coeff", "features", "old_logprobs"]:
+    assert (df["response_token_ids"].list.len() == df[col].list.len()).all(), col
+assert set(df["finish_reason"].unique()) <= {"stop", "length"}
+"#,
+        &[root, Path::new(&rows.to_string())],
+    );
+}

@@ -69,34 +69,19 @@ fn the_plan_matches_measured_peak_memory_on_cpu() {
         ],
     ));
     // Prompts longer than max_prompt_tokens, so each is cut to exactly that.
-    let prompts = dir.path().join("prompts.jsonl");
-    let lines: Vec<String> = (0..4)
+    let problems: Vec<String> = (0..4)
         .map(|i| {
             let q: Vec<String> = (0..12).map(|j| format!("What is {i} plus {j}?")).collect();
-            format!(
-                "{{\"id\": \"q{i}\", \"problem\": \"{}\", \"answer\": \"{}\"}}",
-                q.join(" "),
-                2 * i
-            )
+            q.join(" ")
         })
         .collect();
-    std::fs::write(&prompts, lines.join("\n")).unwrap();
-    let base = repo()
-        .join("configs/tiny-arith.toml")
-        .canonicalize()
-        .unwrap();
-    let cfg = dir.path().join("mem.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"extends = {:?}
-[model]
-source = {:?}
-threads = 2
-[data]
-source = {:?}
-template = "User:\n{{question}}\nAssistant:\n"
-[rollout]
+    let cfg = file_config(
+        dir.path(),
+        "mem",
+        &model,
+        &problems,
+        "threads = 2",
+        r#"[rollout]
 prompts_per_iter = 4
 samples_per_prompt = 8
 max_new_tokens = 128
@@ -112,12 +97,7 @@ lr = 1e-6
 [eval]
 every = 0
 "#,
-            base.display().to_string(),
-            model.display().to_string(),
-            prompts.display().to_string()
-        ),
-    )
-    .unwrap();
+    );
     let mut report = Vec::new();
     for (run, dtype) in [
         ("f32", "model.dtype=\"f32\""),

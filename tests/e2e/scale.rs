@@ -23,32 +23,16 @@ fn a_real_vocabulary_in_bf16_runs_every_stage() {
         ],
     ));
     assert!(String::from_utf8_lossy(&out.stderr).contains("vocabulary 151936"));
-    let prompts = dir.path().join("prompts.jsonl");
-    let lines: Vec<String> = (0..4)
-        .map(|i| {
-            format!(
-                "{{\"id\": \"q{i}\", \"problem\": \"What is {i} + {i}? Think step by step.\", \"answer\": \"{}\"}}",
-                2 * i
-            )
-        })
+    let problems: Vec<String> = (0..4)
+        .map(|i| format!("What is {i} + {i}? Think step by step."))
         .collect();
-    std::fs::write(&prompts, lines.join("\n")).unwrap();
-    let base = repo()
-        .join("configs/tiny-arith.toml")
-        .canonicalize()
-        .unwrap();
-    let cfg = dir.path().join("real.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"extends = {:?}
-[model]
-source = {:?}
-dtype = "bf16"
-[data]
-source = {:?}
-template = "User:\n{{question}}\nAssistant:\n"
-[rollout]
+    let cfg = file_config(
+        dir.path(),
+        "real",
+        &model,
+        &problems,
+        "dtype = \"bf16\"",
+        r#"[rollout]
 prompts_per_iter = 2
 samples_per_prompt = 4
 max_new_tokens = 256
@@ -66,12 +50,7 @@ lr = 1e-6
 [eval]
 every = 0
 "#,
-            base.display().to_string(),
-            model.display().to_string(),
-            prompts.display().to_string()
-        ),
-    )
-    .unwrap();
+    );
     let out = ok(iterate(&runs, &cfg, "real", &["--iters", "1"]));
     let log = String::from_utf8_lossy(&out.stderr);
     eprintln!("{log}");
@@ -109,5 +88,105 @@ every = 0
     assert!(
         header.contains("\"master.model.embed_tokens.weight\""),
         "{header}"
+    );
+}
+
+/// A verl user's first run: a verl-format RL Parquet (message-list prompts with a system
+/// turn, `reward_model.ground_truth`, `data_source`) and a random Qwen2.5-shaped model
+/// (q/k/v biases, no q/k norm) through every stage; the policy it writes opens in
+/// transformers.
+#[test]
+fn a_verl_dataset_on_a_qwen2_model_runs_every_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let model = dir.path().join("qwen2");
+    ok(deltarl(
+        &runs,
+        &[
+            "random-model",
+            "--out",
+            model.to_str().unwrap(),
+            "--family",
+            "qwen2",
+            "--vocab",
+            "2048",
+            "--hidden",
+            "64",
+            "--intermediate",
+            "128",
+            "--layers",
+            "2",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--max-positions",
+            "256",
+        ],
+    ));
+    let cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("config.json")).unwrap()).unwrap();
+    assert_eq!(cfg["model_type"], "qwen2");
+    let data = dir.path().join("train.parquet");
+    run_python(
+        r#"
+import sys, polars as pl
+n = 4
+pl.DataFrame({
+    "data_source": ["openai/gsm8k"] * n,
+    "prompt": [[{"role": "system", "content": "Answer briefly."},
+                {"role": "user", "content": f"What is {i} + {i}?"}] for i in range(n)],
+    "ability": ["math"] * n,
+    "reward_model": [{"style": "rule", "ground_truth": str(2 * i)} for i in range(n)],
+    "extra_info": [{"index": i, "split": "train"} for i in range(n)],
+}).write_parquet(sys.argv[1])
+"#,
+        &[&data],
+    );
+    let base = repo()
+        .join("configs/tiny-arith.toml")
+        .canonicalize()
+        .unwrap();
+    let config = dir.path().join("verl.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"extends = {:?}
+[model]
+source = {:?}
+[data]
+source = {:?}
+template = "User:\n{{question}}\nAssistant:\n"
+[rollout]
+prompts_per_iter = 2
+samples_per_prompt = 4
+max_new_tokens = 32
+stop = ["a"]
+[score]
+overlong_buffer = 31
+[eval]
+every = 0
+"#,
+            base.display().to_string(),
+            model.display().to_string(),
+            data.display().to_string()
+        ),
+    )
+    .unwrap();
+    ok(iterate(&runs, &config, "verl", &["--iters", "1"]));
+    let it = runs.join("verl/iter-0001");
+    for f in ["rollouts", "scores", "features", "coeffs", "update"] {
+        assert!(it.join(format!("{f}.parquet")).exists(), "{f}");
+    }
+    // The trained policy is a Qwen2 folder transformers loads.
+    run_python(
+        r#"
+import sys, torch
+from transformers import AutoModelForCausalLM
+m = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)
+assert type(m).__name__ == "Qwen2ForCausalLM", type(m)
+assert m.model.layers[0].self_attn.q_proj.bias is not None
+"#,
+        &[&it.join("policy")],
     );
 }

@@ -76,21 +76,7 @@ fn an_iteration_with_vllm_rollouts() {
     assert!(mm["tokens"].as_u64().unwrap() > 0, "{mm}");
     assert!(mm["max_abs"].as_f64().unwrap() <= 1e-5, "{mm}");
     assert!(root.join("iter-0001/vllm.log").exists());
-    run_python(
-        r#"
-import sys, polars as pl
-d = sys.argv[1] + "/iter-0001/"
-key = ["prompt_id", "sample_idx"]
-r = pl.read_parquet(d + "rollouts.parquet")
-df = r.join(pl.read_parquet(d + "scores.parquet"), on=key).join(
-    pl.read_parquet(d + "features.parquet"), on=key).join(pl.read_parquet(d + "coeffs.parquet"), on=key)
-assert df.height == r.height == 32, df.height
-assert (df["response_token_ids"].list.len() == df["old_logprobs"].list.len()).all()
-assert (df["response_token_ids"].list.len() == df["coeff"].list.len()).all()
-assert set(df["finish_reason"].unique()) <= {"stop", "length"}
-"#,
-        &[&root],
-    );
+    check_iteration_joins(&root, 32);
     // The server stopped with the stage: nobody serves this run's base any more.
     assert!(servers_of(&root).is_empty(), "{:?}", servers_of(&root));
     let before = std::fs::read(root.join("iter-0001/update.parquet")).unwrap();

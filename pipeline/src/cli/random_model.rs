@@ -1,13 +1,21 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use deltarl_model::synthetic::{random_checkpoint, Shape};
-use deltarl_model::Dtype;
+use deltarl_model::synthetic::{random_checkpoint_of, Shape};
+use deltarl_model::{Dtype, Family};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum DtypeArg {
     F32,
     Bf16,
+}
+
+/// The architecture written (`config.json`'s `model_type`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum FamilyArg {
+    Qwen3,
+    /// Qwen2 / Qwen2.5: q/k/v biases, no q/k norm.
+    Qwen2,
 }
 
 /// Default shape: Qwen3's vocabulary on a small body, so the vocabulary-sized work
@@ -34,6 +42,8 @@ pub struct Args {
     /// Separate LM head instead of tied embeddings.
     #[arg(long)]
     untied: bool,
+    #[arg(long, value_enum, default_value = "qwen3")]
+    family: FamilyArg,
     /// The dtype of the saved weights.
     #[arg(long, value_enum, default_value = "f32")]
     dtype: DtypeArg,
@@ -57,9 +67,13 @@ impl Args {
             max_position_embeddings: self.max_positions,
             tie_word_embeddings: !self.untied,
         };
-        let p = random_checkpoint(&self.out, &shape, dtype, self.seed).with_context(|| {
-            format!("cannot write a random checkpoint to {}", self.out.display())
-        })?;
+        let family = match self.family {
+            FamilyArg::Qwen3 => Family::Qwen3,
+            FamilyArg::Qwen2 => Family::Qwen2,
+        };
+        let p = random_checkpoint_of(family, &self.out, &shape, dtype, self.seed).with_context(
+            || format!("cannot write a random checkpoint to {}", self.out.display()),
+        )?;
         let params: i64 = p.vs.variables().values().map(|t| t.numel() as i64).sum();
         eprintln!(
             "wrote {} ({params} parameters, vocabulary {}, {:?})",

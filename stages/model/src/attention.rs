@@ -1,9 +1,11 @@
-//! Grouped-query self-attention with per-head q/k RMSNorm and a KV cache.
+//! Grouped-query self-attention with a KV cache: Qwen3's per-head q/k RMSNorm, or Qwen2's
+//! q/k/v projection biases.
 
 use tch::{nn, nn::Module, Kind, Tensor};
 
 use crate::norm::RmsNorm;
 use crate::rope::Rope;
+use crate::Family;
 
 #[derive(Debug)]
 pub struct Attention {
@@ -11,8 +13,9 @@ pub struct Attention {
     k_proj: nn::Linear,
     v_proj: nn::Linear,
     o_proj: nn::Linear,
-    q_norm: RmsNorm,
-    k_norm: RmsNorm,
+    /// Qwen3 only.
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
     heads: i64,
     kv_heads: i64,
     head_dim: i64,
@@ -26,18 +29,24 @@ impl Attention {
         kv_heads: i64,
         head_dim: i64,
         eps: f64,
+        family: Family,
     ) -> Self {
-        let c = nn::LinearConfig {
+        let no_bias = nn::LinearConfig {
             bias: false,
             ..Default::default()
         };
+        let qkv = nn::LinearConfig {
+            bias: family == Family::Qwen2,
+            ..Default::default()
+        };
+        let qk_norm = family == Family::Qwen3;
         Attention {
-            q_proj: nn::linear(&p / "q_proj", hidden, heads * head_dim, c),
-            k_proj: nn::linear(&p / "k_proj", hidden, kv_heads * head_dim, c),
-            v_proj: nn::linear(&p / "v_proj", hidden, kv_heads * head_dim, c),
-            o_proj: nn::linear(&p / "o_proj", heads * head_dim, hidden, c),
-            q_norm: RmsNorm::new(&p / "q_norm", head_dim, eps),
-            k_norm: RmsNorm::new(&p / "k_norm", head_dim, eps),
+            q_proj: nn::linear(&p / "q_proj", hidden, heads * head_dim, qkv),
+            k_proj: nn::linear(&p / "k_proj", hidden, kv_heads * head_dim, qkv),
+            v_proj: nn::linear(&p / "v_proj", hidden, kv_heads * head_dim, qkv),
+            o_proj: nn::linear(&p / "o_proj", heads * head_dim, hidden, no_bias),
+            q_norm: qk_norm.then(|| RmsNorm::new(&p / "q_norm", head_dim, eps)),
+            k_norm: qk_norm.then(|| RmsNorm::new(&p / "k_norm", head_dim, eps)),
             heads,
             kv_heads,
             head_dim,
@@ -69,9 +78,13 @@ impl Attention {
             .forward(x)
             .view([b, t, self.kv_heads, self.head_dim]);
 
-        // 2. Per-head RMSNorm on q and k, then heads first: [B, heads, T, d].
-        let q = self.q_norm.forward(&q).transpose(1, 2);
-        let k = self.k_norm.forward(&k).transpose(1, 2);
+        // 2. Per-head RMSNorm on q and k (Qwen3), then heads first: [B, heads, T, d].
+        let norm = |n: &Option<RmsNorm>, x: Tensor| match n {
+            Some(n) => n.forward(&x),
+            None => x,
+        };
+        let q = norm(&self.q_norm, q).transpose(1, 2);
+        let k = norm(&self.k_norm, k).transpose(1, 2);
         let v = v.transpose(1, 2);
 
         // 3. Rotary embeddings at the absolute positions.

@@ -157,7 +157,7 @@ pub fn build(
     // another thread (the weights are overwritten afterwards either way).
     let model = {
         let _guard = torch_rng_lock();
-        Qwen3::new(&vs.root(), cfg, device)
+        Qwen3::new(&vs.root(), cfg, device)?
     };
     let mut policy = Policy {
         vs,

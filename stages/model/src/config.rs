@@ -18,7 +18,7 @@ pub struct Qwen3Config {
     pub num_hidden_layers: usize,
     pub num_attention_heads: usize,
     pub num_key_value_heads: usize,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_dim: Option<usize>,
     #[serde(default = "default_eps")]
     pub rms_norm_eps: f64,
@@ -33,11 +33,11 @@ pub struct Qwen3Config {
     pub attention_bias: bool,
     #[serde(default = "default_act")]
     pub hidden_act: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eos_token_id: Option<serde_json::Value>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bos_token_id: Option<serde_json::Value>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch_dtype: Option<String>,
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
@@ -56,6 +56,25 @@ fn default_max_pos() -> usize {
 }
 fn default_act() -> String {
     "silu".into()
+}
+
+/// The decoder families this implementation runs, from `config.json`'s `model_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Qwen3: per-head RMSNorm on queries and keys, no projection biases.
+    Qwen3,
+    /// Qwen2 and Qwen2.5: biases on the query, key and value projections, no q/k norm.
+    Qwen2,
+}
+
+impl Family {
+    /// transformers' class name of the family's causal LM.
+    pub fn architecture(self) -> &'static str {
+        match self {
+            Family::Qwen3 => "Qwen3ForCausalLM",
+            Family::Qwen2 => "Qwen2ForCausalLM",
+        }
+    }
 }
 
 /// Parameter dtype.
@@ -108,19 +127,27 @@ impl Qwen3Config {
         }
     }
 
+    /// The decoder family of `model_type` (validated by [`Qwen3Config::validate`]).
+    pub fn family(&self) -> Result<Family> {
+        match self.model_type.as_str() {
+            "qwen3" => Ok(Family::Qwen3),
+            "qwen2" => Ok(Family::Qwen2),
+            other => Err(Error::Config(format!(
+                "model_type {other:?} is not supported (\"qwen3\", or \"qwen2\" for Qwen2 / Qwen2.5)"
+            ))),
+        }
+    }
+
     /// Checks what this implementation supports; run once at load.
     pub fn validate(&self) -> Result<()> {
         let err = |m: String| Err(Error::Config(m));
-        if self.model_type != "qwen3" {
-            return err(format!(
-                "model_type {:?} is not supported (only \"qwen3\")",
-                self.model_type
-            ));
-        }
+        let family = self.family()?;
         if let Some(a) = self.architectures.first() {
-            if a != "Qwen3ForCausalLM" {
+            if a != family.architecture() {
                 return err(format!(
-                    "architecture {a:?} is not supported (Qwen3ForCausalLM)"
+                    "architecture {a:?} is not supported for model_type {:?} ({})",
+                    self.model_type,
+                    family.architecture()
                 ));
             }
         }
@@ -152,7 +179,8 @@ impl Qwen3Config {
                 self.hidden_act
             ));
         }
-        if self.attention_bias {
+        // Qwen2 always has q/k/v biases (its config has no switch); Qwen3 never.
+        if self.attention_bias && family == Family::Qwen3 {
             return err("attention_bias = true is not supported".into());
         }
         if self.num_attention_heads == 0

@@ -1,4 +1,6 @@
 //! The Qwen3-family policy model on tch: blocks, Hugging Face checkpoints and generation.
+//! `config.json`'s `model_type` picks the family: Qwen3, or Qwen2 / Qwen2.5 (q/k/v biases
+//! instead of q/k norms); the rest of the decoder is shared.
 //!
 //! The code reads like candle's `qwen3.rs` (numbered steps with shape comments), split here
 //! into one small file per block. Tensor names match transformers' `Qwen3ForCausalLM`, so our checkpoints load
@@ -22,7 +24,7 @@ mod tokenizer;
 pub use checkpoint::{
     build, eos_ids, init_weights, load, random_policy, read_config, save, write_tensors, Policy,
 };
-pub use config::{Dtype, Qwen3Config};
+pub use config::{Dtype, Family, Qwen3Config};
 pub use error::{Error, Result};
 pub use model::{KvCache, Qwen3};
 pub use recompute::Checkpointed;

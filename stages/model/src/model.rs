@@ -6,7 +6,7 @@ use crate::attention::Attention;
 use crate::mlp::Mlp;
 use crate::norm::RmsNorm;
 use crate::rope::Rope;
-use crate::Qwen3Config;
+use crate::{Family, Qwen3Config, Result};
 
 #[derive(Debug)]
 pub(crate) struct Block {
@@ -17,7 +17,7 @@ pub(crate) struct Block {
 }
 
 impl Block {
-    fn new(p: nn::Path, c: &Qwen3Config) -> Self {
+    fn new(p: nn::Path, c: &Qwen3Config, family: Family) -> Self {
         let (h, eps) = (c.hidden_size as i64, c.rms_norm_eps);
         Block {
             input_layernorm: RmsNorm::new(&p / "input_layernorm", h, eps),
@@ -28,6 +28,7 @@ impl Block {
                 c.num_key_value_heads as i64,
                 c.head_dim() as i64,
                 eps,
+                family,
             ),
             post_attention_layernorm: RmsNorm::new(&p / "post_attention_layernorm", h, eps),
             mlp: Mlp::new(&p / "mlp", h, c.intermediate_size as i64),
@@ -95,8 +96,10 @@ pub struct Qwen3 {
 }
 
 impl Qwen3 {
-    /// Builds the model's variables under `root` with transformers' names.
-    pub fn new(root: &nn::Path, c: &Qwen3Config, device: Device) -> Self {
+    /// Builds the model's variables under `root` with transformers' names, for the
+    /// config's family (Qwen3, or Qwen2 / Qwen2.5).
+    pub fn new(root: &nn::Path, c: &Qwen3Config, device: Device) -> Result<Self> {
+        let family = c.family()?;
         let m = root / "model";
         let embed_tokens = nn::embedding(
             &m / "embed_tokens",
@@ -105,7 +108,7 @@ impl Qwen3 {
             Default::default(),
         );
         let layers = (0..c.num_hidden_layers)
-            .map(|i| Block::new(&m / "layers" / i, c))
+            .map(|i| Block::new(&m / "layers" / i, c, family))
             .collect();
         let norm = RmsNorm::new(&m / "norm", c.hidden_size as i64, c.rms_norm_eps);
         let lm_head = (!c.tie_word_embeddings).then(|| {
@@ -125,14 +128,14 @@ impl Qwen3 {
             c.rope_theta(),
             device,
         );
-        Qwen3 {
+        Ok(Qwen3 {
             embed_tokens,
             layers,
             norm,
             lm_head,
             rope,
             config: c.clone(),
-        }
+        })
     }
 
     /// Context length (positions with rotary tables).

@@ -9,7 +9,9 @@ use tokenizers::models::bpe::{Vocab, BPE};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
 
-use crate::{build, init_weights, save, Dtype, Error, Policy, Qwen3Config, Result, Tokenizer};
+use crate::{
+    build, init_weights, save, Dtype, Error, Family, Policy, Qwen3Config, Result, Tokenizer,
+};
 
 /// Special tokens after the BPE vocabulary, as Qwen's: the first ends a response.
 pub const SPECIAL_TOKENS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
@@ -30,9 +32,25 @@ pub struct Shape {
 impl Shape {
     /// The Qwen3 config of this shape (`head_dim = hidden / heads`), validated.
     pub fn config(&self, rope_theta: f64, eos: u32, pad: Option<u32>) -> Result<Qwen3Config> {
+        self.config_of(Family::Qwen3, rope_theta, eos, pad)
+    }
+
+    /// The config of this shape in `family` (Qwen2 / Qwen2.5: no `head_dim` key, as
+    /// transformers writes it), validated.
+    pub fn config_of(
+        &self,
+        family: Family,
+        rope_theta: f64,
+        eos: u32,
+        pad: Option<u32>,
+    ) -> Result<Qwen3Config> {
+        let model_type = match family {
+            Family::Qwen3 => "qwen3",
+            Family::Qwen2 => "qwen2",
+        };
         let mut v = serde_json::json!({
-            "architectures": ["Qwen3ForCausalLM"],
-            "model_type": "qwen3",
+            "architectures": [family.architecture()],
+            "model_type": model_type,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
@@ -50,8 +68,14 @@ impl Shape {
             "eos_token_id": eos,
             "torch_dtype": "float32",
         });
-        if let (Some(pad), Some(m)) = (pad, v.as_object_mut()) {
-            m.insert("pad_token_id".into(), pad.into());
+        if let Some(m) = v.as_object_mut() {
+            if let Some(pad) = pad {
+                m.insert("pad_token_id".into(), pad.into());
+            }
+            if family == Family::Qwen2 {
+                m.remove("head_dim");
+                m.remove("attention_bias");
+            }
         }
         let cfg: Qwen3Config =
             serde_json::from_value(v).map_err(|e| Error::Config(e.to_string()))?;
@@ -114,8 +138,19 @@ pub fn byte_level_bpe(vocab_size: usize) -> Result<String> {
 }
 
 /// Writes a Hugging Face folder with random weights (seeded) of `shape`, saved in `dtype`,
-/// and a byte-level BPE tokenizer of its vocabulary size; returns the policy.
+/// and a byte-level BPE tokenizer of its vocabulary size; returns the policy (Qwen3).
 pub fn random_checkpoint(dir: &Path, shape: &Shape, dtype: Dtype, seed: u64) -> Result<Policy> {
+    random_checkpoint_of(Family::Qwen3, dir, shape, dtype, seed)
+}
+
+/// [`random_checkpoint`] of a given family.
+pub fn random_checkpoint_of(
+    family: Family,
+    dir: &Path,
+    shape: &Shape,
+    dtype: Dtype,
+    seed: u64,
+) -> Result<Policy> {
     std::fs::create_dir_all(dir).map_err(|e| Error::File {
         path: dir.to_path_buf(),
         message: e.to_string(),
@@ -123,7 +158,7 @@ pub fn random_checkpoint(dir: &Path, shape: &Shape, dtype: Dtype, seed: u64) -> 
     let tok_path = dir.join("tokenizer.json");
     deltarl_schemas::atomic_write_bytes(&tok_path, byte_level_bpe(shape.vocab_size)?.as_bytes())?;
     let eos = (shape.vocab_size - SPECIAL_TOKENS.len()) as u32;
-    let cfg = shape.config(1_000_000.0, eos, None)?;
+    let cfg = shape.config_of(family, 1_000_000.0, eos, None)?;
     let mut policy = build(
         &cfg,
         Tokenizer::from_file(&tok_path)?,

@@ -1,14 +1,16 @@
-"""Builds a small random Qwen3 checkpoint with transformers and records its logits and
-greedy decoding, for the parity tests in parity.rs.
+"""Builds a small random Qwen3 (or Qwen2 / Qwen2.5) checkpoint with transformers and
+records its logits and greedy decoding, for the parity tests in parity.rs.
 
-  python hf_reference.py make DIR TIED KV_HEADS   -> writes DIR (HF folder) and DIR/reference.json
+  python hf_reference.py make DIR TIED KV_HEADS [qwen3|qwen2]
+                                                  -> writes DIR (HF folder) and DIR/reference.json
   python hf_reference.py logits DIR IDS_JSON      -> prints transformers' logits for a folder
 """
 import json
 import sys
 
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers import (AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
 
@@ -33,14 +35,18 @@ IDS = [[5, 17, 33, 2, 9, 41, 60, 12, 7, 3, 28, 50, 11, 4, 39, 22, 8, 61, 30, 14]
        [40, 6, 19, 55, 27, 3, 45, 10, 33, 52, 1, 24, 18, 37, 9, 62, 21, 13, 48, 16]]
 
 
-def make(out, tied, kv):
+def make(out, tied, kv, family="qwen3"):
     torch.manual_seed(1234 + tied * 10 + kv)
-    cfg = Qwen3Config(vocab_size=len(CHARS) + 3, hidden_size=64, intermediate_size=96,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=kv,
-                      head_dim=16, max_position_embeddings=128, rope_theta=10000.0,
-                      rms_norm_eps=1e-6, tie_word_embeddings=bool(tied), eos_token_id=1,
-                      bos_token_id=1, pad_token_id=0, torch_dtype="float32")
-    model = Qwen3ForCausalLM(cfg).eval()
+    common = dict(vocab_size=len(CHARS) + 3, hidden_size=64, intermediate_size=96,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=kv,
+                  max_position_embeddings=128, rope_theta=10000.0, rms_norm_eps=1e-6,
+                  tie_word_embeddings=bool(tied), eos_token_id=1, bos_token_id=1,
+                  pad_token_id=0, torch_dtype="float32")
+    if family == "qwen2":
+        # Qwen2 / Qwen2.5: q/k/v biases (initialised below like weights), no q/k norm.
+        model = Qwen2ForCausalLM(Qwen2Config(**common)).eval()
+    else:
+        model = Qwen3ForCausalLM(Qwen3Config(head_dim=16, **common)).eval()
     with torch.no_grad():
         for n, p in model.named_parameters():
             if "norm" in n:
@@ -61,7 +67,7 @@ def make(out, tied, kv):
 
 
 def logits(folder, ids_json):
-    model = Qwen3ForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
     with torch.no_grad():
         out = model(torch.tensor(json.loads(ids_json))).logits
     print(json.dumps(out.flatten().tolist()))
@@ -69,6 +75,6 @@ def logits(folder, ids_json):
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
-        make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        make(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:6])
     else:
         logits(sys.argv[2], sys.argv[3])

@@ -1,7 +1,7 @@
-//! Parity with transformers on small random Qwen3 checkpoints made by `hf_reference.py`:
-//! logits within 1e-4 in f32, identical greedy decoding of 32 tokens, and checkpoints we
-//! save open in transformers with the same logits. Tied and untied embeddings, and
-//! kv_heads < heads, are covered.
+//! Parity with transformers on small random Qwen3 and Qwen2 (Qwen2.5's architecture)
+//! checkpoints made by `hf_reference.py`: logits within 1e-4 in f32, identical greedy
+//! decoding of 32 tokens, and checkpoints we save open in transformers with the same logits.
+//! Tied and untied embeddings, and kv_heads < heads, are covered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -43,7 +43,7 @@ fn max_diff(a: &[f32], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn check(tied: u32, kv: u32) {
+fn check(tied: u32, kv: u32, family: &str) {
     tch::set_num_threads(2);
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("hf");
@@ -52,6 +52,7 @@ fn check(tied: u32, kv: u32) {
         folder.to_str().unwrap(),
         &tied.to_string(),
         &kv.to_string(),
+        family,
     ]);
     let reference: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(folder.join("reference.json")).unwrap())
@@ -123,12 +124,19 @@ fn check(tied: u32, kv: u32) {
 
 #[test]
 fn untied_gqa_matches_transformers() {
-    check(0, 2);
+    check(0, 2, "qwen3");
 }
 
 #[test]
 fn tied_mha_matches_transformers() {
-    check(1, 4);
+    check(1, 4, "qwen3");
+}
+
+/// Qwen2 / Qwen2.5 (model_type "qwen2"): q/k/v biases, no q/k norm.
+#[test]
+fn qwen2_matches_transformers() {
+    check(1, 2, "qwen2");
+    check(0, 4, "qwen2");
 }
 
 #[test]
@@ -147,7 +155,16 @@ fn bad_folders_are_clear_errors() {
     let err = load(&folder, Device::Cpu, Dtype::F32)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("llama"), "{err}");
+    assert!(err.contains("llama") && err.contains("qwen2"), "{err}");
+    // A Qwen3 folder that says it is Qwen2: the architecture does not match the family.
+    std::fs::write(&cfg_path, cfg.replace("\"qwen3\"", "\"qwen2\"")).unwrap();
+    let err = load(&folder, Device::Cpu, Dtype::F32)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Qwen3ForCausalLM") && err.contains("Qwen2ForCausalLM"),
+        "{err}"
+    );
     // Shapes that do not match the config name the tensor.
     std::fs::write(
         &cfg_path,

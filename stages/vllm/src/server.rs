@@ -230,24 +230,31 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        use nix::sys::signal::{killpg, Signal};
         let Ok(child) = self.child.get_mut() else {
             return;
         };
+        // The server leads its own process group: signal it and its workers.
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
         if let Ok(None) = child.try_wait() {
-            use nix::sys::signal::{killpg, Signal};
-            // The server leads its own process group: signal it and its workers.
-            let group = nix::unistd::Pid::from_raw(child.id() as i32);
             let _ = killpg(group, Signal::SIGTERM);
             let start = Instant::now();
             while start.elapsed() < Duration::from_secs(20) {
                 if let Ok(Some(_)) = child.try_wait() {
-                    return;
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            let _ = killpg(group, Signal::SIGKILL);
-            let _ = child.wait();
         }
+        let _ = child.wait();
+        // What is left of the group (Python's resource tracker ignores SIGTERM and cleans
+        // shared memory up once its clients are gone) gets a few seconds, then SIGKILL:
+        // a server that died hard can leave it waiting forever.
+        let start = Instant::now();
+        while killpg(group, None).is_ok() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = killpg(group, Signal::SIGKILL);
     }
 }
 
