@@ -15,6 +15,7 @@ pub mod eval;
 mod hashcache;
 pub mod memory;
 pub mod metrics;
+pub mod paired;
 pub mod plan;
 pub mod progress;
 pub mod rundir;

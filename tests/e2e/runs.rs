@@ -224,3 +224,54 @@ fn reruns_are_byte_identical() {
         assert!(diff.is_empty(), "forcing {stage} changed {diff:?}");
     }
 }
+
+/// `deltarl compare` pairs each variant with the baseline seed by seed: the table has the
+/// mean paired difference, its t-interval over seeds and the seeds x problems bootstrap.
+#[test]
+fn compare_reports_paired_differences_from_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let out = ok(deltarl(
+        &runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            "dapo,delta",
+            "--seeds",
+            "2",
+            "--iters",
+            "1",
+            "--name",
+            "cmp",
+        ],
+    ));
+    let md = std::fs::read_to_string(runs.join("cmp/compare.md")).unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("variant − dapo"), "{printed}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| delta |") && l.contains('['))
+        .unwrap_or_else(|| panic!("{md}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(cells[2], "2", "{row}");
+    // The mean paired difference is the mean of the per-seed differences.
+    let per: Vec<f64> = cells[6].split(", ").map(|x| x.parse().unwrap()).collect();
+    let mean: f64 = cells[3].parse().unwrap();
+    assert!((mean - (per[0] + per[1]) / 2.0).abs() < 1e-3, "{row}");
+    let bad = deltarl(
+        &runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            "dapo,delta",
+            "--baseline",
+            "grpo",
+        ],
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not among --variants"));
+}

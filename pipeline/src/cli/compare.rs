@@ -1,5 +1,7 @@
 //! `deltarl compare`: each variant x seed as its own run from one shared warm-started base,
-//! then the final held-out accuracy per variant with a 95 % confidence interval.
+//! then the final held-out accuracy per variant with a 95 % confidence interval, and each
+//! variant's paired difference from the baseline (same seeds: same base, prompt draws and
+//! held-out problems) with a t-interval over seeds and a seeds x problems bootstrap.
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +37,10 @@ pub struct Args {
     /// Name prefix of the runs and of the comparison folder.
     #[arg(long, default_value = "compare")]
     name: String,
+    /// The variant the others are paired against (default: dapo when compared, else the
+    /// first).
+    #[arg(long, value_enum)]
+    baseline: Option<Algorithm>,
 }
 
 /// The two-sided 95 % Student-t quantile with `df` degrees of freedom.
@@ -58,8 +64,72 @@ fn accuracy(path: &Path) -> Result<f64> {
     Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
 }
 
+/// Each held-out problem's share of correct samples, by problem id.
+fn problem_scores(path: &Path) -> Result<std::collections::BTreeMap<String, f64>> {
+    let (rows, _) = read_path::<EvalRow>(path)?;
+    let mut by: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    for r in rows {
+        let e = by.entry(r.problem_id).or_default();
+        e.0 += f64::from(u8::from(r.correct));
+        e.1 += 1.0;
+    }
+    Ok(by.into_iter().map(|(k, (c, n))| (k, c / n)).collect())
+}
+
+/// The paired-difference table: each variant against `baseline` on the seeds both ran.
+fn paired_table(
+    variants: &[String],
+    baseline: &str,
+    results: &[Outcome],
+    scores: &std::collections::BTreeMap<(String, u64), std::collections::BTreeMap<String, f64>>,
+) -> String {
+    let mut t = format!(
+        "
+| variant − {baseline} | seeds | mean paired difference | 95 % CI (t over seeds) | 95 % CI (bootstrap, seeds x problems) | per seed |
+|---|---|---|---|---|---|
+"
+    );
+    for v in variants.iter().filter(|v| v.as_str() != baseline) {
+        let mut pairs = Vec::new();
+        let mut per_seed = Vec::new();
+        for (_, seed, _, last) in results.iter().filter(|r| &r.0 == v) {
+            let base = results.iter().find(|r| r.0 == baseline && r.1 == *seed);
+            let (Some(b), Some(sv), Some(sb)) = (
+                base,
+                scores.get(&(v.clone(), *seed)),
+                scores.get(&(baseline.to_string(), *seed)),
+            ) else {
+                continue;
+            };
+            per_seed.push(last - b.3);
+            // Problems both evaluated, in id order.
+            let ids: Vec<&String> = sv.keys().filter(|k| sb.contains_key(*k)).collect();
+            pairs.push(crate::paired::Pair {
+                variant: ids.iter().map(|k| sv[*k]).collect(),
+                baseline: ids.iter().map(|k| sb[*k]).collect(),
+            });
+        }
+        let (m, ci) = mean_ci(&per_seed);
+        let boot = crate::paired::paired_bootstrap(&pairs, 0);
+        let per: Vec<String> = per_seed.iter().map(|x| format!("{x:+.3}")).collect();
+        t += &format!(
+            "| {v} | {} | {m:+.4} | ± {ci:.4} | [{:+.4}, {:+.4}] | {} |\n",
+            per_seed.len(),
+            boot.lo,
+            boot.hi,
+            per.join(", ")
+        );
+    }
+    t
+}
+
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
+        if let Some(b) = self.baseline {
+            if !self.variants.contains(&b) {
+                anyhow::bail!("--baseline {} is not among --variants", b.name());
+            }
+        }
         let folder = runs.join(&self.name);
         std::fs::create_dir_all(folder.join("configs"))?;
         let base_cfg = self
@@ -67,6 +137,7 @@ impl Args {
             .canonicalize()
             .with_context(|| format!("config {}", self.config.display()))?;
         let mut results: Vec<Outcome> = Vec::new();
+        let mut scores = std::collections::BTreeMap::new();
         let mut shared_base: Option<PathBuf> = None;
         let variants: Vec<String> = self.variants.iter().map(|a| a.name().to_string()).collect();
         let total = variants.len() as u64 * self.seeds;
@@ -102,7 +173,9 @@ impl Args {
                         p.exists().then(|| accuracy(&p).ok()).flatten()
                     })
                     .collect();
-                let last = accuracy(&ctx.run.output(self.iters, Stage::Eval))?;
+                let final_eval = ctx.run.output(self.iters, Stage::Eval);
+                let last = accuracy(&final_eval)?;
+                scores.insert((v.clone(), seed), problem_scores(&final_eval)?);
                 results.push((v.clone(), seed, curve, last));
             }
         }
@@ -125,6 +198,14 @@ impl Args {
                 finals.len(),
                 per.join(", ")
             );
+        }
+        let baseline = match self.baseline {
+            Some(b) => b.name().to_string(),
+            None if variants.iter().any(|v| v == "dapo") => "dapo".to_string(),
+            None => variants.first().cloned().unwrap_or_default(),
+        };
+        if variants.len() > 1 {
+            table += &paired_table(&variants, &baseline, &results, &scores);
         }
         for (v, seed, curve, _) in &results {
             for (i, a) in curve.iter().enumerate() {
