@@ -51,7 +51,13 @@ lr = 1e-6
 every = 0
 "#,
     );
-    let out = ok(iterate(&runs, &cfg, "real", &["--iters", "1"]));
+    // Shards of at most 40 MB: the 78 MB bf16 embedding gets one of its own.
+    let out = ok(iterate(
+        &runs,
+        &cfg,
+        "real",
+        &["--iters", "1", "--set", "checkpoint.shard_mb=40"],
+    ));
     let log = String::from_utf8_lossy(&out.stderr);
     eprintln!("{log}");
     let it = runs.join("real/iter-0001");
@@ -89,6 +95,30 @@ every = 0
         header.contains("\"master.model.embed_tokens.weight\""),
         "{header}"
     );
+    // Sharded as transformers writes it; the run is complete with its shards recorded, and
+    // the next iteration samples from the sharded policy.
+    let index: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(it.join("policy/model.safetensors.index.json")).unwrap(),
+    )
+    .unwrap();
+    let files: std::collections::BTreeSet<&str> = index["weight_map"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(files.len() >= 2, "{files:?}");
+    assert!(!it.join("policy/model.safetensors").exists());
+    let status = ok(deltarl(&runs, &["status", "--run", "real", "--verify"]));
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
+    ok(deltarl(
+        &runs,
+        &["stage", "rollout", "--run", "real", "--iter", "2"],
+    ));
 }
 
 /// A verl user's first run: a verl-format RL Parquet (message-list prompts with a system

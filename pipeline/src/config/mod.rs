@@ -272,6 +272,12 @@ impl Resolved {
             u.grad_clip,
             "must be >= 0",
         )?;
+        check(
+            o.checkpoint.shard_mb > 0,
+            "checkpoint.shard_mb",
+            o.checkpoint.shard_mb,
+            "must be positive",
+        )?;
         let s = &o.score;
         check(
             s.overlong_buffer < r.max_new_tokens,

@@ -73,6 +73,29 @@ pub struct Options {
     pub coeffs: CoeffOptions,
     pub update: UpdateOptions,
     pub eval: EvalOptions,
+    /// How policies are written.
+    #[serde(default, skip_serializing_if = "CheckpointOptions::is_default")]
+    pub checkpoint: CheckpointOptions,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointOptions {
+    /// Largest weights file in MB (10^6 bytes): bigger models are written as shards with
+    /// `model.safetensors.index.json`, as transformers does (5000 = its 5 GB default).
+    pub shard_mb: u64,
+}
+
+impl Default for CheckpointOptions {
+    fn default() -> Self {
+        CheckpointOptions { shard_mb: 5000 }
+    }
+}
+
+impl CheckpointOptions {
+    pub fn is_default(&self) -> bool {
+        *self == CheckpointOptions::default()
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -37,6 +37,13 @@ pub struct Settings {
     /// The rollout temperature the log-probs are measured at.
     pub temperature: f64,
     pub dtype: Dtype,
+    /// Largest weights file written, in bytes.
+    #[serde(skip_serializing_if = "is_default_shard")]
+    pub shard_bytes: u64,
+}
+
+fn is_default_shard(b: &u64) -> bool {
+    *b == deltarl_model::DEFAULT_SHARD_BYTES
 }
 
 /// AdamW's moment decay rates and epsilon (the reference's, not configurable).
@@ -72,6 +79,7 @@ impl Settings {
             grad_clip: u.grad_clip,
             temperature: logprob_temperature(o.rollout.temperature),
             dtype: o.model.dtype,
+            shard_bytes: o.checkpoint.shard_mb.saturating_mul(1_000_000),
         }
     }
 
@@ -168,7 +176,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     // The new policy goes to a temporary folder, renamed into place when complete.
     let final_dir = env.this_policy();
     let tmp = TempFolder::new(&env.run.iter_dir(env.iter), "policy")?;
-    deltarl_model::save(&policy, tmp.path())?;
+    let weights = deltarl_model::save_sharded(&policy, tmp.path(), s.shard_bytes)?;
     let opt_dir = optimizer_dir(&final_dir);
     let tmp_opt = TempFolder::new(&env.run.iter_dir(env.iter), "optimizer")?;
     opt.save(tmp_opt.path())?;
@@ -192,10 +200,12 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             "approx_kl_old": last.map(|m| m.approx_kl_old),
             "mismatch": mismatch,
         }),
-        outputs: vec![
-            final_dir.join("model.safetensors"),
-            opt_dir.join("optimizer.safetensors"),
-        ],
+        outputs: weights
+            .iter()
+            .filter_map(|w| w.file_name())
+            .map(|f| final_dir.join(f))
+            .chain([opt_dir.join("optimizer.safetensors")])
+            .collect(),
     })
 }
 

@@ -300,6 +300,19 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
 /// `tokenizer.json` (and `tokenizer_config.json` when the source had one). Tied
 /// embeddings are stored once, as transformers does.
 pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
+    save_sharded(policy, dir, DEFAULT_SHARD_BYTES).map(|_| ())
+}
+
+/// transformers' default shard size (`max_shard_size="5GB"`).
+pub const DEFAULT_SHARD_BYTES: u64 = 5_000_000_000;
+
+/// [`save`] with the weights split into shards of at most `max_shard_bytes` (a tensor
+/// larger than that gets a shard of its own), in name order: one `model.safetensors` when
+/// everything fits, else `model-0000i-of-0000n.safetensors` and
+/// `model.safetensors.index.json` (the layout transformers and vLLM read). Each shard is
+/// copied to host memory and written before the next, so saving needs at most one shard
+/// of extra host memory. Returns the weight files written (and the index).
+pub fn save_sharded(policy: &Policy, dir: &Path, max_shard_bytes: u64) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|e| file_err(dir, e.to_string()))?;
     let mut named: Vec<(String, Tensor)> = policy
         .vs
@@ -308,7 +321,46 @@ pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
         .map(|(n, t)| (n, t.detach()))
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
-    write_tensors(&dir.join("model.safetensors"), &named)?;
+    let bytes = |t: &Tensor| (t.numel() * t.kind().elt_size_in_bytes()) as u64;
+    let mut shards: Vec<Vec<(String, Tensor)>> = vec![Vec::new()];
+    let mut used = 0u64;
+    for (name, t) in named {
+        let n = bytes(&t);
+        if used > 0 && used + n > max_shard_bytes.max(1) {
+            shards.push(Vec::new());
+            used = 0;
+        }
+        used += n;
+        if let Some(last) = shards.last_mut() {
+            last.push((name, t));
+        }
+    }
+    let mut written = Vec::new();
+    if shards.len() == 1 {
+        let path = dir.join("model.safetensors");
+        write_tensors(&path, &shards[0])?;
+        written.push(path);
+    } else {
+        let total: u64 = shards.iter().flatten().map(|(_, t)| bytes(t)).sum();
+        let mut weight_map = serde_json::Map::new();
+        for (i, shard) in shards.iter().enumerate() {
+            let file = format!("model-{:05}-of-{:05}.safetensors", i + 1, shards.len());
+            let path = dir.join(&file);
+            write_tensors(&path, shard)?;
+            for (name, _) in shard {
+                weight_map.insert(name.clone(), file.clone().into());
+            }
+            written.push(path);
+        }
+        let index = serde_json::json!({
+            "metadata": {"total_size": total},
+            "weight_map": weight_map,
+        });
+        let path = dir.join("model.safetensors.index.json");
+        let json = serde_json::to_vec_pretty(&index).map_err(|e| Error::Config(e.to_string()))?;
+        atomic_write(&path, &json)?;
+        written.push(path);
+    }
     let mut cfg = policy.model.config.clone();
     cfg.torch_dtype = Some(
         match policy.dtype {
@@ -334,5 +386,5 @@ pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
             atomic_write(&dst, &bytes)?;
         }
     }
-    Ok(())
+    Ok(written)
 }

@@ -22,7 +22,8 @@ pub mod synthetic;
 mod tokenizer;
 
 pub use checkpoint::{
-    build, eos_ids, init_weights, load, random_policy, read_config, save, write_tensors, Policy,
+    build, eos_ids, init_weights, load, random_policy, read_config, save, save_sharded,
+    write_tensors, Policy, DEFAULT_SHARD_BYTES,
 };
 pub use config::{Dtype, Family, Qwen3Config};
 pub use error::{Error, Result};

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use deltarl_model::generate::{generate, Request, SampleSettings};
-use deltarl_model::{load, save, Dtype};
+use deltarl_model::{load, save, save_sharded, Dtype};
 use tch::{Device, Kind, Tensor};
 
 fn python() -> String {
@@ -120,6 +120,29 @@ fn check(tied: u32, kv: u32, family: &str) {
     let again = load(&saved, Device::Cpu, Dtype::F32).unwrap();
     let l2 = tch::no_grad(|| again.model.forward(&input));
     assert!(l2.equal(&logits));
+
+    // 4. Sharded (shards of at most 20 kB here): an index and several files, read by
+    //    transformers and by us alike.
+    let sharded = dir.path().join("sharded");
+    let files = save_sharded(&policy, &sharded, 20_000).unwrap();
+    assert!(files.len() > 2, "{files:?}");
+    assert!(sharded.join("model.safetensors.index.json").exists());
+    assert!(!sharded.join("model.safetensors").exists());
+    let theirs: Vec<f64> = serde_json::from_str(
+        py(&[
+            "logits",
+            sharded.to_str().unwrap(),
+            &serde_json::to_string(&ids).unwrap(),
+        ])
+        .trim(),
+    )
+    .unwrap();
+    assert!(
+        max_diff(&got, &theirs) <= 1e-4,
+        "sharded checkpoint differs in transformers"
+    );
+    let again = load(&sharded, Device::Cpu, Dtype::F32).unwrap();
+    assert!(tch::no_grad(|| again.model.forward(&input)).equal(&logits));
 }
 
 #[test]
