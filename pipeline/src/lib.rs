@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod paired;
 pub mod plan;
 pub mod progress;
+pub mod prune;
 pub mod rundir;
 pub mod runner;
 pub mod stage;

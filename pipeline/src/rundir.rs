@@ -43,8 +43,18 @@ impl RunDir {
     /// SHA-256 of a file of this run, through the run's hash cache unless every file is
     /// being verified.
     pub fn hash(&self, path: &Path) -> Result<String> {
+        if !path.exists() {
+            if let Some(h) = crate::prune::record(&self.root).get(&self.rel(path)) {
+                return Ok(h.clone());
+            }
+        }
         self.hashes
             .hash(&self.cache_path(), self.rel(path), path, self.verify)
+    }
+
+    /// Whether `path` was removed by pruning (its hash is still on record).
+    pub fn is_pruned(&self, path: &Path) -> bool {
+        !path.exists() && crate::prune::record(&self.root).contains_key(&self.rel(path))
     }
 
     /// From now on, re-read every file instead of trusting the cache's size, time and inode
@@ -145,7 +155,7 @@ pub fn stage_state(
         return Ok(StageState::Stale("configuration changed".into()));
     }
     for p in inputs {
-        if !p.exists() {
+        if !p.exists() && !run.is_pruned(p) {
             return Ok(StageState::Stale(format!(
                 "input {} is missing",
                 run.rel(p)
@@ -158,7 +168,7 @@ pub fn stage_state(
     }
     for (out, hash) in &m.outputs {
         let p = run.root.join(out);
-        if !p.exists() || &run.hash(&p)? != hash {
+        if !(p.exists() || run.is_pruned(&p)) || &run.hash(&p)? != hash {
             return Ok(StageState::Stale(format!(
                 "output {out} is missing or changed"
             )));

@@ -64,7 +64,7 @@ impl<'a> Runner<'a> {
     /// The weights file of a policy folder (a sharded checkpoint's index).
     fn weights(&self, dir: PathBuf) -> PathBuf {
         let single = dir.join("model.safetensors");
-        if single.exists() || self.ctx.tiny() {
+        if single.exists() || self.ctx.run.is_pruned(&single) || self.ctx.tiny() {
             single
         } else {
             dir.join("model.safetensors.index.json")
@@ -171,6 +171,17 @@ impl<'a> Runner<'a> {
         let env = self.env(iter, stage)?;
         let inputs = self.inputs(iter, stage, &env);
         for p in &inputs {
+            if self.ctx.run.is_pruned(p) {
+                let c = &self.ctx.cfg.opts.checkpoint;
+                bail!(
+                    "stage {stage} of {} needs {}, which was pruned ([checkpoint] keep_last = \
+                     {}, save_every = {}); only the last iterations' policies can be rerun from",
+                    where_(iter, stage),
+                    p.display(),
+                    c.keep_last,
+                    c.save_every
+                );
+            }
             if !p.exists() {
                 let hint = if p.starts_with(&self.ctx.run.root) {
                     "run the stages before it first"
@@ -267,6 +278,14 @@ impl<'a> Runner<'a> {
             for stage in self.stages_of(it) {
                 let outcome = self.run_stage(it, stage, false)?;
                 eprintln!("{}", summary_line(stage, &outcome));
+            }
+            let c = &self.ctx.cfg.opts.checkpoint;
+            let pruned = crate::prune::prune(&self.ctx.run, it, c.keep_last, c.save_every)?;
+            if !pruned.is_empty() {
+                eprintln!(
+                    "  pruned {} checkpoint files of earlier iterations",
+                    pruned.len()
+                );
             }
         }
         Ok(())

@@ -144,3 +144,46 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
         "{text}"
     );
 }
+
+/// `[checkpoint] keep_last` / `save_every`: old iterations' weights and optimizer state go,
+/// the run stays complete (status --verify), the next iteration runs, and a rerun that needs
+/// a pruned policy is refused by name.
+#[test]
+fn pruned_checkpoints_keep_the_run_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "prune.toml",
+        "[checkpoint]\nkeep_last = 1\nsave_every = 2\n[eval]\nevery = 0\n",
+    );
+    let runs = dir.path().join("runs");
+    ok(iterate(&runs, &cfg, "p", &["--iters", "3"]));
+    let root = runs.join("p");
+    let weights = |i: u32| root.join(format!("iter-{i:04}/policy/model.safetensors"));
+    let moments = |i: u32| root.join(format!("iter-{i:04}/optimizer/optimizer.safetensors"));
+    // Iteration 1 pruned; 2 kept (save_every = 2); 3 kept (the last).
+    assert!(!weights(1).exists() && !moments(1).exists());
+    assert!(weights(2).exists() && moments(2).exists());
+    assert!(weights(3).exists() && moments(3).exists());
+    assert!(root.join("iter-0001/policy/config.json").exists());
+    let status = ok(deltarl(&runs, &["status", "--run", "p", "--verify"]));
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
+    // The next iteration runs (and iteration 3, no longer among the last one, goes).
+    ok(iterate(&runs, &cfg, "p", &["--iters", "1"]));
+    assert!(weights(4).exists() && !weights(3).exists() && weights(2).exists());
+    // Iteration 2 sampled from iteration 1's policy, which is gone.
+    let out = deltarl(
+        &runs,
+        &["stage", "rollout", "--run", "p", "--iter", "2", "--force"],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pruned") && err.contains("keep_last = 1"),
+        "{err}"
+    );
+}

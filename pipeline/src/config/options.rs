@@ -84,11 +84,21 @@ pub struct CheckpointOptions {
     /// Largest weights file in MB (10^6 bytes): bigger models are written as shards with
     /// `model.safetensors.index.json`, as transformers does (5000 = its 5 GB default).
     pub shard_mb: u64,
+    /// Keep the weights and optimizer state of only the last this many iterations (0 =
+    /// all); older ones are deleted once an iteration completes, their hashes kept so the
+    /// run stays complete (`runs/<run>/pruned.json`).
+    pub keep_last: u32,
+    /// And always keep every this-many-th iteration's (0 = none beyond keep_last).
+    pub save_every: u32,
 }
 
 impl Default for CheckpointOptions {
     fn default() -> Self {
-        CheckpointOptions { shard_mb: 5000 }
+        CheckpointOptions {
+            shard_mb: 5000,
+            keep_last: 0,
+            save_every: 0,
+        }
     }
 }
 

@@ -110,12 +110,13 @@ pub fn optimizer_dir(policy: &Path) -> PathBuf {
 
 /// The optimizer state the previous policy carries, if any (an input of the update): its
 /// `optimizer/` folder, or inside the policy folder where runs before that layout put it.
+/// A pruned one still counts (its hash is on record), so pruning changes no stage's inputs.
 pub fn optimizer_state(env: &Env) -> Option<PathBuf> {
     let policy = env.previous_policy();
     [optimizer_dir(&policy), policy]
         .into_iter()
         .map(|d| d.join("optimizer.safetensors"))
-        .find(|p| p.exists())
+        .find(|p| p.exists() || env.run.is_pruned(p))
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {

@@ -1,0 +1,72 @@
+//! Pruning old policies (`[checkpoint] keep_last`, `save_every`): an 8B run writes ~16 GB
+//! of weights and ~100 GB of optimizer state an iteration. After an iteration completes,
+//! the weights and optimizer state of iterations older than the last `keep_last` go (every
+//! `save_every`-th iteration's stay). The run's record of completion does not: each removed
+//! file's hash is kept in `runs/<run>/pruned.json`, written before anything is deleted, and
+//! the run's hashing answers from it for a file that is gone — so `status` and `iterate`
+//! still see those iterations done, and a rerun that needs a pruned policy is refused by
+//! name instead of silently redoing the run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::rundir::RunDir;
+
+const RECORD: &str = "pruned.json";
+
+/// The pruned files of the run in `root`: path relative to the run -> hash when removed.
+pub fn record(root: &Path) -> BTreeMap<String, String> {
+    std::fs::read(root.join(RECORD))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// The weights and optimizer files of iteration `iter`'s update.
+fn checkpoint_files(run: &RunDir, iter: u32) -> Vec<PathBuf> {
+    let dir = run.iter_dir(iter);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("policy"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files.push(dir.join("optimizer/optimizer.safetensors"));
+    files.retain(|p| p.exists());
+    files
+}
+
+/// Prunes what `keep_last` / `save_every` let go once iteration `done` is complete;
+/// returns the files removed. `keep_last = 0` keeps everything.
+pub fn prune(run: &RunDir, done: u32, keep_last: u32, save_every: u32) -> Result<Vec<String>> {
+    if keep_last == 0 {
+        return Ok(Vec::new());
+    }
+    let mut rec = record(&run.root);
+    let mut doomed = Vec::new();
+    for iter in 1..=done.saturating_sub(keep_last) {
+        if save_every > 0 && iter % save_every == 0 {
+            continue;
+        }
+        for f in checkpoint_files(run, iter) {
+            rec.insert(run.rel(&f), run.hash(&f)?);
+            doomed.push(f);
+        }
+    }
+    if doomed.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The record first: a crash after it leaves files that are merely still there.
+    let json = serde_json::to_vec_pretty(&rec).context("pruned.json")?;
+    deltarl_schemas::atomic_write_bytes(&run.root.join(RECORD), &json)?;
+    for f in &doomed {
+        std::fs::remove_file(f).with_context(|| format!("cannot prune {}", f.display()))?;
+    }
+    Ok(doomed.iter().map(|f| run.rel(f)).collect())
+}
