@@ -19,6 +19,11 @@ fn set_changes_one_key_checked_like_the_file() {
         "eps_high = 0.28",
         "aggregation = \"token-mean\"",
         "estimator = \"delta\"",
+        "engine = \"native\"",
+        "[rollout.vllm]",
+        "[checkpoint]",
+        "shard_mb = 5000",
+        "keep_last = 0",
     ] {
         assert!(text.contains(want), "{want}: {text}");
     }

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use deltarl_coeffs::Estimator;
 
-use crate::config::{EstimatorKind, Resolved};
+use crate::config::{CheckpointOptions, Engine, EstimatorKind, Resolved, VllmOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,7 +39,31 @@ impl Args {
             Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
             Estimator::Delta(_) => EstimatorKind::Delta,
         });
-        let text = toml::to_string_pretty(&o).context("cannot serialise the configuration")?;
+        // Keys whose serialisation is skipped at their default (so that runs made before
+        // they existed keep their hashes) are written out here too: every key is shown.
+        let mut v = toml::Value::try_from(&o).context("cannot serialise the configuration")?;
+        let defaults = [
+            (
+                "rollout",
+                "engine",
+                toml::Value::try_from(Engine::default())?,
+            ),
+            (
+                "rollout",
+                "vllm",
+                toml::Value::try_from(VllmOptions::default())?,
+            ),
+        ];
+        for (section, key, value) in defaults {
+            if let Some(t) = v.get_mut(section).and_then(toml::Value::as_table_mut) {
+                t.entry(key).or_insert(value);
+            }
+        }
+        if let Some(t) = v.as_table_mut() {
+            t.entry("checkpoint")
+                .or_insert(toml::Value::try_from(CheckpointOptions::default())?);
+        }
+        let text = toml::to_string_pretty(&v).context("cannot serialise the configuration")?;
         super::print_stdout(&format!(
             "# {} resolved (hash {}); every key set.\n{text}",
             config.display(),
