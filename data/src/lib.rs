@@ -119,6 +119,7 @@ pub fn prompt_rows(problems: &[Problem]) -> Vec<PromptRow> {
             problem: p.question(),
             answer: p.answer().to_string(),
             data_source: Some("tiny-arith".into()),
+            system: None,
         })
         .collect()
 }

@@ -82,11 +82,17 @@ impl ChatTemplate {
         })
     }
 
-    /// The prompt for one user message, ending where the assistant's answer starts.
-    pub fn render(&self, user: &str) -> Result<String> {
+    /// The prompt for one user message (after a system message, when given), ending where
+    /// the assistant's answer starts.
+    pub fn render(&self, system: Option<&str>, user: &str) -> Result<String> {
         let t = self.env.get_template("chat")?;
+        let mut messages = Vec::new();
+        if let Some(s) = system {
+            messages.push(context! { role => "system", content => s });
+        }
+        messages.push(context! { role => "user", content => user });
         t.render(context! {
-            messages => vec![context! { role => "user", content => user }],
+            messages => messages,
             add_generation_prompt => true,
             bos_token => self.bos.clone(),
             eos_token => self.eos.clone(),
@@ -96,8 +102,9 @@ impl ChatTemplate {
 }
 
 /// Renders every problem through `template` and then as the user message of the chat
-/// template of the model in `model_dir`; returns the template that now applies to the
-/// rendered problems (the identity, `{question}`).
+/// template of the model in `model_dir`, after its system turn when it has one (verl and
+/// TRL message lists); returns the template that now applies to the rendered problems
+/// (the identity, `{question}`).
 pub fn apply(
     prompts: &mut [deltarl_schemas::PromptRow],
     template: &str,
@@ -105,7 +112,8 @@ pub fn apply(
 ) -> Result<String> {
     let chat = ChatTemplate::from_model_dir(model_dir)?;
     for p in prompts.iter_mut() {
-        p.problem = chat.render(&deltarl_schemas::render_template(template, &p.problem))?;
+        let user = deltarl_schemas::render_template(template, &p.problem);
+        p.problem = chat.render(p.system.as_deref(), &user)?;
     }
     Ok("{question}".into())
 }
@@ -120,8 +128,13 @@ mod tests {
                    {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
         let t = ChatTemplate::new(src, "", "<|im_end|>").unwrap();
         assert_eq!(
-            t.render(" 1+1? ").unwrap(),
+            t.render(None, " 1+1? ").unwrap(),
             "<|im_start|>user\n1+1?<|im_end|>\n<|im_start|>assistant\n"
+        );
+        // A system turn goes first, as apply_chat_template puts it.
+        assert_eq!(
+            t.render(Some("Be brief."), "1+1?").unwrap(),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n1+1?<|im_end|>\n<|im_start|>assistant\n"
         );
         let dir = tempfile::tempdir().unwrap();
         let err = ChatTemplate::from_model_dir(dir.path())

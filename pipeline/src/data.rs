@@ -68,6 +68,7 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRow>> {
             problem: field("problem")?,
             answer: field("answer")?,
             data_source: v.get("data_source").and_then(json_str),
+            system: v.get("system").and_then(json_str),
         });
     }
     check_prompts(&name, &out, &places)?;
@@ -263,11 +264,17 @@ fn verl_rows(
             (None, Some(k)) => k.clone(),
             _ => format!("row-{}", out.len()),
         };
+        // System turns go to the chat template (when one is applied) before the question.
+        let system: Vec<String> = (lo..hi)
+            .filter(|&m| roles[m].as_deref() == Some("system"))
+            .filter_map(|m| contents[m].clone())
+            .collect();
         out.push(PromptRow {
             id,
             problem: question,
             answer,
             data_source: source[i].clone(),
+            system: (!system.is_empty()).then(|| system.join("\n\n")),
         });
     }
     Ok(())
@@ -340,6 +347,10 @@ pl.DataFrame({"id": ["a", "b", "a"], "problem": ["x", "y", "z"], "answer": ["1",
             ),
             ("gsm8k-0", "1+1?", "2")
         );
+        // The system turn is kept for the chat template; a prompt without one has none.
+        assert_eq!(v[0].system.as_deref(), Some("be brief"));
+        assert_eq!(v[1].system, None);
+        assert_eq!(s[0].system, None);
         assert_eq!(v[1].answer, "5");
         let err = format!("{:#}", read_prompt_file(&bad).unwrap_err());
         assert!(

@@ -91,6 +91,9 @@ pub struct PromptRow {
     pub problem: String,
     pub answer: String,
     pub data_source: Option<String>,
+    /// The system turn of a chat-format prompt (verl's and TRL's message lists), passed to
+    /// the chat template before the question when one is applied.
+    pub system: Option<String>,
 }
 
 impl Table for PromptRow {
@@ -102,6 +105,7 @@ impl Table for PromptRow {
             f("problem", DataType::Utf8),
             f("answer", DataType::Utf8),
             nullable("data_source", DataType::Utf8),
+            nullable("system", DataType::Utf8),
         ]
     }
 
@@ -114,6 +118,7 @@ impl Table for PromptRow {
                 arrays::strings(rows.iter().map(|r| r.problem.as_str())),
                 arrays::strings(rows.iter().map(|r| r.answer.as_str())),
                 arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
+                arrays::opt_strings(rows.iter().map(|r| r.system.as_deref())),
             ],
         )
     }
@@ -121,18 +126,22 @@ impl Table for PromptRow {
     fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
         let c = Columns { batch, file };
         let (id, problem, answer) = (c.str("id")?, c.str("problem")?, c.str("answer")?);
-        let source = c.opt_str("data_source")?;
+        let (source, system) = (c.opt_str("data_source")?, c.opt_str("system")?);
         Ok(id
             .into_iter()
             .zip(problem)
             .zip(answer)
             .zip(source)
-            .map(|(((id, problem), answer), data_source)| PromptRow {
-                id,
-                problem,
-                answer,
-                data_source,
-            })
+            .zip(system)
+            .map(
+                |((((id, problem), answer), data_source), system)| PromptRow {
+                    id,
+                    problem,
+                    answer,
+                    data_source,
+                    system,
+                },
+            )
             .collect())
     }
 }

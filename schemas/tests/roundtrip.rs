@@ -13,12 +13,14 @@ fn prompts() -> Vec<PromptRow> {
             problem: "1+2*3=?".into(),
             answer: "7".into(),
             data_source: Some("tiny".into()),
+            system: None,
         },
         PromptRow {
             id: "b".into(),
             problem: "x".into(),
             answer: "\\frac{1}{2}".into(),
             data_source: None,
+            system: Some("Answer briefly.".into()),
         },
     ]
 }
