@@ -16,6 +16,8 @@ enum FamilyArg {
     Qwen3,
     /// Qwen2 / Qwen2.5: q/k/v biases, no q/k norm.
     Qwen2,
+    /// Llama: no biases, no q/k norm (default rotary embeddings).
+    Llama,
 }
 
 /// Default shape: Qwen3's vocabulary on a small body, so the vocabulary-sized work
@@ -70,6 +72,7 @@ impl Args {
         let family = match self.family {
             FamilyArg::Qwen3 => Family::Qwen3,
             FamilyArg::Qwen2 => Family::Qwen2,
+            FamilyArg::Llama => Family::Llama,
         };
         let p = random_checkpoint_of(family, &self.out, &shape, dtype, self.seed).with_context(
             || format!("cannot write a random checkpoint to {}", self.out.display()),

@@ -65,6 +65,8 @@ pub enum Family {
     Qwen3,
     /// Qwen2 and Qwen2.5: biases on the query, key and value projections, no q/k norm.
     Qwen2,
+    /// Llama 3 (and 2): no biases, no q/k norm, optionally llama3 rotary scaling.
+    Llama,
 }
 
 impl Family {
@@ -73,8 +75,19 @@ impl Family {
         match self {
             Family::Qwen3 => "Qwen3ForCausalLM",
             Family::Qwen2 => "Qwen2ForCausalLM",
+            Family::Llama => "LlamaForCausalLM",
         }
     }
+}
+
+/// Llama 3's rotary scaling (`rope_type = "llama3"`): low frequencies divided by `factor`,
+/// high ones kept, the band between interpolated (transformers' `_compute_llama3_parameters`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Llama3Rope {
+    pub factor: f64,
+    pub low_freq_factor: f64,
+    pub high_freq_factor: f64,
+    pub original_max_position_embeddings: f64,
 }
 
 /// Parameter dtype.
@@ -132,10 +145,43 @@ impl Qwen3Config {
         match self.model_type.as_str() {
             "qwen3" => Ok(Family::Qwen3),
             "qwen2" => Ok(Family::Qwen2),
+            "llama" => Ok(Family::Llama),
             other => Err(Error::Config(format!(
-                "model_type {other:?} is not supported (\"qwen3\", or \"qwen2\" for Qwen2 / Qwen2.5)"
+                "model_type {other:?} is not supported (\"qwen3\", \"qwen2\" for Qwen2 / Qwen2.5, \"llama\")"
             ))),
         }
+    }
+
+    /// The rotary scaling table (`rope_parameters` in transformers 5, `rope_scaling` before).
+    fn rope_table(&self) -> Option<(&'static str, &serde_json::Value)> {
+        ["rope_parameters", "rope_scaling"]
+            .into_iter()
+            .find_map(|k| self.extra.get(k).filter(|v| v.is_object()).map(|v| (k, v)))
+    }
+
+    /// Llama 3's rotary scaling, when the config asks for it.
+    pub fn llama3_rope(&self) -> Result<Option<Llama3Rope>> {
+        let Some((key, t)) = self.rope_table() else {
+            return Ok(None);
+        };
+        let kind = t
+            .get("rope_type")
+            .or_else(|| t.get("type"))
+            .and_then(|k| k.as_str());
+        if kind != Some("llama3") {
+            return Ok(None);
+        }
+        let num = |f: &str| {
+            t.get(f).and_then(serde_json::Value::as_f64).ok_or_else(|| {
+                Error::Config(format!("{key}: rope_type llama3 needs a number `{f}`"))
+            })
+        };
+        Ok(Some(Llama3Rope {
+            factor: num("factor")?,
+            low_freq_factor: num("low_freq_factor")?,
+            high_freq_factor: num("high_freq_factor")?,
+            original_max_position_embeddings: num("original_max_position_embeddings")?,
+        }))
     }
 
     /// Checks what this implementation supports; run once at load.
@@ -158,9 +204,10 @@ impl Qwen3Config {
                 .and_then(|p| p.get("rope_type").or_else(|| p.get("type")))
                 .and_then(|t| t.as_str())
             {
-                if kind != "default" {
+                let llama3 = kind == "llama3" && family == Family::Llama;
+                if kind != "default" && !llama3 {
                     return err(format!(
-                        "{key}.rope_type {kind:?} is not supported (default only)"
+                        "{key}.rope_type {kind:?} is not supported (default; llama3 for Llama)"
                     ));
                 }
             }
@@ -173,6 +220,15 @@ impl Qwen3Config {
         {
             return err("use_sliding_window = true is not supported".into());
         }
+        self.llama3_rope()?;
+        if self
+            .extra
+            .get("mlp_bias")
+            .and_then(serde_json::Value::as_bool)
+            == Some(true)
+        {
+            return err("mlp_bias = true is not supported".into());
+        }
         if self.hidden_act != "silu" {
             return err(format!(
                 "hidden_act {:?} is not supported (silu)",
@@ -180,7 +236,7 @@ impl Qwen3Config {
             ));
         }
         // Qwen2 always has q/k/v biases (its config has no switch); Qwen3 never.
-        if self.attention_bias && family == Family::Qwen3 {
+        if self.attention_bias && family != Family::Qwen2 {
             return err("attention_bias = true is not supported".into());
         }
         if self.num_attention_heads == 0
@@ -201,5 +257,41 @@ impl Qwen3Config {
             return err("vocab_size, hidden_size and num_hidden_layers must be positive".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn config(model_type: &str, rope: serde_json::Value) -> Qwen3Config {
+        serde_json::from_value(serde_json::json!({
+            "model_type": model_type, "vocab_size": 10, "hidden_size": 8,
+            "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "rope_parameters": rope,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn rotary_settings_are_checked_by_family() {
+        let llama3 = serde_json::json!({"rope_type": "llama3", "rope_theta": 500000.0,
+            "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192});
+        let c = config("llama", llama3.clone());
+        c.validate().unwrap();
+        assert_eq!(c.rope_theta(), 500000.0);
+        assert_eq!(c.llama3_rope().unwrap().unwrap().factor, 8.0);
+        // llama3 scaling belongs to Llama; other scalings to nobody here.
+        let err = config("qwen3", llama3).validate().unwrap_err().to_string();
+        assert!(err.contains("llama3"), "{err}");
+        let yarn = serde_json::json!({"rope_type": "yarn", "factor": 4.0});
+        let err = config("llama", yarn).validate().unwrap_err().to_string();
+        assert!(err.contains("yarn"), "{err}");
+        // A llama3 table without one of its numbers is named.
+        let partial = serde_json::json!({"rope_type": "llama3", "factor": 8.0});
+        let err = config("llama", partial).validate().unwrap_err().to_string();
+        assert!(err.contains("low_freq_factor"), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! The Qwen3-family policy model on tch: blocks, Hugging Face checkpoints and generation.
-//! `config.json`'s `model_type` picks the family: Qwen3, or Qwen2 / Qwen2.5 (q/k/v biases
-//! instead of q/k norms); the rest of the decoder is shared.
+//! `config.json`'s `model_type` picks the family: Qwen3, Qwen2 / Qwen2.5 (q/k/v biases
+//! instead of q/k norms) or Llama 3 (neither, with llama3 rotary scaling); the rest of the
+//! decoder is shared.
 //!
 //! The code reads like candle's `qwen3.rs` (numbered steps with shape comments), split here
 //! into one small file per block. Tensor names match transformers' `Qwen3ForCausalLM`, so our checkpoints load
@@ -25,7 +26,7 @@ pub use checkpoint::{
     build, eos_ids, init_weights, load, random_policy, read_config, save, save_sharded,
     write_tensors, Policy, DEFAULT_SHARD_BYTES,
 };
-pub use config::{Dtype, Family, Qwen3Config};
+pub use config::{Dtype, Family, Llama3Rope, Qwen3Config};
 pub use error::{Error, Result};
 pub use model::{KvCache, Qwen3};
 pub use recompute::Checkpointed;

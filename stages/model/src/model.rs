@@ -126,6 +126,7 @@ impl Qwen3 {
             c.head_dim() as i64,
             c.max_position_embeddings as i64,
             c.rope_theta(),
+            c.llama3_rope()?.as_ref(),
             device,
         );
         Ok(Qwen3 {

@@ -2,6 +2,27 @@
 
 use tch::{Device, Kind, Tensor};
 
+use crate::config::Llama3Rope;
+
+/// Llama 3's frequency-dependent scaling of `inv_freq` (f32, as transformers computes it):
+/// wavelengths longer than `original / low_freq_factor` are slowed by `factor`, shorter than
+/// `original / high_freq_factor` kept, and interpolated in between.
+fn llama3_scaled(inv_freq: &Tensor, s: &Llama3Rope) -> Tensor {
+    let low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+    let high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+    let wavelen = inv_freq.reciprocal() * (2.0 * std::f64::consts::PI);
+    // 1. Long wavelengths (low frequencies) divided by the factor.
+    let scaled = inv_freq.where_self(&wavelen.le(low_wavelen), &(inv_freq / s.factor));
+    // 2. The medium band: a blend of the divided and the kept frequency.
+    let smooth = (wavelen.reciprocal() * s.original_max_position_embeddings - s.low_freq_factor)
+        / (s.high_freq_factor - s.low_freq_factor);
+    let smoothed = (smooth.ones_like() - &smooth) * &scaled / s.factor + &smooth * &scaled;
+    let medium = wavelen
+        .ge(high_wavelen)
+        .logical_and(&wavelen.le(low_wavelen));
+    smoothed.where_self(&medium, &scaled)
+}
+
 #[derive(Debug)]
 pub struct Rope {
     /// [max_pos, head_dim]
@@ -10,11 +31,20 @@ pub struct Rope {
 }
 
 impl Rope {
-    pub fn new(head_dim: i64, max_pos: i64, theta: f64, device: Device) -> Self {
+    pub fn new(
+        head_dim: i64,
+        max_pos: i64,
+        theta: f64,
+        llama3: Option<&Llama3Rope>,
+        device: Device,
+    ) -> Self {
         // inv_freq[i] = theta^(-2i / d), computed in f32 as transformers does.
         let idx =
             Tensor::arange_start_step(0, head_dim, 2, (Kind::Int64, device)).to_kind(Kind::Float);
-        let inv_freq = (idx * (-(theta.ln()) / head_dim as f64)).exp();
+        let mut inv_freq = (idx * (-(theta.ln()) / head_dim as f64)).exp();
+        if let Some(s) = llama3 {
+            inv_freq = llama3_scaled(&inv_freq, s);
+        }
         let t = Tensor::arange(max_pos, (Kind::Float, device));
         let freqs = t.outer(&inv_freq); // [max_pos, d/2]
         let emb = Tensor::cat(&[&freqs, &freqs], -1); // [max_pos, d]

@@ -47,6 +47,7 @@ impl Shape {
         let model_type = match family {
             Family::Qwen3 => "qwen3",
             Family::Qwen2 => "qwen2",
+            Family::Llama => "llama",
         };
         let mut v = serde_json::json!({
             "architectures": [family.architecture()],

@@ -1,7 +1,7 @@
 """Builds a small random Qwen3 (or Qwen2 / Qwen2.5) checkpoint with transformers and
 records its logits and greedy decoding, for the parity tests in parity.rs.
 
-  python hf_reference.py make DIR TIED KV_HEADS [qwen3|qwen2]
+  python hf_reference.py make DIR TIED KV_HEADS [qwen3|qwen2|llama3]
                                                   -> writes DIR (HF folder) and DIR/reference.json
   python hf_reference.py logits DIR IDS_JSON      -> prints transformers' logits for a folder
 """
@@ -9,8 +9,8 @@ import json
 import sys
 
 import torch
-from transformers import (AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
-                          Qwen3ForCausalLM)
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ."
 
@@ -45,6 +45,14 @@ def make(out, tied, kv, family="qwen3"):
     if family == "qwen2":
         # Qwen2 / Qwen2.5: q/k/v biases (initialised below like weights), no q/k norm.
         model = Qwen2ForCausalLM(Qwen2Config(**common)).eval()
+    elif family == "llama3":
+        # Llama 3's rotary scaling, with an original context of 64 of the 128 positions so
+        # that all three frequency bands (kept, blended, divided) occur at head_dim 16.
+        common.pop("rope_theta")
+        rope = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64}
+        model = LlamaForCausalLM(LlamaConfig(head_dim=16, rope_parameters=rope, **common)).eval()
     else:
         model = Qwen3ForCausalLM(Qwen3Config(head_dim=16, **common)).eval()
     with torch.no_grad():

@@ -1,5 +1,5 @@
-//! Parity with transformers on small random Qwen3 and Qwen2 (Qwen2.5's architecture)
-//! checkpoints made by `hf_reference.py`: logits within 1e-4 in f32, identical greedy
+//! Parity with transformers on small random Qwen3, Qwen2 (Qwen2.5's architecture) and
+//! Llama 3 (llama3 rotary scaling) checkpoints made by `hf_reference.py`: logits within 1e-4 in f32, identical greedy
 //! decoding of 32 tokens, and checkpoints we save open in transformers with the same logits.
 //! Tied and untied embeddings, and kv_heads < heads, are covered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -162,6 +162,12 @@ fn qwen2_matches_transformers() {
     check(0, 4, "qwen2");
 }
 
+/// Llama 3 (model_type "llama") with its llama3 rotary scaling.
+#[test]
+fn llama3_matches_transformers() {
+    check(0, 2, "llama3");
+}
+
 #[test]
 fn bad_folders_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,11 +180,14 @@ fn bad_folders_are_clear_errors() {
     // Unsupported architecture.
     let cfg_path = folder.join("config.json");
     let cfg = std::fs::read_to_string(&cfg_path).unwrap();
-    std::fs::write(&cfg_path, cfg.replace("\"qwen3\"", "\"llama\"")).unwrap();
+    std::fs::write(&cfg_path, cfg.replace("\"qwen3\"", "\"mistral\"")).unwrap();
     let err = load(&folder, Device::Cpu, Dtype::F32)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("llama") && err.contains("qwen2"), "{err}");
+    assert!(
+        err.contains("mistral") && err.contains("qwen2") && err.contains("llama"),
+        "{err}"
+    );
     // A Qwen3 folder that says it is Qwen2: the architecture does not match the family.
     std::fs::write(&cfg_path, cfg.replace("\"qwen3\"", "\"qwen2\"")).unwrap();
     let err = load(&folder, Device::Cpu, Dtype::F32)
