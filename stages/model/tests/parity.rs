@@ -36,6 +36,16 @@ fn py(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// transformers' logits for the ids, from a model folder.
+fn transformers_logits(folder: &Path, ids: &[Vec<i64>]) -> Vec<f64> {
+    let text = py(&[
+        "logits",
+        folder.to_str().unwrap(),
+        &serde_json::to_string(ids).unwrap(),
+    ]);
+    serde_json::from_str(text.trim()).unwrap()
+}
+
 fn max_diff(a: &[f32], b: &[f64]) -> f64 {
     a.iter()
         .zip(b)
@@ -102,16 +112,7 @@ fn check(tied: u32, kv: u32, family: &str) {
     // 3. What we save opens in transformers with the same logits.
     let saved = dir.path().join("saved");
     save(&policy, &saved).unwrap();
-    let theirs: Vec<f64> = serde_json::from_str(
-        py(&[
-            "logits",
-            saved.to_str().unwrap(),
-            &serde_json::to_string(&ids).unwrap(),
-        ])
-        .trim(),
-    )
-    .unwrap();
-    let d = max_diff(&got, &theirs);
+    let d = max_diff(&got, &transformers_logits(&saved, &ids));
     assert!(
         d <= 1e-4,
         "tied={tied} kv={kv}: saved checkpoint differs in transformers by {d}"
@@ -128,17 +129,8 @@ fn check(tied: u32, kv: u32, family: &str) {
     assert!(files.len() > 2, "{files:?}");
     assert!(sharded.join("model.safetensors.index.json").exists());
     assert!(!sharded.join("model.safetensors").exists());
-    let theirs: Vec<f64> = serde_json::from_str(
-        py(&[
-            "logits",
-            sharded.to_str().unwrap(),
-            &serde_json::to_string(&ids).unwrap(),
-        ])
-        .trim(),
-    )
-    .unwrap();
     assert!(
-        max_diff(&got, &theirs) <= 1e-4,
+        max_diff(&got, &transformers_logits(&sharded, &ids)) <= 1e-4,
         "sharded checkpoint differs in transformers"
     );
     let again = load(&sharded, Device::Cpu, Dtype::F32).unwrap();
