@@ -7,15 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-/// vLLM's interpreter, as `make vllm` installs it (the Makefile exports its path).
+/// vLLM's interpreter, found as the rollout stage finds it (`make vllm` installs it).
 fn vllm_python() -> PathBuf {
-    let p = std::env::var_os("DELTARL_VLLM_PYTHON").map_or_else(
-        || {
-            PathBuf::from(std::env::var("HOME").unwrap())
-                .join(".cache/deltarl/vllm-venv/bin/python")
-        },
-        PathBuf::from,
-    );
+    let p = deltarl::vllm::python(&Default::default());
     assert!(
         p.exists(),
         "{} missing: run `make vllm` (make test does)",

@@ -59,21 +59,25 @@ pub fn mean_ci(xs: &[f64]) -> (f64, f64) {
     (mean, t975(n - 1) * (var / n as f64).sqrt())
 }
 
-fn accuracy(path: &Path) -> Result<f64> {
-    let (rows, _) = read_path::<EvalRow>(path)?;
-    Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
+fn accuracy(rows: &[EvalRow]) -> f64 {
+    rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64
+}
+
+fn read_eval(path: &Path) -> Result<Vec<EvalRow>> {
+    Ok(read_path::<EvalRow>(path)?.0)
 }
 
 /// Each held-out problem's share of correct samples, by problem id.
-fn problem_scores(path: &Path) -> Result<std::collections::BTreeMap<String, f64>> {
-    let (rows, _) = read_path::<EvalRow>(path)?;
-    let mut by: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+fn problem_scores(rows: &[EvalRow]) -> std::collections::BTreeMap<String, f64> {
+    let mut by: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
     for r in rows {
-        let e = by.entry(r.problem_id).or_default();
+        let e = by.entry(&r.problem_id).or_default();
         e.0 += f64::from(u8::from(r.correct));
         e.1 += 1.0;
     }
-    Ok(by.into_iter().map(|(k, (c, n))| (k, c / n)).collect())
+    by.into_iter()
+        .map(|(k, (c, n))| (k.to_string(), c / n))
+        .collect()
 }
 
 /// The paired-difference table: each variant against `baseline` on the seeds both ran.
@@ -170,12 +174,15 @@ impl Args {
                 let curve = (1..=self.iters)
                     .map(|it| {
                         let p = ctx.run.output(it, Stage::Eval);
-                        p.exists().then(|| accuracy(&p).ok()).flatten()
+                        p.exists()
+                            .then(|| read_eval(&p).ok().map(|r| accuracy(&r)))
+                            .flatten()
                     })
                     .collect();
-                let final_eval = ctx.run.output(self.iters, Stage::Eval);
-                let last = accuracy(&final_eval)?;
-                scores.insert((v.clone(), seed), problem_scores(&final_eval)?);
+                // The final evaluation, read once: its accuracy and per-problem scores.
+                let final_rows = read_eval(&ctx.run.output(self.iters, Stage::Eval))?;
+                let last = accuracy(&final_rows);
+                scores.insert((v.clone(), seed), problem_scores(&final_rows));
                 results.push((v.clone(), seed, curve, last));
             }
         }
