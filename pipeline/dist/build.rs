@@ -1,0 +1,56 @@
+//! Compiles `src/c10d.cpp` against the headers of the libtorch torch-sys links (the torch
+//! wheel's `include/`), the way torch-sys compiles its own wrapper. gloo's headers are not
+//! in the wheel: they come from the system (Debian's `libgloo-dev`) or `DELTARL_GLOO_INCLUDE`;
+//! without them the shim is built without gloo and a run with several ranks says why.
+
+use std::path::{Path, PathBuf};
+
+fn main() {
+    println!("cargo:rerun-if-changed=src/c10d.cpp");
+    println!("cargo:rerun-if-env-changed=DELTARL_GLOO_INCLUDE");
+    println!("cargo:rerun-if-env-changed=LIBTORCH_CXX11_ABI");
+    // torch-sys (`links = "tch"`) publishes its library folder to dependents.
+    let lib = PathBuf::from(
+        std::env::var("DEP_TCH_LIBTORCH_LIB").expect("torch-sys publishes DEP_TCH_LIBTORCH_LIB"),
+    );
+    let root = lib.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let include = root.join("include");
+    let gloo = std::env::var("DELTARL_GLOO_INCLUDE")
+        .map(PathBuf::from)
+        .ok()
+        .or_else(|| Some(PathBuf::from("/usr/include")))
+        .filter(|d| d.join("gloo/algorithm.h").exists());
+    let mut b = cc::Build::new();
+    b.cpp(true)
+        .pic(true)
+        .warnings(false)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag(format!(
+            "-D_GLIBCXX_USE_CXX11_ABI={}",
+            std::env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".into())
+        ))
+        .flag("-DGLOG_USE_GLOG_EXPORT")
+        .file("src/c10d.cpp");
+    match &gloo {
+        Some(dir) => {
+            b.include(dir).define("DELTARL_GLOO", None).define("USE_C10D_GLOO", None);
+        }
+        None => println!(
+            "cargo:warning=gloo headers not found (apt-get install libgloo-dev, or set \
+             DELTARL_GLOO_INCLUDE): deltarl is built without multi-process support"
+        ),
+    }
+    if std::env::var_os("CARGO_FEATURE_NCCL").is_some() {
+        b.define("DELTARL_NCCL", None).define("USE_C10D_NCCL", None);
+        println!("cargo:rustc-link-lib=torch_cuda");
+    }
+    b.compile("deltarl_c10d");
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    // As every crate that links libtorch: tests and binaries run without LD_LIBRARY_PATH.
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    println!("cargo:rustc-link-lib=torch_cpu");
+    println!("cargo:rustc-link-lib=c10");
+    println!("cargo:rustc-link-lib=stdc++");
+}

@@ -1,0 +1,225 @@
+// The few c10d calls deltarl needs, behind a C interface: a TCPStore client (or server),
+// a ProcessGroupGloo on it, and four collectives. Every entry point catches C++ exceptions
+// and returns them as a malloc'ed message (NULL on success) that Rust frees with
+// deltarl_c10d_free_message: no exception crosses into Rust.
+//
+// Tensors arrive as tch's handles, which are `at::Tensor*` (torch-sys' `typedef
+// torch::Tensor *tensor`).
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef DELTARL_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#ifdef DELTARL_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace {
+
+struct Group {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Backend> cpu;   // gloo: CPU tensors
+  c10::intrusive_ptr<c10d::Backend> cuda;  // nccl: CUDA tensors (when built with it)
+  int rank;
+  int world;
+  std::chrono::milliseconds timeout;
+};
+
+char* message(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out != nullptr) {
+    std::memcpy(out, s.c_str(), s.size() + 1);
+  }
+  return out;
+}
+
+template <typename F>
+char* guarded(F&& f) {
+  try {
+    f();
+    return nullptr;
+  } catch (const std::exception& e) {
+    return message(e.what());
+  } catch (...) {
+    return message("unknown C++ exception");
+  }
+}
+
+// The backend that moves tensors on `t`'s device.
+c10d::Backend& backend_for(Group* g, const at::Tensor& t) {
+  if (t.is_cuda()) {
+    if (!g->cuda) {
+      throw std::runtime_error(
+          "a CUDA tensor, but this build of deltarl has no NCCL backend (build with the "
+          "`nccl` feature against a CUDA torch wheel)");
+    }
+    return *g->cuda;
+  }
+  if (!g->cpu) {
+    throw std::runtime_error(
+        "this build of deltarl has no gloo backend (its headers were missing at build time: "
+        "install Debian's libgloo-dev and rebuild)");
+  }
+  return *g->cpu;
+}
+
+void wait(Group* g, const c10::intrusive_ptr<c10d::Work>& w) {
+  w->wait(g->timeout);
+}
+
+}  // namespace
+
+extern "C" {
+
+int deltarl_c10d_has_gloo() {
+#ifdef DELTARL_GLOO
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+int deltarl_c10d_has_nccl() {
+#ifdef DELTARL_NCCL
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+void deltarl_c10d_free_message(char* m) { std::free(m); }
+
+// Connects to the store at host:port (serving it when `is_server`), keys under `prefix`,
+// and builds the process group of `world` ranks. `timeout_ms` bounds every wait.
+char* deltarl_c10d_new(const char* host, uint16_t port, int is_server, const char* prefix,
+                       int rank, int world, int64_t timeout_ms, int with_cuda,
+                       void** out) {
+  return guarded([&] {
+    auto g = std::make_unique<Group>();
+    g->rank = rank;
+    g->world = world;
+    g->timeout = std::chrono::milliseconds(timeout_ms);
+    c10d::TCPStoreOptions opts;
+    opts.port = port;
+    opts.isServer = is_server != 0;
+    opts.numWorkers = world;
+    opts.waitWorkers = false;
+    opts.timeout = g->timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(std::string(host), opts);
+    g->store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), tcp);
+#ifdef DELTARL_GLOO
+    {
+      auto o = c10d::ProcessGroupGloo::Options::create(g->timeout);
+      o->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      auto store = c10::make_intrusive<c10d::PrefixStore>("gloo", g->store);
+      g->cpu = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, o);
+    }
+#endif
+#ifdef DELTARL_NCCL
+    if (with_cuda != 0) {
+      auto o = c10d::ProcessGroupNCCL::Options::create();
+      o->timeout = g->timeout;
+      auto store = c10::make_intrusive<c10d::PrefixStore>("nccl", g->store);
+      g->cuda = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, o);
+    }
+#else
+    (void)with_cuda;
+#endif
+    *out = g.release();
+  });
+}
+
+void deltarl_c10d_free(void* g) { delete static_cast<Group*>(g); }
+
+char* deltarl_c10d_all_reduce_sum(void* gp, void* tensor) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    std::vector<at::Tensor> ts{*static_cast<at::Tensor*>(tensor)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = g->timeout;
+    wait(g, backend_for(g, ts[0]).allreduce(ts, o));
+  });
+}
+
+char* deltarl_c10d_broadcast(void* gp, void* tensor, int root) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    std::vector<at::Tensor> ts{*static_cast<at::Tensor*>(tensor)};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.rootTensor = 0;
+    o.timeout = g->timeout;
+    wait(g, backend_for(g, ts[0]).broadcast(ts, o));
+  });
+}
+
+// Gathers `input` from every rank into `outputs[0..world]` (tensors of its shape).
+char* deltarl_c10d_all_gather(void* gp, void* input, void** outputs) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    std::vector<at::Tensor> in{*static_cast<at::Tensor*>(input)};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < g->world; ++r) {
+      out[0].push_back(*static_cast<at::Tensor*>(outputs[r]));
+    }
+    c10d::AllgatherOptions o;
+    o.timeout = g->timeout;
+    wait(g, backend_for(g, in[0]).allgather(out, in, o));
+  });
+}
+
+char* deltarl_c10d_barrier(void* gp) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    if (!g->cpu) {
+      throw std::runtime_error("no gloo backend for the barrier");
+    }
+    c10d::BarrierOptions o;
+    o.timeout = g->timeout;
+    wait(g, g->cpu->barrier(o));
+  });
+}
+
+// Sets `key` in the store (failure reports: they outlive a rank's sockets).
+char* deltarl_c10d_store_set(void* gp, const char* key, const uint8_t* data, size_t len) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    g->store->set(std::string(key), std::vector<uint8_t>(data, data + len));
+  });
+}
+
+// Reads `key` if it is set (without waiting): `*found` says whether it was; the value is
+// malloc'ed into `*data` (free with deltarl_c10d_free_message).
+char* deltarl_c10d_store_try_get(void* gp, const char* key, int* found, uint8_t** data,
+                                 size_t* len) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    *found = 0;
+    *len = 0;
+    *data = nullptr;
+    std::string k(key);
+    if (!g->store->check({k})) {
+      return;
+    }
+    auto v = g->store->get(k);
+    *data = static_cast<uint8_t*>(std::malloc(v.size() + 1));
+    if (*data == nullptr) {
+      throw std::runtime_error("out of memory");
+    }
+    std::memcpy(*data, v.data(), v.size());
+    *len = v.size();
+    *found = 1;
+  });
+}
+
+}  // extern "C"
