@@ -7,13 +7,16 @@ use anyhow::{bail, Context, Result};
 use tch::Device;
 
 use crate::config::{DeviceKind, Resolved};
+use crate::ranks::Ranks;
 use crate::rundir::{RunDir, RunLock};
 
-/// An opened run: configuration, directory, device.
+/// An opened run: configuration, directory, device, and its place among several processes
+/// when `torchrun` launched it as one of them.
 pub struct Ctx {
     pub cfg: Resolved,
     pub run: RunDir,
     pub device: Device,
+    pub ranks: Option<Ranks>,
 }
 
 /// Sets libtorch's and rayon's thread counts (0 = all cores), once per process where the
@@ -58,7 +61,29 @@ impl Ctx {
         let run = RunDir::new(runs, name)?;
         set_threads(cfg.opts.model.threads);
         let device = device(cfg.opts.model.device)?;
-        Ok(Ctx { cfg, run, device })
+        Ok(Ctx {
+            cfg,
+            run,
+            device,
+            ranks: None,
+        })
+    }
+
+    /// Joins the other processes when launched as one of several (`WORLD_SIZE > 1`): each
+    /// rank then computes on `cuda:LOCAL_RANK` when the run is on CUDA, and only rank 0
+    /// shows progress bars.
+    pub fn join_ranks(&mut self) -> Result<()> {
+        let Some(r) = Ranks::join(self.device.is_cuda())? else {
+            return Ok(());
+        };
+        if self.device.is_cuda() {
+            self.device = r.cuda_device();
+        }
+        if !r.is_leader() {
+            std::env::set_var("DELTARL_NO_PROGRESS", "1");
+        }
+        self.ranks = Some(r);
+        Ok(())
     }
 
     /// Opens an existing run with the configuration recorded in it.

@@ -54,6 +54,7 @@ pub fn evaluate(
         policy_iter: s.iter,
         seed_stage: Stage::Eval,
         max_prompt_tokens: None,
+        shard: deltarl_schemas::Shard::WHOLE,
     };
     let progress = Progress::new("eval", prompts.len() as u64 * u64::from(s.samples));
     let samples = deltarl_rollout::run(&core, policy, prompts, &mut |done, _| {

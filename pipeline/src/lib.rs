@@ -19,6 +19,7 @@ pub mod paired;
 pub mod plan;
 pub mod progress;
 pub mod prune;
+pub mod ranks;
 pub mod rundir;
 pub mod runner;
 pub mod stage;

@@ -13,6 +13,7 @@ use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{Manifest, PolicyUse, Stage, TOOL_VERSION};
 
 use crate::context::Ctx;
+use crate::ranks::Command;
 use crate::rundir::{clean_temporaries, invalidate_downstream, stage_state, RunLock, StageState};
 use crate::stage::{self, policy_before, Env};
 
@@ -58,6 +59,12 @@ impl<'a> Runner<'a> {
             base: &self.base,
             hash: stage::hash(stage, &self.ctx.cfg)?,
             stage,
+            ranks: self
+                .ctx
+                .ranks
+                .as_ref()
+                .filter(|_| stage::shared(stage, &self.ctx.cfg))
+                .map(|r| &r.group),
         })
     }
 
@@ -204,6 +211,11 @@ impl<'a> Runner<'a> {
         }
         self.done.borrow_mut().clear();
         let input_hashes = run.hash_inputs(&inputs)?;
+        if let Some(r) = &self.ctx.ranks {
+            if stage::shared(stage, &self.ctx.cfg) {
+                r.announce(Command::Run { iter, stage })?;
+            }
+        }
         let start = Instant::now();
         let mem = crate::memory::start();
         let ran = stage::run(stage, &self.ctx.cfg, &env)
@@ -289,6 +301,46 @@ impl<'a> Runner<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Runs `lead` alone, or, among several processes, on rank 0 while the others follow
+    /// its commands ([`crate::ranks`]). A failing rank tells the others before returning
+    /// its error, which names it.
+    pub fn lead_or_follow(&self, lead: impl FnOnce(&Self) -> Result<()>) -> Result<()> {
+        let Some(r) = &self.ctx.ranks else {
+            return lead(self);
+        };
+        let result = if r.is_leader() {
+            lead(self).and_then(|()| r.announce(Command::End))
+        } else {
+            self.follow()
+        };
+        result.map_err(|e| {
+            let e = e.context(format!(
+                "rank {} of {}",
+                r.group.rank(),
+                r.group.world()
+            ));
+            r.report(&e);
+            e
+        })
+    }
+
+    /// A follower's loop: run its share of each stage rank 0 announces, until `end`.
+    fn follow(&self) -> Result<()> {
+        let Some(r) = &self.ctx.ranks else {
+            return Ok(());
+        };
+        loop {
+            match r.receive()? {
+                Command::End => return Ok(()),
+                Command::Run { iter, stage } => {
+                    let env = self.env(iter, stage)?;
+                    stage::run(stage, &self.ctx.cfg, &env)
+                        .with_context(|| format!("stage {stage} of {}", where_(iter, stage)))?;
+                }
+            }
+        }
     }
 
     /// Warm-starts the base when the run builds its own and it is missing or stale.

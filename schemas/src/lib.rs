@@ -15,6 +15,7 @@ pub mod layout;
 mod logprobs;
 mod manifest;
 pub mod seed;
+mod shard;
 mod tables;
 
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
@@ -26,6 +27,7 @@ pub use keyed::{render_template, Index, Keyed};
 pub use layout::{PolicyUse, Stage};
 pub use logprobs::LogprobRow;
 pub use manifest::Manifest;
+pub use shard::Shard;
 pub use tables::{
     CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,
 };

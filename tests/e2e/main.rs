@@ -7,6 +7,7 @@
 mod common;
 mod config;
 mod plan;
+mod ranks;
 mod refusals;
 mod resume;
 mod runs;

@@ -39,12 +39,16 @@ impl Args {
         if self.verify {
             ctx.run.verify_every_file();
         }
-        let lock = RunLock::acquire(&ctx.run)?;
-        ctx.adopt_config(&lock, self.force)?;
+        ctx.join_ranks()?;
         let until = match self.until {
             Some(n) => Until::Iteration(n),
             None => Until::Count(self.iters),
         };
-        Runner::new(&ctx).iterate(&lock, until)
+        // Under torchrun only rank 0 takes the lock and records the configuration.
+        Runner::new(&ctx).lead_or_follow(|runner| {
+            let lock = RunLock::acquire(&ctx.run)?;
+            ctx.adopt_config(&lock, self.force)?;
+            runner.iterate(&lock, until)
+        })
     }
 }

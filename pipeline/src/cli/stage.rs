@@ -32,7 +32,7 @@ impl Args {
         let recorded = Ctx::open_existing(runs, &self.run)?;
         // With --set: the recorded configuration with the changes asked for, adopted
         // explicitly (under the lock).
-        let ctx = if self.sets.is_empty() {
+        let mut ctx = if self.sets.is_empty() {
             recorded
         } else {
             Ctx::open_with(
@@ -42,21 +42,24 @@ impl Args {
                 &self.sets,
             )?
         };
-        let lock = RunLock::acquire(&ctx.run)?;
-        if !self.sets.is_empty() {
-            ctx.adopt_config(&lock, true)?;
-        }
-        let runner = Runner::new(&ctx);
-        let iter = match (self.name, self.iter) {
-            (Stage::Warmstart, _) => 0,
-            (_, Some(i)) => {
-                runner.ensure_base()?;
-                i
+        ctx.join_ranks()?;
+        // Under torchrun only rank 0 takes the lock and decides; the others follow.
+        Runner::new(&ctx).lead_or_follow(|runner| {
+            let lock = RunLock::acquire(&ctx.run)?;
+            if !self.sets.is_empty() {
+                ctx.adopt_config(&lock, true)?;
             }
-            (s, None) => bail!("stage {s} needs --iter N"),
-        };
-        let outcome = runner.run_stage(iter, self.name, self.force)?;
-        eprintln!("{}", summary_line(self.name, &outcome));
-        Ok(())
+            let iter = match (self.name, self.iter) {
+                (Stage::Warmstart, _) => 0,
+                (_, Some(i)) => {
+                    runner.ensure_base()?;
+                    i
+                }
+                (s, None) => bail!("stage {s} needs --iter N"),
+            };
+            let outcome = runner.run_stage(iter, self.name, self.force)?;
+            eprintln!("{}", summary_line(self.name, &outcome));
+            Ok(())
+        })
     }
 }

@@ -334,6 +334,13 @@ pub struct UpdateOptions {
     /// memory of one layer plus every layer's input (see `deltarl plan`).
     #[serde(default)]
     pub activation_checkpointing: bool,
+    /// Under torchrun with several processes: shard the optimizer state (f32 master
+    /// weights and AdamW moments) over them, ZeRO-1 style: each parameter's owner alone
+    /// keeps and steps its state, then broadcasts the new weights. The same step bit for bit
+    /// as unsharded; `deltarl plan --devices N` shows the memory per device with and
+    /// without it. No effect with one process.
+    #[serde(default)]
+    pub shard_optimizer: bool,
     /// k3 KL-to-base coefficient (0 = off).
     pub kl_coef: f64,
     /// Entropy bonus coefficient (0 = off).

@@ -2,6 +2,8 @@
 //! giving the per-token gradient proxy `v = (1 - p) h`, log-probs and entropies; writes
 //! features.parquet.
 
+use std::collections::HashMap;
+
 use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::json;
@@ -56,17 +58,37 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         temperature: s.temperature,
         chunk_rows: s.chunk_rows,
         chunk_tokens: s.chunk_tokens,
+        shard: env.shard(),
     };
     let progress = Progress::new("features", rollouts.len() as u64);
-    let mut rows = Vec::new();
+    let rows = deltarl_features::run(&core, &policy.model, &rollouts, &mut |n| {
+        progress.inc(n as u64)
+    })
+    .with_context(|| format!("teacher-forced pass of the policy in {}", dir.display()))?;
+    progress.finish();
+    // Several processes: each computed its share of the chunks; rank 0 writes every row in
+    // the rollouts' order.
+    let rows = match env.ranks {
+        Some(g) => {
+            let at: HashMap<(&str, u32), usize> = rollouts
+                .iter()
+                .enumerate()
+                .map(|(i, r)| ((r.prompt_id.as_str(), r.sample_idx), i))
+                .collect();
+            crate::ranks::gather_rows(g, rows, |r| {
+                at.get(&(r.prompt_id.as_str(), r.sample_idx)).copied()
+            })?
+        }
+        None => rows,
+    };
+    if !env.writes() {
+        return Ok(Ran::default());
+    }
+    let hidden = policy.model.config.hidden_size;
     atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
-        rows = deltarl_features::run_io(&core, &policy.model, &rollouts, w, env.meta(), &mut |n| {
-            progress.inc(n as u64)
-        })
-        .with_context(|| format!("teacher-forced pass of the policy in {}", dir.display()))?;
+        deltarl_features::write(&core, hidden, &rows, w, env.meta())?;
         Ok(())
     })?;
-    progress.finish();
     let tokens: usize = rows.iter().map(FeatureRow::tokens).sum();
     let entropy: f64 = rows
         .iter()

@@ -15,8 +15,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use tch::Device;
 
+use deltarl_dist::Group;
 use deltarl_model::{Dtype, Policy};
-use deltarl_schemas::{FileMeta, Stage};
+use deltarl_schemas::{FileMeta, Shard, Stage};
 
 use crate::config::Resolved;
 use crate::rundir::RunDir;
@@ -40,9 +41,21 @@ pub struct Env<'a> {
     /// The stage's hash, written into its files' metadata.
     pub hash: String,
     pub stage: Stage,
+    /// The process group when several processes share the stage ([`shared`]).
+    pub ranks: Option<&'a Group>,
 }
 
 impl Env<'_> {
+    /// This process's share of the stage's work.
+    pub fn shard(&self) -> Shard {
+        crate::ranks::shard(self.ranks)
+    }
+
+    /// Whether this process writes the stage's files (rank 0, or the only process).
+    pub fn writes(&self) -> bool {
+        self.ranks.is_none_or(|g| g.rank() == 0)
+    }
+
     /// The output file of `stage` in this iteration.
     pub fn file(&self, stage: Stage) -> PathBuf {
         self.run.output(self.iter, stage)
@@ -161,6 +174,17 @@ pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
         Stage::Coeffs => hash_of(stage, &coeffs::settings(cfg)?),
         Stage::Update => hash_of(stage, &update::Settings::new(cfg)),
         Stage::Eval => hash_of(stage, &eval::Settings::new(cfg)),
+    }
+}
+
+/// Whether all processes share the stage (rank 0 alone runs the others while the rest
+/// wait): our engine's rollout, the features pass and the update. vLLM rollouts run on rank
+/// 0 against one server (which spreads over its own GPUs with tensor parallelism).
+pub fn shared(stage: Stage, cfg: &Resolved) -> bool {
+    match stage {
+        Stage::Rollout => cfg.opts.rollout.engine == crate::config::Engine::Native,
+        Stage::Features | Stage::Update => true,
+        Stage::Warmstart | Stage::Score | Stage::Coeffs | Stage::Eval => false,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The rollout stage: draw the iteration's prompts, sample G responses to each with the
 //! previous policy, write rollouts.parquet.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -101,6 +102,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         policy_iter: env.iter - 1,
         seed_stage: Stage::Rollout,
         max_prompt_tokens: (r.max_prompt_tokens > 0).then_some(r.max_prompt_tokens),
+        shard: env.shard(),
     };
     let progress = Progress::new(
         "rollout",
@@ -122,34 +124,44 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     };
     let startup = vllm.as_ref().map_or(0.0, |v| v.startup_seconds);
     let t0 = Instant::now();
-    let mut rows = Vec::new();
-    atomic_write(&env.file(Stage::Rollout), |w| -> Result<()> {
-        let ran = deltarl_rollout::run_io(
-            &core,
-            tokenizer,
-            engine,
-            &drawn,
-            w,
-            env.meta(),
-            &mut |done, toks| {
-                progress.set_message(format!(
-                    "{:.0} tok/s",
-                    toks as f64 / t0.elapsed().as_secs_f64().max(1e-9)
-                ));
-                progress.set_position(done as u64);
-            },
-        );
-        rows = match (ran, &vllm) {
-            (Ok(rows), _) => rows,
-            // A failed request usually means the server died: say so, with its log.
-            (Err(e), Some(v)) => return Err(v.explain(e.into())),
-            (Err(e), None) => return Err(e.into()),
-        };
-        Ok(())
-    })
+    let ran = deltarl_rollout::run_with(&core, tokenizer, engine, &drawn, &mut |done, toks| {
+        progress.set_message(format!(
+            "{:.0} tok/s",
+            toks as f64 / t0.elapsed().as_secs_f64().max(1e-9)
+        ));
+        progress.set_position(done as u64);
+    });
+    let rows = match (ran, &vllm) {
+        (Ok(rows), _) => Ok(rows),
+        // A failed request usually means the server died: say so, with its log.
+        (Err(e), Some(v)) => Err(v.explain(e.into())),
+        (Err(e), None) => Err(e.into()),
+    }
     .with_context(|| format!("sampling with the policy in {}", dir.display()))?;
     drop(vllm);
     progress.finish();
+    // Several processes: each sampled its share of the batches; rank 0 writes them all in
+    // the order of one process (prompts as drawn, then samples).
+    let rows = match env.ranks {
+        Some(g) => {
+            let at: HashMap<&str, usize> = drawn
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.id.as_str(), i))
+                .collect();
+            crate::ranks::gather_rows(g, rows, |r| {
+                (at.get(r.prompt_id.as_str()).copied(), r.sample_idx)
+            })?
+        }
+        None => rows,
+    };
+    if !env.writes() {
+        return Ok(Ran::default());
+    }
+    atomic_write(&env.file(Stage::Rollout), |w| -> Result<()> {
+        deltarl_rollout::write(&core, &rows, w, env.meta())?;
+        Ok(())
+    })?;
     let tokens: usize = rows.iter().map(|r| r.response_token_ids.len()).sum();
     let n = rows.len().max(1) as f64;
     let truncated = rows

@@ -37,6 +37,9 @@ pub struct Settings {
     /// The rollout temperature the log-probs are measured at.
     pub temperature: f64,
     pub dtype: Dtype,
+    /// Shard the optimizer state over the processes (ZeRO-1): the same step, so not hashed.
+    #[serde(skip)]
+    pub shard_optimizer: bool,
     /// Largest weights file written, in bytes.
     #[serde(skip_serializing_if = "is_default_shard")]
     pub shard_bytes: u64,
@@ -73,6 +76,7 @@ impl Settings {
             micro_batch_rows: u.micro_batch_rows,
             micro_batch_tokens: (u.micro_batch_tokens > 0).then_some(u.micro_batch_tokens),
             activation_checkpointing: u.activation_checkpointing,
+            shard_optimizer: u.shard_optimizer,
             warmup_steps: u.warmup_steps,
             lr: u.lr,
             weight_decay: u.weight_decay,
@@ -141,6 +145,9 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             weight_decay: s.weight_decay,
         },
     );
+    if let (Some(g), true) = (env.ranks, s.shard_optimizer) {
+        opt.shard_state(g.rank(), g.world());
+    }
     if let Some(dir) = optimizer_state(env).as_deref().and_then(Path::parent) {
         opt.load(dir)?;
     }
@@ -157,6 +164,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         &mut opt,
         reference.as_ref().map(|p| &p.model),
         &rows,
+        env.ranks,
         &mut |n| progress.inc(n as u64),
     )
     .with_context(|| format!("updating the policy in {}", src.display()))?;
@@ -174,13 +182,19 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     if let Some(name) = policy.first_non_finite() {
         bail!("after the update, tensor {name} has non-finite values (nothing written)");
     }
+    // Every process holds the same weights now; sharded optimizer state comes to rank 0,
+    // which alone writes.
+    let opt_state = opt.consolidated(env.ranks)?;
+    if !env.writes() {
+        return Ok(Ran::default());
+    }
     // The new policy goes to a temporary folder, renamed into place when complete.
     let final_dir = env.this_policy();
     let tmp = TempFolder::new(&env.run.iter_dir(env.iter), "policy")?;
     let weights = deltarl_model::save_sharded(&policy, tmp.path(), s.shard_bytes)?;
     let opt_dir = optimizer_dir(&final_dir);
     let tmp_opt = TempFolder::new(&env.run.iter_dir(env.iter), "optimizer")?;
-    opt.save(tmp_opt.path())?;
+    opt.save_named(tmp_opt.path(), &opt_state)?;
     tmp.commit(&final_dir)?;
     tmp_opt.commit(&opt_dir)?;
     atomic_write(&env.file(Stage::Update), |w| -> Result<()> {

@@ -13,7 +13,7 @@ use std::io::Write;
 
 use deltarl_model::Qwen3;
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::{write_table, FeatureRow, FileMeta, RolloutRow};
+use deltarl_schemas::{write_table, FeatureRow, FileMeta, RolloutRow, Shard};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
@@ -41,6 +41,10 @@ pub struct Settings {
     pub chunk_rows: usize,
     /// And at most this many tokens (prompt + response) per forward pass (None = no limit).
     pub chunk_tokens: Option<usize>,
+    /// The chunks this process computes: which process does what changes no row, so it is
+    /// not a setting of the file.
+    #[serde(skip)]
+    pub shard: Shard,
 }
 
 /// Errors of the features stage.
@@ -190,8 +194,9 @@ fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
     )?)
 }
 
-/// Pure core: one feature row per rollout row, in the same order. `progress` is told how
-/// many responses each forward pass finished.
+/// Pure core: one feature row per rollout row, in the same order (with a [`Shard`], the
+/// rows of its chunks only, in the same order). `progress` is told how many responses each
+/// forward pass finished.
 pub fn run(
     s: &Settings,
     model: &Qwen3,
@@ -226,7 +231,11 @@ pub fn run(
     let mut out = Vec::with_capacity(rollouts.len());
     let refs: Vec<&RolloutRow> = rollouts.iter().collect();
     let row_tokens = |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
-    for chunk in budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens) {
+    let chunks = budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens);
+    for (c, chunk) in chunks.into_iter().enumerate() {
+        if !s.shard.owns(c) {
+            continue;
+        }
         let chunk_out = tch::no_grad(|| -> Result<Vec<FeatureRow>> {
             let pairs: Vec<(&[u32], &[u32])> = chunk
                 .iter()
@@ -295,14 +304,24 @@ pub fn run_io<W: Write + Send>(
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<FeatureRow>> {
     let rows = run(s, model, rollouts, progress)?;
+    write(s, model.config.hidden_size, &rows, out, meta)?;
+    Ok(rows)
+}
+
+/// Writes features.parquet from rows of [`run`] (merged from several processes, say) of a
+/// model of hidden size `hidden`; records proxy, k and the projection seed.
+pub fn write<W: Write + Send>(
+    s: &Settings,
+    hidden: usize,
+    rows: &[FeatureRow],
+    out: W,
+    meta: FileMeta,
+) -> Result<()> {
     let k = rows.first().map_or(0, |r| r.dim);
     let meta = meta
         .with("settings", serde_json::to_string(s).unwrap_or_default())
         .with("k", k.to_string())
-        .with(
-            "projected",
-            (k as usize != model.config.hidden_size).to_string(),
-        );
-    write_table(out, &rows, &meta)?;
-    Ok(rows)
+        .with("projected", (k as usize != hidden).to_string());
+    write_table(out, rows, &meta)?;
+    Ok(())
 }

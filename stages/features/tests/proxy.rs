@@ -47,6 +47,7 @@ fn settings(chunk: usize) -> Settings {
         temperature: 1.0,
         chunk_rows: chunk,
         chunk_tokens: None,
+        shard: deltarl_schemas::Shard::WHOLE,
     }
 }
 

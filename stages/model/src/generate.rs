@@ -13,7 +13,7 @@
 use std::ops::Range;
 
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::FinishReason;
+use deltarl_schemas::{FinishReason, Shard};
 use tch::{Device, Kind, Tensor};
 
 pub use crate::sample::{logprob_temperature, sample_on_device};
@@ -93,6 +93,25 @@ pub fn generate(
     s: &SampleSettings,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Vec<Sample>>> {
+    let part = generate_part(model, tokenizer, requests, s, Shard::WHOLE, progress)?;
+    // One process makes every sample of a request, in sample order.
+    Ok(part
+        .into_iter()
+        .map(|g| g.into_iter().map(|(_, smp)| smp).collect())
+        .collect())
+}
+
+/// [`generate`]'s share of one of several processes: the batches `shard` owns, cut as one
+/// process cuts them (so each sample is bit for bit the one a single process draws). Per
+/// request, the samples made here with their sample indices, in order.
+pub fn generate_part(
+    model: &Qwen3,
+    tokenizer: &Tokenizer,
+    requests: &[Request],
+    s: &SampleSettings,
+    shard: Shard,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<Vec<(usize, Sample)>>> {
     let device = model.lm_head_weight().device();
     let ctx = model.max_positions() as usize;
     for (i, r) in requests.iter().enumerate() {
@@ -108,17 +127,20 @@ pub fn generate(
         }
     }
     let batches = plan_batches(requests, s)?;
-    let mut out: Vec<Vec<Sample>> = requests.iter().map(|_| Vec::new()).collect();
-    let mut done_rows = 0;
-    for batch in batches {
+    let mut out: Vec<Vec<(usize, Sample)>> = requests.iter().map(|_| Vec::new()).collect();
+    let (mut done_rows, mut tokens) = (0, 0);
+    for (b, batch) in batches.iter().enumerate() {
+        if !shard.owns(b) {
+            continue;
+        }
         let samples =
-            tch::no_grad(|| generate_batch(model, tokenizer, requests, &batch, s, device))?;
+            tch::no_grad(|| generate_batch(model, tokenizer, requests, batch, s, device))?;
         for (slice, group) in batch.iter().zip(samples) {
             done_rows += group.len();
+            tokens += group.iter().map(|x| x.tokens.len()).sum::<usize>();
             // Slices of one request come in sample order.
-            out[slice.request].extend(group);
+            out[slice.request].extend(slice.samples.clone().zip(group));
         }
-        let tokens: usize = out.iter().flatten().map(|x| x.tokens.len()).sum();
         progress(done_rows, tokens);
     }
     Ok(out)

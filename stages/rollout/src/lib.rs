@@ -3,10 +3,12 @@
 
 use std::io::Write;
 
-use deltarl_model::generate::{generate, Request, Sample, SampleSettings};
+use deltarl_model::generate::{generate_part, Request, Sample, SampleSettings};
 use deltarl_model::{Policy, Qwen3, Tokenizer};
 use deltarl_schemas::seed::seed_for;
-use deltarl_schemas::{render_template, write_table, FileMeta, PromptRow, RolloutRow, Stage};
+use deltarl_schemas::{
+    render_template, write_table, FileMeta, PromptRow, RolloutRow, Shard, Stage,
+};
 
 /// Validated rollout settings.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -25,6 +27,10 @@ pub struct Settings {
     pub seed_stage: Stage,
     /// Longer prompts keep their last this many tokens (left truncation); None = no limit.
     pub max_prompt_tokens: Option<usize>,
+    /// The part of the samples this process draws (our engine only): which process does
+    /// what changes no sample, so it is not a setting of the file.
+    #[serde(skip)]
+    pub shard: Shard,
 }
 
 /// Who generates the responses.
@@ -55,7 +61,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Pure core with our own engine: prompts in, one row per (prompt, sample) out, in prompt
-/// order.
+/// order (with a [`Shard`], the rows of its samples only, in the same order).
 pub fn run(
     s: &Settings,
     policy: &Policy,
@@ -118,7 +124,7 @@ pub fn run_with(
         .zip(&requests)
         .zip(texts.into_iter().zip(samples))
     {
-        for (k, smp) in group.into_iter().enumerate() {
+        for (k, smp) in group {
             rows.push(RolloutRow {
                 prompt_id: p.id.clone(),
                 sample_idx: k as u32,
@@ -144,8 +150,8 @@ fn native(
     s: &Settings,
     prompts: &[PromptRow],
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<Vec<Sample>>> {
-    generate(model, tokenizer, requests, &s.sampling, progress).map_err(|e| match e {
+) -> Result<Vec<Vec<(usize, Sample)>>> {
+    generate_part(model, tokenizer, requests, &s.sampling, s.shard, progress).map_err(|e| match e {
         deltarl_model::Error::Generate(m) => {
             // Name the prompt: the engine reports its index.
             let id = m
@@ -170,7 +176,7 @@ fn vllm(
     s: &Settings,
     prompts: &[PromptRow],
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<Vec<Sample>>> {
+) -> Result<Vec<Vec<(usize, Sample)>>> {
     let vllm_prompts: Vec<deltarl_vllm::Prompt> = requests
         .iter()
         .map(|r| deltarl_vllm::Prompt {
@@ -220,6 +226,7 @@ fn vllm(
                     logprobs: c.logprobs,
                     finish: c.finish,
                 })
+                .enumerate()
                 .collect()
         })
         .collect())
@@ -237,7 +244,19 @@ pub fn run_io<W: Write + Send>(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<RolloutRow>> {
     let rows = run_with(s, tokenizer, engine, prompts, progress)?;
-    let meta = meta.with("settings", serde_json::to_string(s).unwrap_or_default());
-    write_table(out, &rows, &meta)?;
+    write(s, &rows, out, meta)?;
     Ok(rows)
+}
+
+/// Writes rollouts.parquet from rows of [`run_with`] (merged from several processes, say),
+/// with the settings in the file metadata.
+pub fn write<W: Write + Send>(
+    s: &Settings,
+    rows: &[RolloutRow],
+    out: W,
+    meta: FileMeta,
+) -> Result<()> {
+    let meta = meta.with("settings", serde_json::to_string(s).unwrap_or_default());
+    write_table(out, rows, &meta)?;
+    Ok(())
 }

@@ -41,6 +41,7 @@ fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Settings {
         policy_iter: 1,
         seed_stage: deltarl_schemas::Stage::Rollout,
         max_prompt_tokens: None,
+        shard: deltarl_schemas::Shard::WHOLE,
     }
 }
 

@@ -6,11 +6,19 @@
 //! (rounded to its dtype). Updating bf16 weights in place would lose the step: bf16 has 8
 //! significant bits, so a 1e-6 step on a weight of size 0.02 rounds away, and weight decay
 //! of lr * wd = 1e-7 never changes a weight at all.
+//!
+//! With several processes the gradients are summed over them ([`AdamW::all_reduce_grads`])
+//! and every process takes the same step. Sharded state (ZeRO-1, as torch's
+//! `ZeroRedundancyOptimizer` partitions): each parameter has one owner process, which
+//! alone keeps its f32 master and moments and steps it; the owner then broadcasts the new
+//! weights ([`AdamW::share_weights`]). Saving consolidates the state on rank 0 one
+//! parameter at a time, so the file is the one a single process writes.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use tch::{Kind, Tensor};
+use deltarl_dist::Group;
+use tch::{Device, Kind, Tensor};
 
 use crate::{Error, Result};
 
@@ -33,6 +41,8 @@ struct Slot {
     master: Option<Tensor>,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
+    /// The process that keeps this parameter's state and steps it (0 unsharded).
+    owner: usize,
 }
 
 impl Slot {
@@ -48,6 +58,8 @@ pub struct AdamW {
     pub settings: AdamWSettings,
     params: Vec<Slot>,
     pub step: u64,
+    /// This process's rank when the state is sharded (ZeRO-1); None = every slot here.
+    sharded_rank: Option<usize>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -71,6 +83,7 @@ impl AdamW {
                     master,
                     name,
                     param,
+                    owner: 0,
                 }
             })
             .collect();
@@ -78,7 +91,87 @@ impl AdamW {
             settings,
             params,
             step: 0,
+            sharded_rank: None,
         }
+    }
+
+    /// Shards the state over `world` processes (ZeRO-1): parameters go, largest first, to
+    /// the process holding the fewest elements so far (ties to the lower rank: every
+    /// process computes the same assignment), and this process drops the master weights
+    /// and moments of the ones it does not own. Call before [`AdamW::load`].
+    pub fn shard_state(&mut self, rank: usize, world: usize) {
+        let mut order: Vec<usize> = (0..self.params.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.params[i].param.numel()));
+        let mut load = vec![0usize; world.max(1)];
+        for i in order {
+            let owner = (0..load.len()).min_by_key(|&r| (load[r], r)).unwrap_or(0);
+            load[owner] += self.params[i].param.numel();
+            let slot = &mut self.params[i];
+            slot.owner = owner;
+            if owner != rank {
+                slot.master = None;
+                slot.exp_avg = Tensor::zeros([0], (Kind::Float, Device::Cpu));
+                slot.exp_avg_sq = Tensor::zeros([0], (Kind::Float, Device::Cpu));
+            }
+        }
+        self.sharded_rank = Some(rank);
+    }
+
+    /// f32 elements of optimizer state this process holds (moments and master weights).
+    pub fn state_elements(&self) -> usize {
+        self.params
+            .iter()
+            .map(|s| {
+                s.exp_avg.numel() + s.exp_avg_sq.numel() + s.master.as_ref().map_or(0, |m| m.numel())
+            })
+            .sum()
+    }
+
+    /// Sums the gradients over the processes of `g`, in f32, in place. Each process's loss
+    /// already divides by the whole mini-batch's token count (or response count), so the
+    /// sum is the gradient one process computes over the whole mini-batch. A parameter
+    /// this process gave no gradient (no micro-batch of this mini-batch was its) adds zeros.
+    pub fn all_reduce_grads(&mut self, g: &Group) -> Result<()> {
+        let missing: Vec<&Tensor> = self
+            .params
+            .iter()
+            .map(|s| &s.param)
+            .filter(|p| !p.grad().defined())
+            .collect();
+        if !missing.is_empty() {
+            // d(0 * sum p)/dp = 0: defines the gradients without changing any.
+            let zero = missing
+                .iter()
+                .map(|p| p.sum(Kind::Float) * 0.0)
+                .reduce(|a, b| a + b);
+            if let Some(z) = zero {
+                z.backward();
+            }
+        }
+        for s in &self.params {
+            let mut grad = s.param.grad();
+            if grad.kind() == Kind::Float {
+                g.all_reduce_sum(&mut grad)?;
+            } else {
+                // bf16 gradients are summed in f32, then rounded once.
+                let mut f = grad.to_kind(Kind::Float);
+                g.all_reduce_sum(&mut f)?;
+                tch::no_grad(|| grad.copy_(&f));
+            }
+        }
+        Ok(())
+    }
+
+    /// After a sharded step: each parameter's owner sends its new weights to the others.
+    pub fn share_weights(&mut self, g: &Group) -> Result<()> {
+        if self.sharded_rank.is_none() {
+            return Ok(());
+        }
+        for s in &self.params {
+            let mut w = s.param.detach();
+            g.broadcast(&mut w, s.owner)?;
+        }
+        Ok(())
     }
 
     pub fn zero_grad(&mut self) {
@@ -128,10 +221,11 @@ impl AdamW {
         let t = self.step as i32;
         let bc1 = 1.0 - s.beta1.powi(t);
         let bc2 = 1.0 - s.beta2.powi(t);
+        let rank = self.sharded_rank;
         tch::no_grad(|| {
             for slot in &mut self.params {
                 let g = slot.param.grad();
-                if !g.defined() {
+                if !g.defined() || rank.is_some_and(|r| r != slot.owner) {
                     continue;
                 }
                 let g = g.to_kind(Kind::Float);
@@ -162,21 +256,49 @@ impl AdamW {
             .and_then(|s| s.master.as_ref())
     }
 
+    /// The whole state by name, as one process holds it. Sharded, every process must call
+    /// it: each parameter's state goes from its owner to rank 0 (one parameter at a time,
+    /// kept on the host there, as torch's `consolidate_state_dict(to=0)`); other ranks get
+    /// an empty list.
+    pub fn consolidated(&self, ranks: Option<&Group>) -> Result<Vec<(String, Tensor)>> {
+        let mut named = Vec::with_capacity(self.params.len() * 3);
+        for s in &self.params {
+            let mut parts = vec![("exp_avg", Some(&s.exp_avg)), ("exp_avg_sq", Some(&s.exp_avg_sq))];
+            if s.param.kind() != Kind::Float {
+                parts.push(("master", s.master.as_ref()));
+            }
+            for (prefix, mine) in parts {
+                let key = format!("{prefix}.{}", s.name);
+                let (Some(g), Some(rank)) = (ranks, self.sharded_rank) else {
+                    if let Some(t) = mine {
+                        named.push((key, t.shallow_clone()));
+                    }
+                    continue;
+                };
+                let mut t = match mine {
+                    Some(t) if rank == s.owner => t.to_device(Device::Cpu),
+                    _ => Tensor::zeros(s.param.size(), (Kind::Float, Device::Cpu)),
+                };
+                if s.owner != 0 {
+                    g.broadcast(&mut t, s.owner)?;
+                }
+                if rank == 0 {
+                    named.push((key, t));
+                }
+            }
+        }
+        Ok(named)
+    }
+
     /// Saves the moments (and master weights) as `optimizer.safetensors` and the step as
     /// `optimizer.json`.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let mut named = Vec::with_capacity(self.params.len() * 3);
-        for s in &self.params {
-            named.push((format!("exp_avg.{}", s.name), s.exp_avg.shallow_clone()));
-            named.push((
-                format!("exp_avg_sq.{}", s.name),
-                s.exp_avg_sq.shallow_clone(),
-            ));
-            if let Some(m) = &s.master {
-                named.push((format!("master.{}", s.name), m.shallow_clone()));
-            }
-        }
-        deltarl_model::write_tensors(&dir.join("optimizer.safetensors"), &named)?;
+        self.save_named(dir, &self.consolidated(None)?)
+    }
+
+    /// Writes state from [`AdamW::consolidated`].
+    pub fn save_named(&self, dir: &Path, named: &[(String, Tensor)]) -> Result<()> {
+        deltarl_model::write_tensors(&dir.join("optimizer.safetensors"), named)?;
         let json = serde_json::to_vec(&Meta { step: self.step }).unwrap_or_default();
         deltarl_schemas::atomic_write_bytes(&dir.join("optimizer.json"), &json)?;
         Ok(())
@@ -192,7 +314,12 @@ impl AdamW {
             message: e.to_string(),
         })?;
         let map: std::collections::HashMap<String, Tensor> = named.into_iter().collect();
+        let rank = self.sharded_rank;
         for s in &mut self.params {
+            if rank.is_some_and(|r| r != s.owner) {
+                // Another process keeps this state; the weights came with the policy.
+                continue;
+            }
             let (n, p) = (&s.name, &s.param);
             let mut slots = vec![("exp_avg", &mut s.exp_avg, true)];
             slots.push(("exp_avg_sq", &mut s.exp_avg_sq, true));

@@ -21,6 +21,8 @@ pub enum Error {
     Model(#[from] deltarl_model::Error),
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
+    #[error(transparent)]
+    Dist(#[from] deltarl_dist::Error),
     #[error("{0}")]
     Input(String),
     #[error("{}: {message}", path.display())]

@@ -1,10 +1,11 @@
 //! One iteration's policy update, written like nanochat's `chat_rl.py`: linear, with the
 //! normalisation choices commented where the division happens.
 
+use deltarl_dist::Group;
 use deltarl_features::{budget_chunks, token_stats, TeacherForced};
 use deltarl_model::{Policy, Qwen3};
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::UpdateRow;
+use deltarl_schemas::{Shard, UpdateRow};
 use serde::Serialize;
 use tch::{Kind, Tensor};
 
@@ -80,6 +81,11 @@ fn mini_batches(rows: &[&TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
 /// Runs the configured optimizer steps over `rows` and returns one metrics row per step.
 /// `reference` is the base policy when KL is on; `progress` is told how many responses
 /// each micro-batch trained on.
+///
+/// With `ranks`, every process calls this with the same rows: the micro-batches of each
+/// mini-batch are dealt out (process r takes every world-th, cut as one process cuts
+/// them), gradients and metric sums are summed over the processes, and each takes the same
+/// step (or, with sharded state, its parameters' share of it).
 // `x = x - y` on tensors builds a new graph node; `x -= y` would write in place into a
 // tensor autograd still needs.
 #[allow(clippy::assign_op_pattern)]
@@ -89,8 +95,13 @@ pub fn run(
     opt: &mut AdamW,
     reference: Option<&Qwen3>,
     rows: &[TrainRow],
+    ranks: Option<&Group>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<UpdateRow>> {
+    let shard = ranks.map_or(Shard::WHOLE, |g| Shard {
+        rank: g.rank(),
+        world: g.world(),
+    });
     for r in rows {
         if r.old_logprobs.len() != r.response_ids.len() || r.coeff.len() != r.response_ids.len() {
             return Err(Error::Input(format!(
@@ -113,7 +124,11 @@ pub fn run(
         let (mut loss_sum, mut clip_sum, mut ent_sum, mut kl_sum, mut akl_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0);
         let row_tokens = |&i: &usize| rows[i].prompt_ids.len() + rows[i].response_ids.len();
-        for micro in budget_chunks(&mb, s.micro_batch_rows, s.micro_batch_tokens, row_tokens) {
+        let micros = budget_chunks(&mb, s.micro_batch_rows, s.micro_batch_tokens, row_tokens);
+        for (m, micro) in micros.into_iter().enumerate() {
+            if !shard.owns(m) {
+                continue;
+            }
             let batch: Vec<&TrainRow> = micro.iter().map(|&i| rows[i]).collect();
             let pairs: Vec<(&[u32], &[u32])> = batch
                 .iter()
@@ -182,13 +197,26 @@ pub fn run(
             }
             progress(micro.len());
         }
-        // 5. Clip the global gradient norm, then one AdamW step. A step whose gradient norm
+        // 5. With several processes, sum their gradients (each already divided by the
+        //    whole mini-batch's count in step 4) and their metric sums: every process now
+        //    holds the one-process gradient, bit-identical across processes.
+        if let Some(g) = ranks {
+            opt.all_reduce_grads(g)?;
+            let mut sums = Tensor::from_slice(&[loss_sum, clip_sum, ent_sum, kl_sum, akl_sum]);
+            g.all_reduce_sum(&mut sums)?;
+            let v = Vec::<f64>::try_from(&sums)?;
+            (loss_sum, clip_sum, ent_sum, kl_sum, akl_sum) = (v[0], v[1], v[2], v[3], v[4]);
+        }
+        // 6. Clip the global gradient norm, then one AdamW step. A step whose gradient norm
         //    is not finite is skipped (weights and moments untouched), as the reference
         //    does; its row records the norm, and the step counter does not advance.
         let grad_norm = opt.clip_grad_norm(s.grad_clip);
         let lr = lr_at(s, opt.step);
         if grad_norm.is_finite() {
             opt.step(lr);
+            if let Some(g) = ranks {
+                opt.share_weights(g)?;
+            }
         }
         out.push(UpdateRow {
             step: opt.step as u32,

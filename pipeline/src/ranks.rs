@@ -1,0 +1,167 @@
+//! Several processes under `torchrun`: joining the process group, the leader/follower
+//! protocol of the runner, and merging the parts of a stage's rows.
+//!
+//! Rank 0 leads: it alone takes the run lock, checks what is done, runs the stages that
+//! need no parallelism (score, coeffs, eval, the warm start) and writes every file and
+//! manifest. For a stage the ranks share (rollout with our engine, features, update) it
+//! first publishes a command in the launcher's store (`cmd/N = "run ITER STAGE"`); the
+//! followers wait for commands, run their share and give their rows (or gradients) to the
+//! collectives, and stop at `end`. Any rank that fails writes `failed/RANK` with its error
+//! before exiting, so the others' errors name it.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use deltarl_dist::{Group, Launch};
+use deltarl_schemas::{read_table, write_table, FileMeta, Shard, Stage, Table};
+use tch::Device;
+
+/// How long a collective may wait for the other ranks (a rank that died is noticed at once
+/// when its sockets close; this bounds a hung one). `DELTARL_DIST_TIMEOUT_S` overrides it.
+const DEFAULT_TIMEOUT_S: u64 = 1800;
+
+/// This process's place among the ranks, when launched as one of several.
+pub struct Ranks {
+    pub group: Group,
+    pub launch: Launch,
+    /// The next command number (leader: to publish; follower: to wait for).
+    next: Cell<u64>,
+}
+
+/// What the leader tells the followers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Run { iter: u32, stage: Stage },
+    End,
+}
+
+impl Command {
+    fn encode(self) -> String {
+        match self {
+            Command::Run { iter, stage } => format!("run {iter} {}", stage.name()),
+            Command::End => "end".into(),
+        }
+    }
+
+    fn decode(s: &str) -> Result<Command> {
+        let parts: Vec<&str> = s.split(' ').collect();
+        match parts.as_slice() {
+            ["end"] => Ok(Command::End),
+            ["run", iter, stage] => Ok(Command::Run {
+                iter: iter.parse().with_context(|| format!("command {s:?}"))?,
+                stage: Stage::ALL
+                    .into_iter()
+                    .find(|x| x.name() == *stage)
+                    .with_context(|| format!("command {s:?}: no such stage"))?,
+            }),
+            _ => bail!("unknown command {s:?} from rank 0"),
+        }
+    }
+}
+
+impl Ranks {
+    /// Joins the group when the launcher asked for several processes (`WORLD_SIZE > 1`).
+    /// `cuda`: the run's tensors live on `cuda:LOCAL_RANK` (NCCL); otherwise on the CPU
+    /// (gloo).
+    pub fn join(cuda: bool) -> Result<Option<Ranks>> {
+        let Some(launch) = Launch::from_env()? else {
+            return Ok(None);
+        };
+        let timeout = match std::env::var("DELTARL_DIST_TIMEOUT_S") {
+            Ok(v) => v.trim().parse().with_context(|| {
+                format!("environment variable DELTARL_DIST_TIMEOUT_S = {v:?}: not a number of seconds")
+            })?,
+            Err(_) => DEFAULT_TIMEOUT_S,
+        };
+        let group = Group::connect(&launch, Duration::from_secs(timeout), cuda)?;
+        Ok(Some(Ranks {
+            group,
+            launch,
+            next: Cell::new(0),
+        }))
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.group.rank() == 0
+    }
+
+    /// The device of this rank when the configuration asks for CUDA.
+    pub fn cuda_device(&self) -> Device {
+        Device::Cuda(self.launch.local_rank)
+    }
+
+    /// Leader: tells the followers what to do next.
+    pub fn announce(&self, c: Command) -> Result<()> {
+        let n = self.next.get();
+        self.next.set(n + 1);
+        self.group.set(&format!("cmd/{n}"), c.encode().as_bytes())?;
+        Ok(())
+    }
+
+    /// Follower: waits for the leader's next command (a failure any rank reports ends the
+    /// wait with its message).
+    pub fn receive(&self) -> Result<Command> {
+        let n = self.next.get();
+        self.next.set(n + 1);
+        let v = self.group.wait_key(&format!("cmd/{n}"))?;
+        Command::decode(&String::from_utf8_lossy(&v))
+    }
+
+    /// Tells the others why this rank is about to exit.
+    pub fn report(&self, e: &anyhow::Error) {
+        self.group.report_failure(&format!("{e:#}"));
+    }
+}
+
+/// The share of a group's process (the whole work without one).
+pub fn shard(group: Option<&Group>) -> Shard {
+    group.map_or(Shard::WHOLE, |g| Shard {
+        rank: g.rank(),
+        world: g.world(),
+    })
+}
+
+/// Every rank's rows, merged in `key` order (each part travels as Parquet bytes; an empty
+/// part as no bytes). Every rank gets the merged rows.
+pub fn gather_rows<T: Table, K: Ord>(
+    g: &Group,
+    rows: Vec<T>,
+    key: impl Fn(&T) -> K,
+) -> Result<Vec<T>> {
+    let mut bytes = Vec::new();
+    if !rows.is_empty() {
+        write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
+    }
+    drop(rows);
+    let mut all = Vec::new();
+    for (r, part) in g.all_gather_bytes(&bytes)?.into_iter().enumerate() {
+        if part.is_empty() {
+            continue;
+        }
+        let (rows, _) = read_table::<T, _>(part.as_slice(), &format!("the rows of rank {r}"))?;
+        all.extend(rows);
+    }
+    all.sort_by_key(|r| key(r));
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn commands_round_trip() {
+        for c in [
+            Command::End,
+            Command::Run {
+                iter: 3,
+                stage: Stage::Features,
+            },
+        ] {
+            assert_eq!(Command::decode(&c.encode()).unwrap(), c);
+        }
+        assert!(Command::decode("jump 3").is_err());
+    }
+}

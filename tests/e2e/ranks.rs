@@ -1,0 +1,188 @@
+//! Two processes under the venv's `torchrun` (gloo on the CPU): the same files as one
+//! process, the same weights to round-off, sharded optimizer state equal to unsharded, and a
+//! rank killed mid-update ending both without a hang, then a clean resume.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+fn torchrun() -> PathBuf {
+    Path::new(&python()).with_file_name("torchrun")
+}
+
+/// `torchrun --standalone --nproc-per-node 2 --no-python -- deltarl ARGS` (the `--` keeps
+/// torchrun's parser from reading `--run` as its `--run-path`).
+fn torchrun_cmd(runs: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(torchrun());
+    c.args(["--standalone", "--nproc-per-node", "2", "--no-python", "--"])
+        .arg(bin())
+        .args(args)
+        .env("DELTARL_RUNS", runs)
+        .env("DELTARL_NO_PROGRESS", "1")
+        .env("DELTARL_DIST_TIMEOUT_S", "60");
+    c
+}
+
+fn both(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// The micro configuration with several generation batches, features chunks and
+/// micro-batches, so both ranks have work in every shared stage, and two optimizer steps.
+fn config(dir: &Path) -> PathBuf {
+    variant(
+        &micro_config(dir),
+        "ranks.toml",
+        "[rollout]\nmax_batch_rows = 6\n[features]\nchunk_rows = 5\n\
+         [update]\noptimizer_steps = 2\nmicro_batch_rows = 3\n[eval]\nevery = 0\n",
+    )
+}
+
+/// Every tensor of two safetensors files, as the largest |a - b| / max(|b|, 1e-3).
+fn max_rel_diff(a: &Path, b: &Path) -> f64 {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(
+            "import sys\nfrom safetensors.numpy import load_file\n\
+             a, b = load_file(sys.argv[1]), load_file(sys.argv[2])\n\
+             assert a.keys() == b.keys()\nimport numpy as np\n\
+             print(max(float(np.max(np.abs(a[k].astype('f8') - b[k].astype('f8')) / \
+             np.maximum(np.abs(b[k].astype('f8')), 1e-3))) for k in a))",
+        )
+        .args([a, b])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", both(&out));
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+fn stage_files(run: &Path, iter: u32) -> std::collections::BTreeMap<String, Vec<u8>> {
+    parquet_files(&run.join(format!("iter-{iter:04}")))
+        .into_iter()
+        .filter(|(k, _)| k.ends_with(".parquet") && k != "update.parquet")
+        .collect()
+}
+
+#[test]
+fn two_ranks_give_the_files_of_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "one"]));
+    let out = torchrun_cmd(&runs, &["iterate", "--config", c, "--run", "two"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", both(&out));
+    let (one, two) = (runs.join("one"), runs.join("two"));
+    // Rollouts, scores, features and coefficients: byte for byte.
+    let a = stage_files(&one, 1);
+    assert_eq!(a.len(), 4, "{:?}", a.keys());
+    assert_eq!(differing(&a, &stage_files(&two, 1)), Vec::<String>::new());
+    // The new weights: the gradient sums add the two ranks' parts in another order.
+    let w = "iter-0001/policy/model.safetensors";
+    let d = max_rel_diff(&two.join(w), &one.join(w));
+    assert!(d <= 1e-6, "weights differ by {d:e} relative");
+    // The update's loss per step.
+    run_python(
+        "import sys, polars as pl\n\
+         a = pl.read_parquet(sys.argv[1]); b = pl.read_parquet(sys.argv[2])\n\
+         assert a.height == b.height == 2, (a, b)\n\
+         for x, y in zip(a['loss'], b['loss']): assert abs(x - y) <= 1e-6 * max(abs(y), 1e-3), (x, y)\n\
+         assert (a['tokens'] == b['tokens']).all()",
+        &[
+            &two.join("iter-0001/update.parquet"),
+            &one.join("iter-0001/update.parquet"),
+        ],
+    );
+}
+
+#[test]
+fn sharded_optimizer_state_gives_the_unsharded_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    // Two iterations each, so the second loads optimizer state the first saved.
+    for (run, shard) in [("plain", "false"), ("zero", "true")] {
+        let set = format!("update.shard_optimizer={shard}");
+        let out = torchrun_cmd(
+            &runs,
+            &["iterate", "--config", c, "--run", run, "--iters", "2", "--set", &set],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+    }
+    // Each parameter's owner takes the very step every rank takes unsharded: equal bits,
+    // weights and consolidated optimizer state included.
+    let (a, b) = (parquet_files(&runs.join("plain")), parquet_files(&runs.join("zero")));
+    assert!(a.keys().any(|k| k.ends_with("optimizer/optimizer.safetensors")));
+    assert_eq!(differing(&a, &b), Vec::<String>::new());
+}
+
+/// The process of `rank` among deltarl processes working on run `run`.
+fn rank_pid(run: &str, rank: usize) -> Option<u32> {
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let has = |hay: &[u8], needle: &[u8]| hay.split(|&b| b == 0).any(|w| w == needle);
+        if has(&cmd, run.as_bytes())
+            && cmd.split(|&b| b == 0).next().is_some_and(|a| a.ends_with(b"deltarl"))
+            && has(&env, format!("RANK={rank}").as_bytes())
+        {
+            return Some(pid);
+        }
+    }
+    None
+}
+
+#[test]
+fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "ref"]));
+    let t0 = Instant::now();
+    let child = torchrun_cmd(&runs, &["iterate", "--config", c, "--run", "killed"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The update starts once the coefficients are recorded: kill rank 1 then.
+    let coeffs = runs.join("killed/iter-0001/manifest/coeffs.json");
+    while !coeffs.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(300), "coeffs never finished");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = rank_pid("killed", 1).expect("rank 1 is running");
+    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    let killed_at = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let text = both(&out);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(60),
+        "took {:?} to stop: {text}",
+        killed_at.elapsed()
+    );
+    // torchrun names the rank that died; rank 0's own error says which rank it is.
+    assert!(text.contains("rank      : 1") || text.contains("rank: 1"), "{text}");
+    // Nothing half-written: the update is not recorded, and the next run completes it.
+    assert!(!runs.join("killed/iter-0001/manifest/update.json").exists());
+    let out = torchrun_cmd(&runs, &["iterate", "--config", c, "--run", "killed", "--until", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", both(&out));
+    let ref_files = stage_files(&runs.join("ref"), 1);
+    assert_eq!(differing(&ref_files, &stage_files(&runs.join("killed"), 1)), Vec::<String>::new());
+    let w = "iter-0001/policy/model.safetensors";
+    let d = max_rel_diff(&runs.join("killed").join(w), &runs.join("ref").join(w));
+    assert!(d <= 1e-6, "weights differ by {d:e} relative");
+}
