@@ -32,9 +32,22 @@ CONFIG ?= configs/tiny-arith.toml
 RUN    ?= tiny-arith
 ITERS  ?= 1
 
-.PHONY: setup venv vllm build report-tool report iterate test lint fmt clean-runs bench
+.PHONY: setup venv vllm gloo cuda-headers nccl-check build report-tool report iterate test lint fmt clean-runs bench
 
 setup: venv build
+
+# gloo's headers, which the torch wheel does not ship: the multi-process build (torchrun,
+# c10d's CPU backend) compiles against Debian's libgloo-dev. Installed when this is Debian
+# and we are root; otherwise deltarl builds without multi-process support and says so.
+GLOO_HEADER := /usr/include/gloo/algorithm.h
+gloo:
+	@test -f $(GLOO_HEADER) || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -q libgloo-dev >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q libgloo-dev >/dev/null; }; \
+	  else \
+	    echo "note: $(GLOO_HEADER) missing and not root: building without torchrun support (apt-get install libgloo-dev)"; \
+	  fi; }
 
 venv: $(VENV_OK)
 
@@ -63,8 +76,26 @@ $(VLLM_OK):
 	esac
 	@touch $@
 
+# The NCCL backend is compiled (not linked: no libtorch_cuda in a CPU wheel) on machines
+# without CUDA against the headers of the nvidia-* wheels a CUDA torch wheel depends on.
+CUDA_HEADERS := $(CACHE)/cuda-headers
+CUDA_HEADER_WHEELS := nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86 \
+  nvidia-cuda-cccl-cu12==12.9.27 nvidia-nccl-cu12==2.32.3 nvidia-cublas-cu12==12.9.3.13 \
+  nvidia-cusparse-cu12==12.5.10.65 nvidia-cusolver-cu12==11.7.5.82
+cuda-headers: $(CUDA_HEADERS)/.ok
+
+$(CUDA_HEADERS)/.ok: | venv
+	rm -rf $(CUDA_HEADERS) $(CACHE)/cuda-wheels
+	$(DELTARL_VENV)/bin/pip download --quiet --no-deps -d $(CACHE)/cuda-wheels $(CUDA_HEADER_WHEELS)
+	$(DELTARL_VENV)/bin/python -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1], [n for n in zipfile.ZipFile(w).namelist() if '/include/' in n]) for w in sys.argv[2:]]" $(CUDA_HEADERS) $(CACHE)/cuda-wheels/*.whl
+	rm -rf $(CACHE)/cuda-wheels
+	@touch $@
+
+nccl-check: venv gloo cuda-headers
+	DELTARL_CUDA_INCLUDE=$(CUDA_HEADERS) $(CARGO) build --profile $(PROFILE) -p deltarl-dist --features nccl
+
 # Only the `deltarl` binary: `make iterate` never builds polars.
-build: venv
+build: venv gloo
 	$(CARGO) build --profile $(PROFILE) -p deltarl
 	@mkdir -p bin && ln -sf $(BIN) bin/deltarl
 
@@ -82,7 +113,7 @@ iterate: setup
 	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)
 
 # The vLLM rollout tests run the real server: its venv is made when missing.
-test: setup vllm
+test: setup vllm nccl-check
 	$(CARGO) test --profile $(PROFILE) --workspace
 
 lint: venv

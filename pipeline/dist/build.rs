@@ -2,6 +2,12 @@
 //! wheel's `include/`), the way torch-sys compiles its own wrapper. gloo's headers are not
 //! in the wheel: they come from the system (Debian's `libgloo-dev`) or `DELTARL_GLOO_INCLUDE`;
 //! without them the shim is built without gloo and a run with several ranks says why.
+//!
+//! Debian's gloo (a 2022 snapshot) is older than the one compiled into the wheel. That is
+//! safe here because the shim instantiates no gloo code: it only holds gloo's device
+//! through `std::shared_ptr` (whose layout does not depend on the class) and calls
+//! functions libtorch exports; the class layouts it builds (`ProcessGroupGloo::Options`)
+//! come from the wheel's own headers.
 
 use std::path::{Path, PathBuf};
 
@@ -15,11 +21,16 @@ fn main() {
     );
     let root = lib.parent().unwrap_or(Path::new("/")).to_path_buf();
     let include = root.join("include");
-    let gloo = std::env::var("DELTARL_GLOO_INCLUDE")
+    let gloo_dir = std::env::var("DELTARL_GLOO_INCLUDE")
         .map(PathBuf::from)
-        .ok()
-        .or_else(|| Some(PathBuf::from("/usr/include")))
-        .filter(|d| d.join("gloo/algorithm.h").exists());
+        .unwrap_or_else(|_| PathBuf::from("/usr/include"));
+    // Rebuilt when the headers appear (cargo reruns a script whose watched file is missing
+    // on every build) or change.
+    println!(
+        "cargo:rerun-if-changed={}",
+        gloo_dir.join("gloo/algorithm.h").display()
+    );
+    let gloo = Some(gloo_dir).filter(|d| d.join("gloo/algorithm.h").exists());
     let mut b = cc::Build::new();
     b.cpp(true)
         .pic(true)
@@ -35,7 +46,9 @@ fn main() {
         .file("src/c10d.cpp");
     match &gloo {
         Some(dir) => {
-            b.include(dir).define("DELTARL_GLOO", None).define("USE_C10D_GLOO", None);
+            b.include(dir)
+                .define("DELTARL_GLOO", None)
+                .define("USE_C10D_GLOO", None);
         }
         None => println!(
             "cargo:warning=gloo headers not found (apt-get install libgloo-dev, or set \
@@ -43,7 +56,32 @@ fn main() {
         ),
     }
     if std::env::var_os("CARGO_FEATURE_NCCL").is_some() {
-        b.define("DELTARL_NCCL", None).define("USE_C10D_NCCL", None);
+        // CUDA's and NCCL's headers: the nvidia-* wheels a CUDA torch wheel installs beside
+        // it (site-packages/nvidia/*/include), those unpacked under DELTARL_CUDA_INCLUDE
+        // (`make nccl-check` on a machine without CUDA), or the toolkit's.
+        println!("cargo:rerun-if-env-changed=DELTARL_CUDA_INCLUDE");
+        let mut roots = vec![root.join("..")];
+        if let Ok(d) = std::env::var("DELTARL_CUDA_INCLUDE") {
+            roots.push(PathBuf::from(d));
+        }
+        for r in roots {
+            for e in std::fs::read_dir(r.join("nvidia"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let inc = e.path().join("include");
+                if inc.is_dir() {
+                    b.include(inc);
+                }
+            }
+        }
+        if Path::new("/usr/local/cuda/include").is_dir() {
+            b.include("/usr/local/cuda/include");
+        }
+        b.define("DELTARL_NCCL", None)
+            .define("USE_C10D_NCCL", None)
+            .define("USE_CUDA", None);
         println!("cargo:rustc-link-lib=torch_cuda");
     }
     b.compile("deltarl_c10d");

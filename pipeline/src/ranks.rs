@@ -70,7 +70,9 @@ impl Ranks {
         };
         let timeout = match std::env::var("DELTARL_DIST_TIMEOUT_S") {
             Ok(v) => v.trim().parse().with_context(|| {
-                format!("environment variable DELTARL_DIST_TIMEOUT_S = {v:?}: not a number of seconds")
+                format!(
+                    "environment variable DELTARL_DIST_TIMEOUT_S = {v:?}: not a number of seconds"
+                )
             })?,
             Err(_) => DEFAULT_TIMEOUT_S,
         };

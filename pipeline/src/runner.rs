@@ -316,11 +316,7 @@ impl<'a> Runner<'a> {
             self.follow()
         };
         result.map_err(|e| {
-            let e = e.context(format!(
-                "rank {} of {}",
-                r.group.rank(),
-                r.group.world()
-            ));
+            let e = e.context(format!("rank {} of {}", r.group.rank(), r.group.world()));
             r.report(&e);
             e
         })

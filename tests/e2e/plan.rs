@@ -125,8 +125,9 @@ every = 0
     assert!(report[1].1 < 0.6 * report[0].1, "{report:?}");
 }
 
-/// The authors' 8B setting on one 141 GB device: the rollout fits, the replicated update
-/// does not, and with its state sharded over 8 devices it would.
+/// The authors' 8B setting on 141 GB devices: the rollout fits, the replicated update
+/// does not, and with its optimizer state sharded over 8 devices (ZeRO-1, the config's
+/// choice) it does.
 #[test]
 fn the_8b_plan_names_what_does_not_fit() {
     let dir = tempfile::tempdir().unwrap();
@@ -140,9 +141,8 @@ fn the_8b_plan_names_what_does_not_fit() {
     )
     .unwrap();
     let cfg = repo().join("configs/qwen3-8b-dapo-math.toml");
-    let out = ok(deltarl(
-        Path::new("unused"),
-        &[
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
             "plan",
             "--config",
             cfg.to_str().unwrap(),
@@ -152,9 +152,20 @@ fn the_8b_plan_names_what_does_not_fit() {
             "141GB",
             "--devices",
             "8",
-        ],
-    ));
-    let text = String::from_utf8_lossy(&out.stdout);
+        ];
+        args.extend_from_slice(extra);
+        String::from_utf8_lossy(&ok(deltarl(Path::new("unused"), &args)).stdout).to_string()
+    };
+    // weights 16.38 + gradients 16.38 + (master 32.76 + moments 65.53) / 8 + activations
+    // 50.9 GB (checkpointed).
+    let text = plan(&[]);
+    eprintln!("{text}");
+    assert!(text.contains("update    fits (95.98 GB"), "{text}");
+    assert!(
+        text.contains("update peak, ZeRO-1 sharded optimizer        95.98 GB"),
+        "{text}"
+    );
+    let text = plan(&["--set", "update.shard_optimizer=false"]);
     eprintln!("{text}");
     assert!(text.contains("8.19 B parameters, bf16"), "{text}");
     assert!(
@@ -164,7 +175,7 @@ fn the_8b_plan_names_what_does_not_fit() {
     assert!(text.contains("update    does NOT fit"), "{text}");
     assert!(text.contains("rollout   fits"), "{text}");
     assert!(
-        text.contains("would fit with its state sharded over 8 devices"),
+        text.contains("would fit with its optimizer state sharded over 8 devices"),
         "{text}"
     );
     // Without the model's config.json the error says what to pass.

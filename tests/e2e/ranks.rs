@@ -110,7 +110,9 @@ fn sharded_optimizer_state_gives_the_unsharded_step() {
         let set = format!("update.shard_optimizer={shard}");
         let out = torchrun_cmd(
             &runs,
-            &["iterate", "--config", c, "--run", run, "--iters", "2", "--set", &set],
+            &[
+                "iterate", "--config", c, "--run", run, "--iters", "2", "--set", &set,
+            ],
         )
         .output()
         .unwrap();
@@ -118,8 +120,13 @@ fn sharded_optimizer_state_gives_the_unsharded_step() {
     }
     // Each parameter's owner takes the very step every rank takes unsharded: equal bits,
     // weights and consolidated optimizer state included.
-    let (a, b) = (parquet_files(&runs.join("plain")), parquet_files(&runs.join("zero")));
-    assert!(a.keys().any(|k| k.ends_with("optimizer/optimizer.safetensors")));
+    let (a, b) = (
+        parquet_files(&runs.join("plain")),
+        parquet_files(&runs.join("zero")),
+    );
+    assert!(a
+        .keys()
+        .any(|k| k.ends_with("optimizer/optimizer.safetensors")));
     assert_eq!(differing(&a, &b), Vec::<String>::new());
 }
 
@@ -133,7 +140,10 @@ fn rank_pid(run: &str, rank: usize) -> Option<u32> {
         let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
         let has = |hay: &[u8], needle: &[u8]| hay.split(|&b| b == 0).any(|w| w == needle);
         if has(&cmd, run.as_bytes())
-            && cmd.split(|&b| b == 0).next().is_some_and(|a| a.ends_with(b"deltarl"))
+            && cmd
+                .split(|&b| b == 0)
+                .next()
+                .is_some_and(|a| a.ends_with(b"deltarl"))
             && has(&env, format!("RANK={rank}").as_bytes())
         {
             return Some(pid);
@@ -158,7 +168,10 @@ fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
     // The update starts once the coefficients are recorded: kill rank 1 then.
     let coeffs = runs.join("killed/iter-0001/manifest/coeffs.json");
     while !coeffs.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(300), "coeffs never finished");
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "coeffs never finished"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let pid = rank_pid("killed", 1).expect("rank 1 is running");
@@ -173,16 +186,80 @@ fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
         killed_at.elapsed()
     );
     // torchrun names the rank that died; rank 0's own error says which rank it is.
-    assert!(text.contains("rank      : 1") || text.contains("rank: 1"), "{text}");
+    assert!(
+        text.contains("rank      : 1") || text.contains("rank: 1"),
+        "{text}"
+    );
     // Nothing half-written: the update is not recorded, and the next run completes it.
     assert!(!runs.join("killed/iter-0001/manifest/update.json").exists());
-    let out = torchrun_cmd(&runs, &["iterate", "--config", c, "--run", "killed", "--until", "1"])
-        .output()
-        .unwrap();
+    let out = torchrun_cmd(
+        &runs,
+        &["iterate", "--config", c, "--run", "killed", "--until", "1"],
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{}", both(&out));
     let ref_files = stage_files(&runs.join("ref"), 1);
-    assert_eq!(differing(&ref_files, &stage_files(&runs.join("killed"), 1)), Vec::<String>::new());
+    assert_eq!(
+        differing(&ref_files, &stage_files(&runs.join("killed"), 1)),
+        Vec::<String>::new()
+    );
     let w = "iter-0001/policy/model.safetensors";
     let d = max_rel_diff(&runs.join("killed").join(w), &runs.join("ref").join(w));
     assert!(d <= 1e-6, "weights differ by {d:e} relative");
+}
+
+/// Two "nodes" (two torchrun agents of one process each) meeting through torchrun's c10d
+/// rendezvous, as `srun torchrun --nnodes 2 --rdzv-endpoint HOST:PORT` does on a cluster.
+#[test]
+fn two_agents_meet_through_the_c10d_rendezvous() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "one"]));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("127.0.0.1:{port}");
+    let agents: Vec<_> = (0..2)
+        .map(|_| {
+            let mut cmd = Command::new(torchrun());
+            cmd.args([
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "1",
+                "--rdzv-backend",
+                "c10d",
+            ])
+            .args([
+                "--rdzv-endpoint",
+                &endpoint,
+                "--rdzv-id",
+                "e2e",
+                "--no-python",
+                "--",
+            ])
+            .arg(bin())
+            .args(["iterate", "--config", c, "--run", "nodes"])
+            .env("DELTARL_RUNS", &runs)
+            .env("DELTARL_NO_PROGRESS", "1")
+            .env("DELTARL_DIST_TIMEOUT_S", "60")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for a in agents {
+        let out = a.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+    }
+    let a = stage_files(&runs.join("one"), 1);
+    assert_eq!(
+        differing(&a, &stage_files(&runs.join("nodes"), 1)),
+        Vec::<String>::new()
+    );
 }

@@ -296,14 +296,19 @@ impl Group {
 mod tests {
     use super::*;
 
-    fn vars<'a>(pairs: &'a [(&'static str, &'a str)]) -> impl Fn(&'static str) -> Option<String> + 'a {
+    fn vars<'a>(
+        pairs: &'a [(&'static str, &'a str)],
+    ) -> impl Fn(&'static str) -> Option<String> + 'a {
         move |n| pairs.iter().find(|p| p.0 == n).map(|p| p.1.to_string())
     }
 
     #[test]
     fn no_world_size_means_one_process() {
         assert_eq!(Launch::from_vars(&vars(&[])).unwrap(), None);
-        assert_eq!(Launch::from_vars(&vars(&[("WORLD_SIZE", "1")])).unwrap(), None);
+        assert_eq!(
+            Launch::from_vars(&vars(&[("WORLD_SIZE", "1")])).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -319,7 +324,10 @@ mod tests {
         ]))
         .unwrap()
         .unwrap();
-        assert_eq!((l.rank, l.world, l.local_rank, l.master_port), (1, 2, 1, 29500));
+        assert_eq!(
+            (l.rank, l.world, l.local_rank, l.master_port),
+            (1, 2, 1, 29500)
+        );
         assert!(l.agent_store);
         assert_eq!(l.attempt, 2);
     }

@@ -82,9 +82,13 @@ fn collectives_across_two_processes() {
         return;
     }
     let out = launch("collectives_worker", &[]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("rank 0 ok") && text.contains("rank 1 ok"), "{text}");
+    assert!(
+        text.contains("rank 0 ok") && text.contains("rank 1 ok"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -109,10 +113,18 @@ fn a_dead_rank_ends_the_others_quickly() {
     }
     let t0 = Instant::now();
     let out = launch("failure_worker", &[]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{text}");
     // Rank 0's collective failed and named rank 1 with its reason.
-    assert!(text.contains("rank 0 saw: rank 0 of 2: all-reduce failed:"), "{text}");
+    assert!(
+        text.contains("rank 0 saw: rank 0 of 2: all-reduce failed:"),
+        "{text}"
+    );
     assert!(text.contains("rank 1 failed: out of patience"), "{text}");
-    assert!(t0.elapsed() < Duration::from_secs(50), "took {:?}: {text}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(50),
+        "took {:?}: {text}",
+        t0.elapsed()
+    );
 }

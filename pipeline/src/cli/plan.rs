@@ -119,8 +119,17 @@ impl Args {
         } else {
             plan.activations_full
         };
+        // ZeRO-1 (`update.shard_optimizer`, what deltarl does under torchrun): weights and
+        // gradients whole on every device, master weights and moments divided.
+        let zero1 = plan.weights + plan.grads + (plan.master + plan.moments).div_ceil(n) + act;
+        let zero1_on = n > 1 && cfg.opts.update.shard_optimizer;
+        let update_peak = if zero1_on {
+            zero1
+        } else {
+            plan.update_peak(ckpt)
+        };
         let peaks = [
-            ("update", plan.update_peak(ckpt)),
+            ("update", update_peak),
             ("features", plan.features_peak()),
             ("rollout", plan.rollout_peak()),
         ];
@@ -136,6 +145,7 @@ impl Args {
                     "features": plan.features_peak(),
                     "rollout": plan.rollout_peak(),
                     "update_sharded": sharded_state + act,
+                    "update_zero1": zero1,
                 },
             });
             return super::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&v)?));
@@ -177,11 +187,16 @@ impl Args {
         );
         if n > 1 {
             line(
-                "update peak, state sharded over the devices",
+                "update peak, ZeRO-1 sharded optimizer",
                 format!(
-                    "{} (FSDP layout; deltarl replicates today)",
-                    human(sharded_state + act)
+                    "{} (update.shard_optimizer = {})",
+                    human(zero1),
+                    cfg.opts.update.shard_optimizer
                 ),
+            );
+            line(
+                "update peak, FSDP / ZeRO-3 (all sharded)",
+                format!("{} (not in deltarl yet)", human(sharded_state + act)),
             );
         }
         line("features peak", human(plan.features_peak()));
@@ -204,8 +219,16 @@ impl Args {
                     100.0 * peak as f64 / mem as f64
                 );
             }
-            if n > 1 && sharded_state + act <= mem && plan.update_peak(ckpt) > mem {
-                println!("  the update would fit with its state sharded over {n} devices");
+            if n > 1 && !zero1_on && zero1 <= mem && update_peak > mem {
+                println!(
+                    "  the update would fit with its optimizer state sharded over {n} devices \
+                     (update.shard_optimizer = true)"
+                );
+            } else if n > 1 && sharded_state + act <= mem && update_peak > mem {
+                println!(
+                    "  the update would fit only with all its state sharded over {n} devices \
+                     (FSDP / ZeRO-3, not in deltarl yet)"
+                );
             }
         }
         Ok(())

@@ -16,8 +16,8 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use deltarl_dist::Group;
+use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::{Error, Result};
@@ -122,7 +122,9 @@ impl AdamW {
         self.params
             .iter()
             .map(|s| {
-                s.exp_avg.numel() + s.exp_avg_sq.numel() + s.master.as_ref().map_or(0, |m| m.numel())
+                s.exp_avg.numel()
+                    + s.exp_avg_sq.numel()
+                    + s.master.as_ref().map_or(0, |m| m.numel())
             })
             .sum()
     }
@@ -263,7 +265,10 @@ impl AdamW {
     pub fn consolidated(&self, ranks: Option<&Group>) -> Result<Vec<(String, Tensor)>> {
         let mut named = Vec::with_capacity(self.params.len() * 3);
         for s in &self.params {
-            let mut parts = vec![("exp_avg", Some(&s.exp_avg)), ("exp_avg_sq", Some(&s.exp_avg_sq))];
+            let mut parts = vec![
+                ("exp_avg", Some(&s.exp_avg)),
+                ("exp_avg_sq", Some(&s.exp_avg_sq)),
+            ];
             if s.param.kind() != Kind::Float {
                 parts.push(("master", s.master.as_ref()));
             }

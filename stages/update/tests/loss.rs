@@ -198,7 +198,16 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
     for coeffs in [&c_delta, &c_dapo] {
         let (_d, p) = policy();
         let mut opt = AdamW::new(&p.vs, adam);
-        let metrics = run(&s, &p, &mut opt, None, &train_rows(coeffs), None, &mut |_| {}).unwrap();
+        let metrics = run(
+            &s,
+            &p,
+            &mut opt,
+            None,
+            &train_rows(coeffs),
+            None,
+            &mut |_| {},
+        )
+        .unwrap();
         results.push((metrics, weights(&p)));
     }
     assert_eq!(results[0].0.len(), 2);
@@ -246,7 +255,16 @@ fn micro_batching_does_not_change_the_objective() {
                 temperature: 1.0,
                 seed: 5,
             };
-            let m = run(&s, &p, &mut opt, None, &train_rows(&coeffs), None, &mut |_| {}).unwrap();
+            let m = run(
+                &s,
+                &p,
+                &mut opt,
+                None,
+                &train_rows(&coeffs),
+                None,
+                &mut |_| {},
+            )
+            .unwrap();
             losses.push((m[0].loss, m[0].grad_norm));
         }
         for other in &losses[1..] {
@@ -271,7 +289,16 @@ fn activation_checkpointing_gives_the_plain_step() {
             activation_checkpointing: checkpointing,
             ..token_mean_settings(2)
         };
-        let m = run(&s, &p, &mut opt, None, &train_rows(&coeffs), None, &mut |_| {}).unwrap();
+        let m = run(
+            &s,
+            &p,
+            &mut opt,
+            None,
+            &train_rows(&coeffs),
+            None,
+            &mut |_| {},
+        )
+        .unwrap();
         results.push((m, weights(&p)));
     }
     let ((plain, w0), (ckpt, w1)) = (&results[0], &results[1]);
@@ -302,7 +329,16 @@ fn optimizer_state_round_trips() {
     let adam = ADAM;
     let mut opt = AdamW::new(&p.vs, adam);
     let s = token_mean_settings(1);
-    run(&s, &p, &mut opt, None, &train_rows(&coeffs), None, &mut |_| {}).unwrap();
+    run(
+        &s,
+        &p,
+        &mut opt,
+        None,
+        &train_rows(&coeffs),
+        None,
+        &mut |_| {},
+    )
+    .unwrap();
     let dir = tempfile::tempdir().unwrap();
     opt.save(dir.path()).unwrap();
     let mut again = AdamW::new(&p.vs, adam);
