@@ -135,7 +135,13 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     drop(inputs);
     let src = env.previous_policy();
     let policy = load_policy(&src, env.device, s.dtype)?;
-    let mut opt = AdamW::new(
+    // With several processes and `shard_optimizer`, each keeps the state of its share of
+    // the parameters only.
+    let shard = match (env.ranks, s.shard_optimizer) {
+        (Some(g), true) => crate::ranks::shard(Some(g)),
+        _ => deltarl_schemas::Shard::WHOLE,
+    };
+    let mut opt = AdamW::sharded(
         &policy.vs,
         AdamWSettings {
             lr: s.lr,
@@ -144,10 +150,8 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             eps: ADAM_EPS,
             weight_decay: s.weight_decay,
         },
+        shard,
     );
-    if let (Some(g), true) = (env.ranks, s.shard_optimizer) {
-        opt.shard_state(g.rank(), g.world());
-    }
     if let Some(dir) = optimizer_state(env).as_deref().and_then(Path::parent) {
         opt.load(dir)?;
     }

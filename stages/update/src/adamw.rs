@@ -17,6 +17,7 @@
 use std::path::Path;
 
 use deltarl_dist::Group;
+use deltarl_schemas::Shard;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
@@ -69,13 +70,39 @@ struct Meta {
 
 impl AdamW {
     pub fn new(vs: &tch::nn::VarStore, settings: AdamWSettings) -> Self {
+        Self::sharded(vs, settings, Shard::WHOLE)
+    }
+
+    /// The optimizer of process `shard.rank` of `shard.world`, its state sharded (ZeRO-1):
+    /// parameters go, largest first, to the process holding the fewest elements so far
+    /// (ties to the lower rank, so every process computes the same owners), and this
+    /// process allocates master weights and moments for its own parameters only. With
+    /// [`Shard::WHOLE`] every parameter is this process's.
+    pub fn sharded(vs: &tch::nn::VarStore, settings: AdamWSettings, shard: Shard) -> Self {
         let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
         vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut owners = vec![0usize; vars.len()];
+        let mut order: Vec<usize> = (0..vars.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(vars[i].1.numel()));
+        let mut load = vec![0usize; shard.world.max(1)];
+        for i in order {
+            let owner = (0..load.len()).min_by_key(|&r| (load[r], r)).unwrap_or(0);
+            load[owner] += vars[i].1.numel();
+            owners[i] = owner;
+        }
         let params = vars
             .into_iter()
-            .map(|(name, param)| {
-                let f32_zeros = || param.zeros_like().to_kind(Kind::Float);
-                let master = (param.kind() != Kind::Float)
+            .zip(owners)
+            .map(|((name, param), owner)| {
+                let mine = owner == shard.rank;
+                let f32_zeros = || {
+                    if mine {
+                        param.zeros_like().to_kind(Kind::Float)
+                    } else {
+                        Tensor::zeros([0], (Kind::Float, Device::Cpu))
+                    }
+                };
+                let master = (mine && param.kind() != Kind::Float)
                     .then(|| tch::no_grad(|| param.detach().to_kind(Kind::Float)));
                 Slot {
                     exp_avg: f32_zeros(),
@@ -83,7 +110,7 @@ impl AdamW {
                     master,
                     name,
                     param,
-                    owner: 0,
+                    owner,
                 }
             })
             .collect();
@@ -91,30 +118,8 @@ impl AdamW {
             settings,
             params,
             step: 0,
-            sharded_rank: None,
+            sharded_rank: (!shard.is_whole()).then_some(shard.rank),
         }
-    }
-
-    /// Shards the state over `world` processes (ZeRO-1): parameters go, largest first, to
-    /// the process holding the fewest elements so far (ties to the lower rank: every
-    /// process computes the same assignment), and this process drops the master weights
-    /// and moments of the ones it does not own. Call before [`AdamW::load`].
-    pub fn shard_state(&mut self, rank: usize, world: usize) {
-        let mut order: Vec<usize> = (0..self.params.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(self.params[i].param.numel()));
-        let mut load = vec![0usize; world.max(1)];
-        for i in order {
-            let owner = (0..load.len()).min_by_key(|&r| (load[r], r)).unwrap_or(0);
-            load[owner] += self.params[i].param.numel();
-            let slot = &mut self.params[i];
-            slot.owner = owner;
-            if owner != rank {
-                slot.master = None;
-                slot.exp_avg = Tensor::zeros([0], (Kind::Float, Device::Cpu));
-                slot.exp_avg_sq = Tensor::zeros([0], (Kind::Float, Device::Cpu));
-            }
-        }
-        self.sharded_rank = Some(rank);
     }
 
     /// f32 elements of optimizer state this process holds (moments and master weights).
@@ -263,6 +268,11 @@ impl AdamW {
     /// kept on the host there, as torch's `consolidate_state_dict(to=0)`); other ranks get
     /// an empty list.
     pub fn consolidated(&self, ranks: Option<&Group>) -> Result<Vec<(String, Tensor)>> {
+        if ranks.is_none() && self.sharded_rank.is_some() {
+            return Err(Error::Input(
+                "sharded optimizer state is consolidated through its process group".into(),
+            ));
+        }
         let mut named = Vec::with_capacity(self.params.len() * 3);
         for s in &self.params {
             let mut parts = vec![
