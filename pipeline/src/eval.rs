@@ -75,6 +75,7 @@ pub fn evaluate(
                 response_len: r.response_token_ids.len() as u32,
                 extracted,
                 finish_reason: r.finish_reason,
+                data_source: r.data_source,
             }
         })
         .collect())

@@ -166,8 +166,10 @@ fn canonical_type(expected: &DataType, found: &DataType) -> DataType {
 
 fn check_columns<T: Table>(file: &str, schema: &Schema, strict: bool) -> Result<()> {
     for field in T::fields(0) {
-        // Files from other tools may leave out optional columns (read as nulls).
-        if !strict && field.is_nullable() && schema.field_with_name(field.name()).is_err() {
+        // Files from other tools may leave out optional columns, and ours those added
+        // since they were written (read as nulls).
+        let optional = !strict || T::ADDED.contains(&field.name().as_str());
+        if optional && field.is_nullable() && schema.field_with_name(field.name()).is_err() {
             continue;
         }
         let found = schema

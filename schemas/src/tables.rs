@@ -19,6 +19,10 @@ pub trait Table: Sized + Send + Sync {
     /// dimension of `fixed_size_list` columns; readers accept any dimension.
     fn fields(dim: i32) -> Vec<Field>;
 
+    /// Nullable columns added after files of this table were first written: a deltarl file
+    /// without one reads as nulls there (every other column stays required).
+    const ADDED: &'static [&'static str] = &[];
+
     /// The vector dimension of these rows (0 for tables without vectors).
     fn dim(_rows: &[Self]) -> Result<i32> {
         Ok(0)
@@ -163,6 +167,8 @@ pub struct RolloutRow {
     pub policy_iter: u32,
     /// The gold answer, carried so that `score` needs only this file.
     pub gold: String,
+    /// The prompt's `data_source` (verl's column), carried for per-source breakdowns.
+    pub data_source: Option<String>,
 }
 
 impl Table for RolloutRow {
@@ -180,8 +186,11 @@ impl Table for RolloutRow {
             f("finish_reason", DataType::Utf8),
             f("policy_iter", DataType::UInt32),
             f("gold", DataType::Utf8),
+            nullable("data_source", DataType::Utf8),
         ]
     }
+
+    const ADDED: &'static [&'static str] = &["data_source"];
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         for (i, r) in rows.iter().enumerate() {
@@ -210,6 +219,7 @@ impl Table for RolloutRow {
                 arrays::strings(rows.iter().map(|r| r.finish_reason.as_str())),
                 arrays::u32s(rows.iter().map(|r| r.policy_iter)),
                 arrays::strings(rows.iter().map(|r| r.gold.as_str())),
+                arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
             ],
         )
     }
@@ -226,6 +236,7 @@ impl Table for RolloutRow {
         let finish = c.str("finish_reason")?;
         let policy_iter = c.u32("policy_iter")?;
         let mut gold = c.str("gold")?;
+        let mut source = c.opt_str("data_source")?;
         let mut out = Vec::with_capacity(prompt_id.len());
         for (i, pid) in prompt_id.into_iter().enumerate() {
             if logprobs[i].len() != response_ids[i].len() {
@@ -251,6 +262,7 @@ impl Table for RolloutRow {
                 finish_reason: FinishReason::parse(&finish[i], file, i)?,
                 policy_iter: policy_iter[i],
                 gold: std::mem::take(&mut gold[i]),
+                data_source: source[i].take(),
             });
         }
         Ok(out)
@@ -274,6 +286,8 @@ pub struct ScoreRow {
     pub kept: bool,
     pub response_len: u32,
     pub overlong_penalty: f32,
+    /// The prompt's `data_source`, from the rollout.
+    pub data_source: Option<String>,
 }
 
 impl Table for ScoreRow {
@@ -291,8 +305,11 @@ impl Table for ScoreRow {
             f("kept", DataType::Boolean),
             f("response_len", DataType::UInt32),
             f("overlong_penalty", DataType::Float32),
+            nullable("data_source", DataType::Utf8),
         ]
     }
+
+    const ADDED: &'static [&'static str] = &["data_source"];
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         batch(
@@ -309,6 +326,7 @@ impl Table for ScoreRow {
                 arrays::bools(rows.iter().map(|r| r.kept)),
                 arrays::u32s(rows.iter().map(|r| r.response_len)),
                 arrays::f32s(rows.iter().map(|r| r.overlong_penalty)),
+                arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
             ],
         )
     }
@@ -325,12 +343,14 @@ impl Table for ScoreRow {
         let kept = c.bool("kept")?;
         let response_len = c.u32("response_len")?;
         let penalty = c.f32("overlong_penalty")?;
+        let source = c.opt_str("data_source")?;
         Ok(prompt_id
             .into_iter()
             .zip(gold)
             .zip(extracted)
+            .zip(source)
             .enumerate()
-            .map(|(i, ((prompt_id, gold), extracted))| ScoreRow {
+            .map(|(i, (((prompt_id, gold), extracted), data_source))| ScoreRow {
                 prompt_id,
                 sample_idx: sample_idx[i],
                 gold,
@@ -341,6 +361,7 @@ impl Table for ScoreRow {
                 kept: kept[i],
                 response_len: response_len[i],
                 overlong_penalty: penalty[i],
+                data_source,
             })
             .collect())
     }
@@ -622,6 +643,8 @@ pub struct EvalRow {
     pub response_len: u32,
     pub extracted: Option<String>,
     pub finish_reason: FinishReason,
+    /// The problem's `data_source`, for per-source breakdowns of a benchmark.
+    pub data_source: Option<String>,
 }
 
 impl Table for EvalRow {
@@ -636,8 +659,11 @@ impl Table for EvalRow {
             f("response_len", DataType::UInt32),
             nullable("extracted", DataType::Utf8),
             f("finish_reason", DataType::Utf8),
+            nullable("data_source", DataType::Utf8),
         ]
     }
+
+    const ADDED: &'static [&'static str] = &["data_source"];
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         batch(
@@ -651,6 +677,7 @@ impl Table for EvalRow {
                 arrays::u32s(rows.iter().map(|r| r.response_len)),
                 arrays::opt_strings(rows.iter().map(|r| r.extracted.as_deref())),
                 arrays::strings(rows.iter().map(|r| r.finish_reason.as_str())),
+                arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
             ],
         )
     }
@@ -658,6 +685,7 @@ impl Table for EvalRow {
     fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
         let c = Columns { batch, file };
         let bench = c.str("benchmark")?;
+        let mut source = c.opt_str("data_source")?;
         let pid = c.str("problem_id")?;
         let sample_idx = c.u32("sample_idx")?;
         let correct = c.bool("correct")?;
@@ -676,6 +704,7 @@ impl Table for EvalRow {
                 response_len: len[i],
                 extracted,
                 finish_reason: FinishReason::parse(&finish[i], file, i)?,
+                data_source: source[i].take(),
             });
         }
         Ok(out)

@@ -42,6 +42,7 @@ fn rollouts() -> Vec<RolloutRow> {
             },
             policy_iter: 0,
             gold: "7".into(),
+            data_source: None,
         })
         .collect()
 }
@@ -58,6 +59,7 @@ fn scores() -> Vec<ScoreRow> {
         kept: true,
         response_len: 12,
         overlong_penalty: -0.5,
+        data_source: None,
     }]
 }
 
@@ -116,6 +118,7 @@ fn evals() -> Vec<EvalRow> {
         response_len: 100,
         extracted: Some("42".into()),
         finish_reason: FinishReason::Stop,
+        data_source: None,
     }]
 }
 
@@ -280,4 +283,36 @@ print("polars ok")
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A scores file written before `data_source` existed (the column absent) still reads, as
+/// nulls; a column every version writes stays required (`missing_column_is_named`).
+#[test]
+fn a_file_from_before_data_source_reads_as_null_sources() {
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    let mut rows = scores();
+    rows[0].data_source = Some("gsm8k".into());
+    let mut batch = ScoreRow::to_batch(&rows).unwrap();
+    let at = batch.schema().index_of("data_source").unwrap();
+    batch.remove_column(at);
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            "deltarl.schema_version".into(),
+            deltarl_schemas::SCHEMA_VERSION.to_string(),
+        )]))
+        .build();
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let (back, _) = read_table::<ScoreRow, _>(buf.as_slice(), "scores.parquet").unwrap();
+    assert_eq!(back.len(), rows.len());
+    assert!(back.iter().all(|r| r.data_source.is_none()));
+    // Written now, the source round-trips.
+    let mut buf = Vec::new();
+    write_table(&mut buf, &rows, &FileMeta::new("score", "h")).unwrap();
+    let (back, _) = read_table::<ScoreRow, _>(buf.as_slice(), "scores.parquet").unwrap();
+    assert_eq!(back[0].data_source.as_deref(), Some("gsm8k"));
 }

@@ -47,6 +47,7 @@ fn rollout(sample: u32, finish: FinishReason) -> RolloutRow {
         finish_reason: finish,
         policy_iter: 0,
         gold: "1".into(),
+        data_source: None,
     }
 }
 
@@ -62,6 +63,7 @@ fn score(sample: u32, correct: bool, len: u32) -> ScoreRow {
         kept: sample != 3,
         response_len: len,
         overlong_penalty: 0.0,
+        data_source: None,
     }
 }
 
@@ -100,6 +102,7 @@ fn eval(i: u32, correct: bool) -> EvalRow {
         response_len: 4,
         extracted: None,
         finish_reason: FinishReason::Stop,
+        data_source: None,
     }
 }
 

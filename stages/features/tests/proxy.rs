@@ -35,6 +35,7 @@ fn rows() -> Vec<RolloutRow> {
             finish_reason: FinishReason::Stop,
             policy_iter: 0,
             gold: String::new(),
+            data_source: None,
         })
         .collect()
 }

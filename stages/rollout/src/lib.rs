@@ -136,6 +136,7 @@ pub fn run_with(
                 finish_reason: smp.finish,
                 policy_iter: s.policy_iter,
                 gold: p.answer.clone(),
+                data_source: p.data_source.clone(),
             });
         }
     }

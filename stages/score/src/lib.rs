@@ -101,6 +101,7 @@ pub fn run(
                 kept: true,
                 response_len: len as u32,
                 overlong_penalty: penalty as f32,
+                data_source: r.data_source.clone(),
             }
         })
         .collect();
@@ -174,6 +175,7 @@ mod tests {
             finish_reason: FinishReason::Stop,
             policy_iter: 0,
             gold: "7".into(),
+            data_source: None,
         }
     }
 

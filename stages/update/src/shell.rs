@@ -191,6 +191,7 @@ mod tests {
             finish_reason: FinishReason::Stop,
             policy_iter: 0,
             gold: "1".into(),
+            data_source: None,
         }
     }
 
@@ -206,6 +207,7 @@ mod tests {
             advantage: adv,
             kept,
             overlong_penalty: 0.0,
+            data_source: None,
         }
     }
 
