@@ -147,6 +147,11 @@ impl Ctx {
                 o.data.source
             );
         }
+        for b in &o.eval.benchmarks {
+            if !Path::new(b).is_file() {
+                bail!("config key `eval.benchmarks`: {b:?}: no such file");
+            }
+        }
         if !self.tiny() && !self.base_dir().join("config.json").is_file() {
             bail!(
                 "config key `model.source` = {:?}: no config.json there",

@@ -81,6 +81,51 @@ pub fn evaluate(
         .collect())
 }
 
+/// The problems whose prompt (rendered with `template`) leaves room for `max_new_tokens`
+/// in the policy's context, and how many did not: those are skipped and counted, not
+/// silently truncated.
+pub fn fitting(
+    policy: &Policy,
+    template: &str,
+    max_new_tokens: usize,
+    prompts: Vec<PromptRow>,
+) -> Result<(Vec<PromptRow>, usize)> {
+    let ctx = policy.model.max_positions() as usize;
+    let total = prompts.len();
+    let mut fits = Vec::with_capacity(total);
+    for p in prompts {
+        let text = deltarl_schemas::render_template(template, &p.problem);
+        if policy.tokenizer.encode(&text)?.len() + max_new_tokens <= ctx {
+            fits.push(p);
+        }
+    }
+    let skipped = total - fits.len();
+    Ok((fits, skipped))
+}
+
+/// Accuracy per `data_source` of graded responses: `{source: {"accuracy", "responses"}}`,
+/// empty when no response has a source.
+pub fn accuracy_by_source<'a>(
+    graded: impl Iterator<Item = (Option<&'a str>, bool)>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut by: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for (source, correct) in graded {
+        if let Some(s) = source {
+            let e = by.entry(s).or_default();
+            e.0 += usize::from(correct);
+            e.1 += 1;
+        }
+    }
+    by.into_iter()
+        .map(|(s, (c, n))| {
+            (
+                s.to_string(),
+                serde_json::json!({"accuracy": c as f64 / n as f64, "responses": n}),
+            )
+        })
+        .collect()
+}
+
 /// Unbiased pass@k from `n` samples with `c` correct: `1 - C(n - c, k) / C(n, k)`.
 pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
     if k == 0 || k > n {
@@ -211,6 +256,24 @@ pub fn summarize(bench: &str, rows: &[EvalRow]) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn accuracy_by_source_by_hand() {
+        let rows = [
+            (Some("gsm8k"), true),
+            (Some("math"), false),
+            (Some("gsm8k"), false),
+            (None, true),
+            (Some("gsm8k"), true),
+        ];
+        let m = accuracy_by_source(rows.into_iter());
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["gsm8k"]["responses"], 3);
+        assert!((m["gsm8k"]["accuracy"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(m["math"]["accuracy"], 0.0);
+        assert!(accuracy_by_source([(None, true)].into_iter()).is_empty());
+    }
 
     #[test]
     fn pass_at_k_by_hand() {

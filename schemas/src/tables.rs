@@ -350,19 +350,21 @@ impl Table for ScoreRow {
             .zip(extracted)
             .zip(source)
             .enumerate()
-            .map(|(i, (((prompt_id, gold), extracted), data_source))| ScoreRow {
-                prompt_id,
-                sample_idx: sample_idx[i],
-                gold,
-                extracted,
-                correct: correct[i],
-                reward: reward[i],
-                advantage: advantage[i],
-                kept: kept[i],
-                response_len: response_len[i],
-                overlong_penalty: penalty[i],
-                data_source,
-            })
+            .map(
+                |(i, (((prompt_id, gold), extracted), data_source))| ScoreRow {
+                    prompt_id,
+                    sample_idx: sample_idx[i],
+                    gold,
+                    extracted,
+                    correct: correct[i],
+                    reward: reward[i],
+                    advantage: advantage[i],
+                    kept: kept[i],
+                    response_len: response_len[i],
+                    overlong_penalty: penalty[i],
+                    data_source,
+                },
+            )
             .collect())
     }
 }

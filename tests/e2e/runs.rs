@@ -154,16 +154,7 @@ fn eval_prints_the_benchmark_table() {
     let cfg = micro_config(dir.path());
     let runs = dir.path().join("runs");
     ok(iterate(&runs, &cfg, "e", &["--iters", "0"]));
-    let bench = dir.path().join("mini.jsonl");
-    let lines: Vec<String> = (0..6)
-        .map(|i| {
-            format!(
-                "{{\"id\": \"m{i}\", \"problem\": \"{i}+2*3=?\", \"answer\": \"{}\"}}",
-                i + 6
-            )
-        })
-        .collect();
-    std::fs::write(&bench, lines.join("\n")).unwrap();
+    let bench = arithmetic(dir.path(), "mini.jsonl", 6, &["easy", "hard"]);
     let out_file = dir.path().join("eval.parquet");
     let base = runs.join("e/base");
     let out = ok(deltarl(
@@ -191,8 +182,90 @@ fn eval_prints_the_benchmark_table() {
         table.contains("pass@k") && table.contains("mini") && table.contains(" 6 "),
         "{table}"
     );
+    // The benchmark mixes two sources: a line for each, 3 problems apiece.
+    assert!(
+        table.contains("\n  easy") && table.contains("\n  hard"),
+        "{table}"
+    );
     let (rows, _) = deltarl_schemas::read_path::<deltarl_schemas::EvalRow>(&out_file).unwrap();
     assert_eq!(rows.len(), 18);
+    assert_eq!(
+        rows.iter()
+            .filter(|r| r.data_source.as_deref() == Some("easy"))
+            .count(),
+        9
+    );
+}
+
+/// A JSONL file of `n` problems of the built-in task's shape (`i+2*3=?`), their
+/// `data_source` cycling through `sources`.
+fn arithmetic(dir: &std::path::Path, name: &str, n: usize, sources: &[&str]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "id": format!("{name}-{i}"),
+                "problem": format!("{i}+2*3=?"),
+                "answer": (i + 6).to_string(),
+                "data_source": sources[i % sources.len()],
+            })
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}
+
+/// `[eval] benchmarks` on a file dataset: both benchmarks evaluated in the loop, answers
+/// and training scores carry their `data_source`, and metrics.jsonl has avg@k / pass@k per
+/// benchmark and accuracy per source.
+#[test]
+fn benchmarks_are_evaluated_in_the_loop_with_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let micro = micro_config(dir.path());
+    let train = arithmetic(dir.path(), "train.jsonl", 16, &["easy", "hard"]);
+    let b1 = arithmetic(dir.path(), "mini.jsonl", 6, &["s1", "s2"]);
+    let b2 = arithmetic(dir.path(), "other.jsonl", 4, &["s3"]);
+    let cfg = variant(
+        &micro,
+        "bench.toml",
+        &format!(
+            "[data]\nsource = {:?}\n[eval]\nevery = 1\nsamples = 2\ntemperature = 1.0\n\
+             benchmarks = [{:?}, {:?}]\n",
+            train.display().to_string(),
+            b1.display().to_string(),
+            b2.display().to_string()
+        ),
+    );
+    let runs = dir.path().join("runs");
+    ok(iterate(&runs, &cfg, "b", &[]));
+    let run = runs.join("b");
+    run_python(
+        r#"
+import sys, json, polars as pl
+run = sys.argv[1]
+e = pl.read_parquet(run + "/iter-0001/eval.parquet")
+assert sorted(e["benchmark"].unique().to_list()) == ["mini", "other"], e
+assert e.height == (6 + 4) * 2, e.height
+assert e["data_source"].null_count() == 0
+assert sorted(e["data_source"].unique().to_list()) == ["s1", "s2", "s3"]
+s = pl.read_parquet(run + "/iter-0001/scores.parquet")
+assert sorted(s["data_source"].unique().to_list()) == ["easy", "hard"], s
+r = pl.read_parquet(run + "/iter-0001/rollouts.parquet")
+assert r["data_source"].null_count() == 0
+lines = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+ev = [l["metrics"] for l in lines if l["stage"] == "eval"][-1]
+for k in ["eval/benchmarks/mini/avg@k", "eval/benchmarks/mini/pass@k",
+          "eval/benchmarks/other/avg@k", "eval/benchmarks/mini/by_source/s1/accuracy"]:
+    assert k in ev, (k, ev)
+assert ev["eval/benchmarks/mini/k"] == 2
+acc = e.filter(pl.col("benchmark") == "mini")["correct"].mean()
+assert abs(ev["eval/benchmarks/mini/avg@k"] - acc) < 1e-9, (ev, acc)
+sc = [l["metrics"] for l in lines if l["stage"] == "score"][-1]
+assert "score/by_source/easy/accuracy" in sc and "score/by_source/hard/accuracy" in sc, sc
+"#,
+        &[&run],
+    );
 }
 
 #[test]

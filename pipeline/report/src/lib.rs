@@ -6,6 +6,7 @@
 //! it is its own binary: `deltarl report` forwards to it, and `make iterate` never builds
 //! it.
 
+mod breakdown;
 mod figure;
 mod table;
 
@@ -13,6 +14,7 @@ use std::path::Path;
 
 use polars::prelude::*;
 
+pub use breakdown::{breakdown_table, informative, BREAKDOWN_COLUMNS};
 pub use figure::figure;
 pub use table::{iteration_table, COLUMNS};
 
@@ -87,6 +89,11 @@ pub fn to_text(df: &DataFrame) -> String {
     out
 }
 
+/// The per-source breakdown as fixed-width text.
+pub fn breakdown_text(df: &DataFrame) -> String {
+    breakdown::to_text(df)
+}
+
 /// The table as CSV bytes (polars' writer; empty cells for nulls).
 pub fn to_csv(df: &mut DataFrame) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
@@ -100,16 +107,23 @@ pub fn to_csv(df: &mut DataFrame) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Computes the table of `runs`, writes `report.csv` and `report.png` into `out` (each
-/// atomically) and returns the table.
-pub fn write_report(runs_dir: &Path, runs: &[String], out: &Path) -> Result<DataFrame> {
+/// Computes the table of `runs`, writes `report.csv`, `report.png` and
+/// `report_breakdown.csv` (accuracy by benchmark and data_source) into `out` (each
+/// atomically) and returns the table and the breakdown.
+pub fn write_report(
+    runs_dir: &Path,
+    runs: &[String],
+    out: &Path,
+) -> Result<(DataFrame, DataFrame)> {
     let mut df = iteration_table(runs_dir, runs)?;
+    let mut by = breakdown_table(runs_dir, runs)?;
     std::fs::create_dir_all(out).map_err(|source| deltarl_schemas::Error::Io {
         file: out.display().to_string(),
         source,
     })?;
     deltarl_schemas::atomic_write_bytes(&out.join("report.csv"), &to_csv(&mut df)?)?;
+    deltarl_schemas::atomic_write_bytes(&out.join("report_breakdown.csv"), &to_csv(&mut by)?)?;
     let png = deltarl_plot::render_png(&figure(&df, runs))?;
     deltarl_schemas::atomic_write_bytes(&out.join("report.png"), &png)?;
-    Ok(df)
+    Ok((df, by))
 }

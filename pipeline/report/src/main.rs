@@ -1,5 +1,5 @@
 //! `deltarl-report` (also reached as `deltarl report`): prints the per-iteration table of
-//! one or more runs and writes `report.csv` and `report.png`.
+//! one or more runs and writes `report.csv`, `report_breakdown.csv` and `report.png`.
 
 use std::path::PathBuf;
 
@@ -27,9 +27,17 @@ fn main() -> Result<()> {
     let out = args
         .out
         .unwrap_or_else(|| args.runs_dir.join(&args.runs[0]));
-    let df = deltarl_report::write_report(&args.runs_dir, &args.runs, &out)
+    let (df, by) = deltarl_report::write_report(&args.runs_dir, &args.runs, &out)
         .with_context(|| format!("report of {}", args.runs.join(", ")))?;
     print!("{}", deltarl_report::to_text(&df));
-    eprintln!("wrote {0}/report.csv and {0}/report.png", out.display());
+    // Accuracy by benchmark and data_source, when an iteration has more than one.
+    if deltarl_report::informative(&by) {
+        println!("\naccuracy by benchmark and data_source:");
+        print!("{}", deltarl_report::breakdown_text(&by));
+    }
+    eprintln!(
+        "wrote {0}/report.csv, {0}/report_breakdown.csv and {0}/report.png",
+        out.display()
+    );
     Ok(())
 }

@@ -124,7 +124,7 @@ const SPECS: [Spec; 6] = [
 
 /// A stage counts once its manifest is written (the last step of a stage) and no upstream
 /// rerun has marked it stale.
-fn complete(run: &Path, iter: u32, stage: Stage) -> bool {
+pub(crate) fn complete(run: &Path, iter: u32, stage: Stage) -> bool {
     layout::manifest_path(run, iter, stage).is_file()
         && !layout::stale_path(run, iter, stage).exists()
 }

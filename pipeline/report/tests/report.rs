@@ -335,7 +335,84 @@ fn report_files_are_written_and_deterministic() {
     assert_eq!(std::fs::read(out.join("report.png")).unwrap(), png);
     // No temporary files left behind.
     let names: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
-    assert_eq!(names.len(), 2);
+    assert_eq!(names.len(), 3);
+}
+
+/// Accuracy by benchmark and data_source, worked out by hand: training responses from two
+/// sources (and one without), held-out answers from two benchmark files.
+#[test]
+fn the_breakdown_splits_accuracy_by_benchmark_and_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let src = |r: ScoreRow, d: Option<&str>| ScoreRow {
+        data_source: d.map(str::to_string),
+        ..r
+    };
+    put(
+        &s,
+        1,
+        Stage::Score,
+        &[
+            src(score(0, true, 1), Some("gsm8k")),
+            src(score(1, false, 1), Some("gsm8k")),
+            src(score(2, true, 1), Some("gsm8k")),
+            src(score(3, true, 1), Some("math")),
+            src(score(4, false, 1), None),
+        ],
+        serde_json::json!({}),
+    );
+    let ev = |i: u32, bench: &str, d: &str, correct: bool| EvalRow {
+        benchmark: bench.into(),
+        data_source: Some(d.into()),
+        ..eval(i, correct)
+    };
+    put(
+        &s,
+        1,
+        Stage::Eval,
+        &[
+            ev(0, "aime", "aime", false),
+            ev(1, "aime", "aime", true),
+            ev(2, "mix", "amc", true),
+            ev(3, "mix", "olympiad", false),
+        ],
+        serde_json::json!({}),
+    );
+    let by = deltarl_report::breakdown_table(dir.path(), &["s".to_string()]).unwrap();
+    let rows: Vec<(String, Option<String>, f64, f64)> = (0..by.height())
+        .map(|r| {
+            let s = |c: &str| {
+                by.column(c)
+                    .unwrap()
+                    .str()
+                    .unwrap()
+                    .get(r)
+                    .map(str::to_string)
+            };
+            (
+                s("benchmark").unwrap(),
+                s("data_source"),
+                value(&by, "responses", r).unwrap(),
+                value(&by, "accuracy", r).unwrap(),
+            )
+        })
+        .collect();
+    let row =
+        |b: &str, d: Option<&str>, n: f64, acc: f64| (b.to_string(), d.map(str::to_string), n, acc);
+    assert_eq!(
+        rows,
+        vec![
+            row("aime", Some("aime"), 2.0, 0.5),
+            row("mix", Some("amc"), 1.0, 1.0),
+            row("mix", Some("olympiad"), 1.0, 0.0),
+            row("train", Some("gsm8k"), 3.0, 2.0 / 3.0),
+            row("train", Some("math"), 1.0, 1.0),
+            row("train", None, 1.0, 0.0),
+        ]
+    );
+    assert!(deltarl_report::informative(&by));
+    let text = deltarl_report::breakdown_text(&by);
+    assert!(text.contains("gsm8k") && text.contains("0.6667"), "{text}");
 }
 
 #[test]

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::eval::{evaluate, summarize, EvalSettings};
+use crate::eval::{evaluate, fitting, summarize, EvalSettings, Summary};
 
 /// The DelTA prompt template (`docs/method.md` §8).
 pub const DELTA_TEMPLATE: &str =
@@ -98,22 +98,9 @@ impl Args {
             if self.chat_template {
                 s.template = crate::chat::apply(&mut prompts, &template, &self.model)?;
             }
-            // Problems whose prompt cannot fit the context with the answer budget are
-            // skipped and counted, not silently truncated.
             let ctx = policy.model.max_positions() as usize;
             let total = prompts.len();
-            let mut fits = Vec::with_capacity(total);
-            for p in prompts {
-                let n = policy
-                    .tokenizer
-                    .encode(&deltarl_schemas::render_template(&s.template, &p.problem))?
-                    .len();
-                if n + self.max_new_tokens <= ctx {
-                    fits.push(p);
-                }
-            }
-            let skipped = total - fits.len();
-            let prompts = fits;
+            let (prompts, skipped) = fitting(&policy, &s.template, self.max_new_tokens, prompts)?;
             if prompts.is_empty() {
                 println!(
                     "{:<16} {:>8} skipped: all {total} prompts + {} new tokens exceed the context of {ctx}",
@@ -128,18 +115,24 @@ impl Args {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let rows = evaluate(&policy, &name, &prompts, &s)?;
-            let m = summarize(&name, &rows);
-            println!(
-                "{:<16} {:>8} {:>3}  {:<24} {:<24} {:<24} {:>8.1} {:>8.1}%",
-                m.benchmark,
-                m.problems,
-                m.k,
-                ci(m.avg),
-                ci(m.pass),
-                ci(m.maj),
-                m.mean_len,
-                100.0 * m.truncated
-            );
+            print_row(&summarize(&name, &rows));
+            // A benchmark that mixes sources (verl's `data_source`) gets a line per source.
+            let mut sources: Vec<&str> = rows
+                .iter()
+                .filter_map(|r| r.data_source.as_deref())
+                .collect();
+            sources.sort_unstable();
+            sources.dedup();
+            if sources.len() > 1 {
+                for src in sources {
+                    let part: Vec<_> = rows
+                        .iter()
+                        .filter(|r| r.data_source.as_deref() == Some(src))
+                        .cloned()
+                        .collect();
+                    print_row(&summarize(&format!("  {src}"), &part));
+                }
+            }
             if skipped > 0 {
                 println!("{:<16} ({skipped} of {total} problems skipped: prompt + {} new tokens exceed the context of {ctx})", "", self.max_new_tokens);
             }
@@ -154,4 +147,19 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// One line of the benchmark table.
+fn print_row(m: &Summary) {
+    println!(
+        "{:<16} {:>8} {:>3}  {:<24} {:<24} {:<24} {:>8.1} {:>8.1}%",
+        m.benchmark,
+        m.problems,
+        m.k,
+        ci(m.avg),
+        ci(m.pass),
+        ci(m.maj),
+        m.mean_len,
+        100.0 * m.truncated
+    );
 }

@@ -113,15 +113,27 @@ pub(super) fn check(o: &Options) -> Result<()> {
     if w.lr <= 0.0 {
         bail!("config key `warmstart.lr` = {}: must be positive", w.lr);
     }
-    // In-loop evaluation samples the built-in task's held-out split; a file dataset has
-    // none, so a run could never get past its first evaluation.
-    if o.data.source != "tiny-arith" && o.eval.every > 0 {
+    // In-loop evaluation samples the built-in task's held-out split or benchmark files; a
+    // file dataset has no held-out split, so without benchmarks a run could never get past
+    // its first evaluation.
+    if o.data.source != "tiny-arith" && o.eval.every > 0 && o.eval.benchmarks.is_empty() {
         bail!(
-            "config key `eval.every` = {}: in-loop evaluation needs data.source = \
-             \"tiny-arith\" (the only dataset with a held-out split); set it to 0 and \
-             evaluate with `deltarl eval --bench FILE`",
+            "config key `eval.every` = {}: in-loop evaluation needs benchmark files \
+             (`eval.benchmarks`) or data.source = \"tiny-arith\" (the only dataset with a \
+             held-out split); or set it to 0 and evaluate with `deltarl eval --bench FILE`",
             o.eval.every
         );
+    }
+    let mut names: Vec<String> = Vec::new();
+    for b in &o.eval.benchmarks {
+        let name = crate::stage::eval::benchmark_name(std::path::Path::new(b));
+        if name.is_empty() || names.contains(&name) || name == crate::stage::eval::BENCHMARK {
+            bail!(
+                "config key `eval.benchmarks`: {b:?} names benchmark {name:?}, which is empty \
+                 or taken (each file's name without extension names its benchmark)"
+            );
+        }
+        names.push(name);
     }
     Ok(())
 }
@@ -172,6 +184,13 @@ mod tests {
         o.data.source = "prompts.jsonl".into();
         o.eval.every = 0;
         assert!(check(&o).is_ok());
+        // With benchmark files the loop can evaluate a file dataset.
+        o.eval.every = 2;
+        o.eval.benchmarks = vec!["a/aime24.jsonl".into(), "b/math500.parquet".into()];
+        assert!(check(&o).is_ok());
+        o.eval.benchmarks.push("c/aime24.parquet".into());
+        let e = check(&o).unwrap_err().to_string();
+        assert!(e.contains("eval.benchmarks") && e.contains("aime24"), "{e}");
     }
 
     #[test]

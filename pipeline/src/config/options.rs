@@ -367,4 +367,12 @@ pub struct EvalOptions {
     pub samples: u32,
     /// Sampling temperature (0 = greedy).
     pub temperature: f64,
+    /// Benchmark files (JSONL or Parquet, in any layout `data.source` accepts) evaluated in
+    /// the loop with the policy each update writes, `samples` answers a problem at
+    /// `temperature`, graded strictly like rewards: avg@k and pass@k per benchmark (and per
+    /// `data_source` within one) go to eval.parquet, metrics.jsonl and TensorBoard. With the
+    /// built-in task they come besides its held-out split; with a file dataset they are
+    /// what `every` evaluates. Each file's name (without extension) names its benchmark.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub benchmarks: Vec<String>,
 }

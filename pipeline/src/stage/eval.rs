@@ -1,7 +1,10 @@
 //! The eval stage: held-out accuracy of the policy this iteration's update wrote, on the
-//! built-in task's test split; writes eval.parquet.
+//! built-in task's test split and on the benchmark files of `[eval] benchmarks`; writes
+//! eval.parquet (one row per answer, `benchmark` naming where it comes from).
 
-use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use serde_json::json;
 
@@ -10,7 +13,7 @@ use deltarl_schemas::{atomic_write, write_table, Stage};
 
 use super::{load_policy, num, Env, Ran};
 use crate::config::Resolved;
-use crate::eval::{evaluate, EvalSettings};
+use crate::eval::{accuracy_by_source, evaluate, fitting, summarize, EvalSettings};
 
 /// The name of the held-out benchmark in eval.parquet.
 pub const BENCHMARK: &str = "tiny-arith-test";
@@ -70,6 +73,12 @@ pub struct Settings {
     pub temperature: f64,
     pub sampling: Sampling,
     pub dtype: Dtype,
+    /// Benchmark files (their contents are inputs of the stage, hashed as such).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub benchmarks: Vec<String>,
+    /// Wrap benchmark prompts in the policy's chat template, as training prompts are.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub chat_template: bool,
 }
 
 impl Settings {
@@ -82,32 +91,102 @@ impl Settings {
             temperature: o.eval.temperature,
             sampling: Sampling::new(cfg),
             dtype: o.model.dtype,
+            benchmarks: o.eval.benchmarks.clone(),
+            chat_template: o.data.chat_template && !o.eval.benchmarks.is_empty(),
         }
+    }
+
+    /// The benchmark files, as inputs of the stage.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.benchmarks.iter().map(PathBuf::from).collect()
     }
 }
 
+/// The benchmark a file holds: its name without the extension (`aime24.jsonl` -> `aime24`).
+pub fn benchmark_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
-    if s.data_source != "tiny-arith" {
+    let tiny = s.data_source == "tiny-arith";
+    if !tiny && s.benchmarks.is_empty() {
         bail!(
-            "the eval stage needs data.source = tiny-arith (use `deltarl eval --bench` for files)"
+            "the eval stage needs data.source = tiny-arith or `eval.benchmarks` (or use \
+             `deltarl eval --bench` for files)"
         );
     }
-    let policy = load_policy(&env.this_policy(), env.device, s.dtype)?;
-    let prompts = crate::data::tiny_test_prompts(s.problems);
+    let dir = env.this_policy();
+    let policy = load_policy(&dir, env.device, s.dtype)?;
     let settings = s.sampling.at(s.samples, s.temperature, env.iter);
-    let rows = evaluate(&policy, BENCHMARK, &prompts, &settings)?;
+    let mut rows = Vec::new();
+    let mut benchmarks = serde_json::Map::new();
+    let mut summarise = |name: &str, part: &[deltarl_schemas::EvalRow], skipped: usize| {
+        let m = summarize(name, part);
+        let mut v = json!({
+            "problems": m.problems,
+            "k": m.k,
+            "avg@k": m.avg.mean,
+            "pass@k": m.pass.mean,
+            "skipped": skipped,
+        });
+        let by = accuracy_by_source(part.iter().map(|r| (r.data_source.as_deref(), r.correct)));
+        if by.len() > 1 {
+            v["by_source"] = by.into();
+        }
+        benchmarks.insert(name.to_string(), v);
+    };
+    if tiny {
+        let prompts = crate::data::tiny_test_prompts(s.problems);
+        let part = evaluate(&policy, BENCHMARK, &prompts, &settings)?;
+        summarise(BENCHMARK, &part, 0);
+        rows.extend(part);
+    }
+    for file in s.files() {
+        let name = benchmark_name(&file);
+        let mut prompts = crate::data::read_prompt_file(&file)
+            .with_context(|| format!("benchmark {name} of eval.benchmarks"))?;
+        let mut at = settings.clone();
+        if s.chat_template {
+            at.template = crate::chat::apply(&mut prompts, &at.template, &dir)?;
+        }
+        let (prompts, skipped) = fitting(&policy, &at.template, at.max_new_tokens, prompts)?;
+        let part = evaluate(&policy, &name, &prompts, &at)?;
+        summarise(&name, &part, skipped);
+        rows.extend(part);
+    }
     let meta = env
         .meta()
         .with("settings", serde_json::to_string(s).unwrap_or_default());
     atomic_write(&env.file(Stage::Eval), |w| write_table(w, &rows, &meta))?;
-    let acc = rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64;
+    let acc =
+        |part: Vec<bool>| part.iter().filter(|&&c| c).count() as f64 / part.len().max(1) as f64;
+    let mut summary = json!({
+        "accuracy": acc(rows.iter().filter(|r| !tiny || r.benchmark == BENCHMARK).map(|r| r.correct).collect()),
+    });
+    if !s.benchmarks.is_empty() {
+        summary["benchmarks"] = benchmarks.into();
+    }
     Ok(Ran {
         rows: rows.len(),
-        summary: json!({"accuracy": acc}),
+        summary,
         outputs: Vec::new(),
     })
 }
 
 pub fn summary(s: &serde_json::Value) -> String {
-    format!("held-out accuracy {:.3}", num(s, "accuracy"))
+    let mut line = format!("held-out accuracy {:.3}", num(s, "accuracy"));
+    if let Some(b) = s.get("benchmarks").and_then(|b| b.as_object()) {
+        for (name, v) in b {
+            line.push_str(&format!(
+                ", {name} avg@{} {:.3} pass@{} {:.3}",
+                v["k"],
+                num(v, "avg@k"),
+                v["k"],
+                num(v, "pass@k")
+            ));
+        }
+    }
+    line
 }

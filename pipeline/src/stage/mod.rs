@@ -209,9 +209,8 @@ pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Vec<PathBuf> {
             .into_iter()
             .collect(),
         Stage::Update => update::optimizer_state(env).into_iter().collect(),
-        Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs | Stage::Eval => {
-            Vec::new()
-        }
+        Stage::Eval => eval::Settings::new(cfg).files(),
+        Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs => Vec::new(),
     }
 }
 

@@ -72,14 +72,23 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let frac = |f: &dyn Fn(&deltarl_schemas::ScoreRow) -> bool| {
         scores.iter().filter(|r| f(r)).count() as f64 / n
     };
+    let mut summary = json!({
+        "accuracy": frac(&|r| r.correct),
+        "reward_mean": scores.iter().map(|r| f64::from(r.reward)).sum::<f64>() / n,
+        "kept_frac": frac(&|r| r.kept),
+        "extracted_frac": frac(&|r| r.extracted.is_some()),
+    });
+    // Training accuracy per `data_source` when the prompts mix several (metrics.jsonl and
+    // TensorBoard get `score/by_source/<source>/accuracy`).
+    let by_source = crate::eval::accuracy_by_source(
+        scores.iter().map(|r| (r.data_source.as_deref(), r.correct)),
+    );
+    if by_source.len() > 1 {
+        summary["by_source"] = by_source.into();
+    }
     Ok(Ran {
         rows: scores.len(),
-        summary: json!({
-            "accuracy": frac(&|r| r.correct),
-            "reward_mean": scores.iter().map(|r| f64::from(r.reward)).sum::<f64>() / n,
-            "kept_frac": frac(&|r| r.kept),
-            "extracted_frac": frac(&|r| r.extracted.is_some()),
-        }),
+        summary,
         outputs: Vec::new(),
     })
 }
