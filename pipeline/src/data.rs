@@ -1,5 +1,6 @@
-//! Prompt datasets: the built-in tiny-arith generator, JSONL / Parquet in the simple layout
-//! (`id`, `problem`, `answer`, optional `data_source`), and the seeded per-iteration draw.
+//! Prompt datasets: the built-in tiny-arith generator, JSONL / Parquet files in the layouts
+//! users bring (ours, verl's RL data, TRL's prompt datasets), and the seeded per-iteration
+//! draw.
 
 use std::path::Path;
 
@@ -38,41 +39,146 @@ fn json_str(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-/// Reads JSONL (one object per line) or Parquet prompts; errors name the file, the line
-/// and the missing field.
+/// Reads JSONL (one object per line) or Parquet prompts in any of the layouts
+/// [`prompt_row`] knows; errors name the file, the line (or row) and the missing field.
 pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRow>> {
     let name = path.display().to_string();
-    if path.extension().is_some_and(|e| e == "parquet") {
-        let rows = read_prompt_parquet(path)?;
-        let places: Vec<String> = (1..=rows.len()).map(|i| format!("row {i}")).collect();
-        check_prompts(&name, &rows, &places)?;
-        return Ok(rows);
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read prompts {name}"))?;
-    let (mut out, mut places) = (Vec::new(), Vec::new());
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+    let (records, places) = if path.extension().is_some_and(|e| e == "parquet") {
+        let records = parquet_records(path)?;
+        let places = (1..=records.len()).map(|i| format!("row {i}")).collect();
+        (records, places)
+    } else {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read prompts {name}"))?;
+        let (mut records, mut places) = (Vec::new(), Vec::new());
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            records.push(
+                serde_json::from_str(line)
+                    .with_context(|| format!("{name}:{}: not JSON", i + 1))?,
+            );
+            places.push(format!("line {}", i + 1));
         }
-        places.push(format!("line {}", i + 1));
-        let v: serde_json::Value =
-            serde_json::from_str(line).with_context(|| format!("{name}:{}: not JSON", i + 1))?;
-        let field = |k: &str| -> Result<String> {
-            v.get(k)
-                .and_then(json_str)
-                .with_context(|| format!("{name}:{}: missing field `{k}`", i + 1))
-        };
-        out.push(PromptRow {
-            id: field("id")?,
-            problem: field("problem")?,
-            answer: field("answer")?,
-            data_source: v.get("data_source").and_then(json_str),
-            system: v.get("system").and_then(json_str),
-        });
+        (records, places)
+    };
+    let mut out = Vec::with_capacity(records.len());
+    for (v, at) in records.iter().zip(&places) {
+        // JSONL errors say `file:line`, Parquet ones `file: row N`.
+        let at = at
+            .strip_prefix("line ")
+            .map_or_else(|| format!("{name}: {at}"), |l| format!("{name}:{l}"));
+        out.push(prompt_row(v).map_err(|e| anyhow::anyhow!("{at}: {e}"))?);
     }
     check_prompts(&name, &out, &places)?;
     Ok(out)
+}
+
+/// The rows of a Parquet file as JSON objects (arrow's JSON writer: nested lists and
+/// structs become arrays and objects, nulls are left out).
+fn parquet_records(path: &Path) -> Result<Vec<serde_json::Value>> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open prompts {name}"))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .with_context(|| format!("{name}: not a readable Parquet file"))?
+        .build()
+        .with_context(|| format!("{name}: not a readable Parquet file"))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.with_context(|| format!("{name}: cannot decode"))?;
+        let mut w = arrow::json::ArrayWriter::new(Vec::new());
+        w.write(&batch)
+            .and_then(|()| w.finish())
+            .with_context(|| format!("{name}: cannot convert rows to JSON"))?;
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&w.into_inner())
+            .with_context(|| format!("{name}: cannot convert rows to JSON"))?;
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
+/// Where the answer may be, in order: the simple layout's and TRL's usual columns, verl's,
+/// then a worked `solution` whose last `\boxed{}` is the answer (NuminaMath and the like).
+const ANSWER_FIELDS: &str = "`answer` (or `reward_model.ground_truth`, `ground_truth`, `solution`)";
+
+/// One prompt from one record, in any of the layouts users bring:
+/// * simple: `problem`, `answer`, optional `id`, `data_source`, `system`;
+/// * verl's RL data: `prompt` as a list of `{role, content}` (the question is the last user
+///   message; system turns are kept for the chat template), `reward_model.ground_truth`,
+///   `data_source`, `extra_info.index`;
+/// * TRL's: `prompt` as a string or a message list, the answer in `answer`,
+///   `ground_truth` or `solution`.
+///
+/// Without an `id` (or verl's `extra_info.index`) the id is a hash of the question and the
+/// answer: stable under reordering, and every later table is keyed by it.
+fn prompt_row(v: &serde_json::Value) -> std::result::Result<PromptRow, String> {
+    let field = |path: &str| -> Option<String> {
+        path.split('.')
+            .try_fold(v, |v, k| v.get(k))
+            .and_then(json_str)
+    };
+    let (problem, system) = if let Some(p) = field("problem") {
+        (p, field("system"))
+    } else {
+        match v.get("prompt") {
+            Some(serde_json::Value::String(s)) => (s.clone(), field("system")),
+            Some(serde_json::Value::Array(messages)) => {
+                let text = |m: &serde_json::Value, role: &str| {
+                    (m.get("role").and_then(|r| r.as_str()) == Some(role))
+                        .then(|| m.get("content").and_then(json_str))
+                        .flatten()
+                };
+                let question = messages
+                    .iter()
+                    .rev()
+                    .find_map(|m| text(m, "user"))
+                    .or_else(|| {
+                        messages
+                            .last()
+                            .and_then(|m| m.get("content"))
+                            .and_then(json_str)
+                    })
+                    .ok_or("`prompt` has no message")?;
+                let system: Vec<String> =
+                    messages.iter().filter_map(|m| text(m, "system")).collect();
+                (question, (!system.is_empty()).then(|| system.join("\n\n")))
+            }
+            Some(other) => {
+                return Err(format!(
+                    "field `prompt` is {other}, expected a string or a list of {{role, content}}"
+                ))
+            }
+            None => return Err("missing field `problem` (or `prompt`)".into()),
+        }
+    };
+    let answer = ["answer", "reward_model.ground_truth", "ground_truth"]
+        .iter()
+        .find_map(|f| field(f))
+        .or_else(|| {
+            let s = field("solution")?;
+            let boxed = deltarl_verify::extract(&s, &deltarl_verify::Policy::Boxed.options());
+            Some(boxed.map_or(s, |b| b.answer))
+        })
+        .ok_or_else(|| format!("missing field {ANSWER_FIELDS}"))?;
+    let data_source = field("data_source");
+    let id = match (field("id"), &data_source, field("extra_info.index")) {
+        (Some(id), _, _) => id,
+        (None, Some(s), Some(k)) => format!("{s}-{k}"),
+        (None, None, Some(k)) => k,
+        (None, _, None) => {
+            let h = deltarl_schemas::sha256_hex(format!("{problem}\u{0}{answer}").as_bytes());
+            format!("h{}", &h[..16])
+        }
+    };
+    Ok(PromptRow {
+        id,
+        problem,
+        answer,
+        data_source,
+        system,
+    })
 }
 
 /// A dataset must have prompts, and ids that tell them apart (every later table is keyed
@@ -121,165 +227,6 @@ pub fn draw(prompts: &[PromptRow], per_iter: usize, seed: u64, iter: u32) -> Vec
     out
 }
 
-/// Parquet prompts: the simple layout (`id`, `problem`, `answer`) or verl's RL layout
-/// (`prompt` as a list of `{role, content}`, `reward_model.ground_truth`, `data_source`,
-/// `extra_info.index`), detected from the columns.
-pub fn read_prompt_parquet(path: &Path) -> Result<Vec<PromptRow>> {
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path).with_context(|| format!("cannot open prompts {name}"))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file)
-        .with_context(|| format!("{name}: not a readable Parquet file"))?;
-    let schema = builder.schema().clone();
-    let has = |c: &str| schema.field_with_name(c).is_ok();
-    if has("problem") || has("id") {
-        return deltarl_schemas::read_foreign_path::<PromptRow>(path).map_err(Into::into);
-    }
-    if !(has("prompt") && has("reward_model")) {
-        bail!(
-            "{name}: neither the simple layout (id, problem, answer) nor verl's (prompt, \
-             reward_model.ground_truth): missing field `{}`",
-            if has("prompt") {
-                "reward_model"
-            } else {
-                "prompt"
-            }
-        );
-    }
-    let mut out = Vec::new();
-    for batch in builder.build()? {
-        let batch = batch.with_context(|| format!("{name}: cannot decode"))?;
-        verl_rows(&name, &batch, &mut out)?;
-    }
-    Ok(out)
-}
-
-fn strings(name: &str, field: &str, a: &arrow::array::ArrayRef) -> Result<Vec<Option<String>>> {
-    use arrow::array::{Array, StringArray};
-    use arrow::datatypes::DataType;
-    let c = arrow::compute::cast(a, &DataType::Utf8)
-        .with_context(|| format!("{name}: field `{field}` ({}) is not text", a.data_type()))?;
-    let s = c
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .with_context(|| format!("{name}: field `{field}` is not text"))?;
-    Ok((0..s.len())
-        .map(|i| s.is_valid(i).then(|| s.value(i).to_string()))
-        .collect())
-}
-
-fn struct_field(
-    name: &str,
-    col: &arrow::array::ArrayRef,
-    parent: &str,
-    field: &str,
-) -> Result<arrow::array::ArrayRef> {
-    use arrow::array::StructArray;
-    let st = col
-        .as_any()
-        .downcast_ref::<StructArray>()
-        .with_context(|| {
-            format!(
-                "{name}: field `{parent}` is {}, expected a struct",
-                col.data_type()
-            )
-        })?;
-    st.column_by_name(field)
-        .cloned()
-        .with_context(|| format!("{name}: missing field `{parent}.{field}`"))
-}
-
-fn verl_rows(
-    name: &str,
-    batch: &arrow::record_batch::RecordBatch,
-    out: &mut Vec<PromptRow>,
-) -> Result<()> {
-    use arrow::array::{Array, LargeListArray, ListArray};
-    let n = batch.num_rows();
-    let col = |c: &str| batch.column_by_name(c).cloned();
-    let prompt = col("prompt").with_context(|| format!("{name}: missing field `prompt`"))?;
-    // Offsets and flattened messages of the `prompt` list, whatever its offset width.
-    let (offsets, messages): (Vec<usize>, arrow::array::ArrayRef) =
-        if let Some(l) = prompt.as_any().downcast_ref::<ListArray>() {
-            (
-                l.value_offsets().iter().map(|&o| o as usize).collect(),
-                l.values().clone(),
-            )
-        } else if let Some(l) = prompt.as_any().downcast_ref::<LargeListArray>() {
-            (
-                l.value_offsets().iter().map(|&o| o as usize).collect(),
-                l.values().clone(),
-            )
-        } else {
-            bail!(
-                "{name}: field `prompt` is {}, expected a list of {{role, content}}",
-                prompt.data_type()
-            );
-        };
-    let roles = strings(
-        name,
-        "prompt.role",
-        &struct_field(name, &messages, "prompt", "role")?,
-    )?;
-    let contents = strings(
-        name,
-        "prompt.content",
-        &struct_field(name, &messages, "prompt", "content")?,
-    )?;
-    let rm =
-        col("reward_model").with_context(|| format!("{name}: missing field `reward_model`"))?;
-    let gold = strings(
-        name,
-        "reward_model.ground_truth",
-        &struct_field(name, &rm, "reward_model", "ground_truth")?,
-    )?;
-    let source = match col("data_source") {
-        Some(c) => strings(name, "data_source", &c)?,
-        None => vec![None; n],
-    };
-    let index = match col("extra_info") {
-        Some(c) => match struct_field(name, &c, "extra_info", "index") {
-            Ok(i) => strings(name, "extra_info.index", &i)?,
-            Err(_) => vec![None; n],
-        },
-        None => vec![None; n],
-    };
-    for i in 0..n {
-        let (lo, hi) = (offsets[i], offsets[i + 1]);
-        // The question is the last user message (verl prompts may carry a system turn).
-        let question = (lo..hi)
-            .rev()
-            .find(|&m| roles[m].as_deref() == Some("user"))
-            .or((lo < hi).then(|| hi - 1))
-            .and_then(|m| contents[m].clone())
-            .with_context(|| format!("{name}: row {}: `prompt` has no message", out.len()))?;
-        let answer = gold[i].clone().with_context(|| {
-            format!(
-                "{name}: row {}: null `reward_model.ground_truth`",
-                out.len()
-            )
-        })?;
-        let id = match (&source[i], &index[i]) {
-            (Some(s), Some(k)) => format!("{s}-{k}"),
-            (None, Some(k)) => k.clone(),
-            _ => format!("row-{}", out.len()),
-        };
-        // System turns go to the chat template (when one is applied) before the question.
-        let system: Vec<String> = (lo..hi)
-            .filter(|&m| roles[m].as_deref() == Some("system"))
-            .filter_map(|m| contents[m].clone())
-            .collect();
-        out.push(PromptRow {
-            id,
-            problem: question,
-            answer,
-            data_source: source[i].clone(),
-            system: (!system.is_empty()).then(|| system.join("\n\n")),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,6 +267,7 @@ pl.DataFrame({
 pl.DataFrame({"prompt": [[{"role": "user", "content": "x"}]]}).write_parquet(b)
 pl.DataFrame(schema={"id": pl.String, "problem": pl.String, "answer": pl.String}).write_parquet(b + ".empty.parquet")
 pl.DataFrame({"id": ["a", "b", "a"], "problem": ["x", "y", "z"], "answer": ["1", "2", "3"]}).write_parquet(b + ".dup.parquet")
+pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(b + ".trl.parquet")
 "#;
         let py = std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into());
         let out = std::process::Command::new(py)
@@ -361,10 +309,60 @@ pl.DataFrame({"id": ["a", "b", "a"], "problem": ["x", "y", "z"], "answer": ["1",
         let empty = dir.path().join("b.parquet.empty.parquet");
         let err = format!("{:#}", read_prompt_file(&empty).unwrap_err());
         assert!(err.contains("no prompts"), "{err}");
+        // TRL's layout in Parquet: a string prompt, the answer boxed in a worked solution.
+        let trl = read_prompt_file(&dir.path().join("b.parquet.trl.parquet")).unwrap();
+        assert_eq!(
+            (trl[0].problem.as_str(), trl[0].answer.as_str()),
+            ("2+2?", "4")
+        );
         let dup = dir.path().join("b.parquet.dup.parquet");
         let err = format!("{:#}", read_prompt_file(&dup).unwrap_err());
         assert!(
             err.contains("\"a\" appears twice (row 1 and row 3)"),
+            "{err}"
+        );
+    }
+
+    /// TRL's layouts (a string or a message list as `prompt`, the answer in `answer` or a
+    /// worked `solution`), verl's in JSONL, and ids made from the content when absent.
+    #[test]
+    fn trl_and_verl_records_and_ids_without_an_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("trl.jsonl");
+        let lines = [
+            r#"{"prompt": "What is 2+3?", "answer": "5"}"#,
+            r#"{"prompt": [{"role": "system", "content": "Think."}, {"role": "user", "content": "6*7?"}], "solution": "6*7 = \\boxed{42}."}"#,
+            r#"{"prompt": [{"role": "user", "content": "1+1?"}], "reward_model": {"ground_truth": 2}, "data_source": "gsm8k", "extra_info": {"index": 9}}"#,
+            r#"{"problem": "x?", "ground_truth": "7", "data_source": "mine"}"#,
+        ];
+        std::fs::write(&p, lines.join("\n")).unwrap();
+        let rows = read_prompt_file(&p).unwrap();
+        assert_eq!(rows[0].problem, "What is 2+3?");
+        assert_eq!(rows[0].answer, "5");
+        assert_eq!(
+            (rows[1].problem.as_str(), rows[1].answer.as_str()),
+            ("6*7?", "42")
+        );
+        assert_eq!(rows[1].system.as_deref(), Some("Think."));
+        assert_eq!(rows[2].id, "gsm8k-9");
+        assert_eq!(rows[2].answer, "2");
+        assert_eq!(rows[3].answer, "7");
+        // Content ids: the same problem keeps its id in another order; different ones differ.
+        assert!(
+            rows[0].id.starts_with('h') && rows[0].id.len() == 17,
+            "{}",
+            rows[0].id
+        );
+        std::fs::write(&p, [lines[3], lines[1], lines[0]].join("\n")).unwrap();
+        let again = read_prompt_file(&p).unwrap();
+        assert_eq!(again[2].id, rows[0].id);
+        assert_eq!(again[1].id, rows[1].id);
+        assert_ne!(rows[0].id, rows[1].id);
+        // A record with a prompt but no answer names every place the answer may be.
+        std::fs::write(&p, r#"{"prompt": "q"}"#).unwrap();
+        let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
+        assert!(
+            err.contains("trl.jsonl:1: missing field `answer`") && err.contains("solution"),
             "{err}"
         );
     }
