@@ -70,12 +70,17 @@ impl Ctx {
     }
 
     /// Joins the other processes when launched as one of several (`WORLD_SIZE > 1`): each
-    /// rank then computes on `cuda:LOCAL_RANK` when the run is on CUDA, and only rank 0
-    /// shows progress bars.
+    /// rank then computes on `cuda:LOCAL_RANK` when the run is on CUDA, takes its share of
+    /// the machine's cores for libtorch when `model.threads = 0` (all of them for one
+    /// process), and only rank 0 shows progress bars.
     pub fn join_ranks(&mut self) -> Result<()> {
         let Some(r) = Ranks::join(self.device.is_cuda())? else {
             return Ok(());
         };
+        if self.cfg.opts.model.threads == 0 {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            set_threads((cores / r.launch.local_world).max(1));
+        }
         if self.device.is_cuda() {
             self.device = r.cuda_device();
         }

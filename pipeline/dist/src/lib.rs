@@ -43,6 +43,8 @@ pub struct Launch {
     pub rank: usize,
     pub world: usize,
     pub local_rank: usize,
+    /// Processes on this machine (`LOCAL_WORLD_SIZE`; 1 when not set).
+    pub local_world: usize,
     pub master_addr: String,
     pub master_port: u16,
     /// torchrun's agent serves the store (`TORCHELASTIC_USE_AGENT_STORE=True`): every rank
@@ -99,10 +101,15 @@ impl Launch {
             Some(v) => parse("LOCAL_RANK", &v)?,
             None => rank,
         };
+        let local_world = match get("LOCAL_WORLD_SIZE") {
+            Some(v) => parse::<usize>("LOCAL_WORLD_SIZE", &v)?.max(1),
+            None => 1,
+        };
         Ok(Some(Launch {
             rank,
             world,
             local_rank,
+            local_world,
             master_addr: need("MASTER_ADDR")?,
             master_port: parse("MASTER_PORT", &need("MASTER_PORT")?)?,
             agent_store: get("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v == "True"),
@@ -317,6 +324,7 @@ mod tests {
             ("WORLD_SIZE", "2"),
             ("RANK", "1"),
             ("LOCAL_RANK", "1"),
+            ("LOCAL_WORLD_SIZE", "2"),
             ("MASTER_ADDR", "127.0.0.1"),
             ("MASTER_PORT", "29500"),
             ("TORCHELASTIC_USE_AGENT_STORE", "True"),
@@ -329,7 +337,7 @@ mod tests {
             (1, 2, 1, 29500)
         );
         assert!(l.agent_store);
-        assert_eq!(l.attempt, 2);
+        assert_eq!((l.attempt, l.local_world), (2, 2));
     }
 
     #[test]
