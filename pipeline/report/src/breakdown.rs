@@ -7,8 +7,8 @@ use std::path::Path;
 use deltarl_schemas::{layout, Stage};
 use polars::prelude::*;
 
-use crate::table::complete;
-use crate::{ReportError, Result};
+use crate::table::{complete, lazy_scan, polars_err};
+use crate::Result;
 
 /// The columns of the breakdown, in order.
 pub const BREAKDOWN_COLUMNS: [&str; 6] = [
@@ -20,23 +20,10 @@ pub const BREAKDOWN_COLUMNS: [&str; 6] = [
     "accuracy",
 ];
 
-fn polars_err(file: &Path) -> impl Fn(PolarsError) -> ReportError + '_ {
-    move |e| ReportError::Polars {
-        file: file.display().to_string(),
-        message: e.to_string(),
-    }
-}
-
 /// One stage file as (benchmark, data_source, correct) rows tagged with run and iteration.
 /// Files written before `data_source` existed give null sources.
 fn scan(path: &Path, stage: Stage, run_idx: u32, run: &str, iter: u32) -> Result<LazyFrame> {
-    let name = path.to_str().ok_or_else(|| ReportError::Content {
-        file: path.display().to_string(),
-        message: "path is not valid UTF-8".into(),
-    })?;
-    let mut lf = LazyFrame::scan_parquet(PlRefPath::from(name), ScanArgsParquet::default())
-        .map_err(polars_err(path))?;
-    let schema = lf.collect_schema().map_err(polars_err(path))?;
+    let (lf, schema) = lazy_scan(path)?;
     let source = if schema.contains("data_source") {
         col("data_source")
     } else {

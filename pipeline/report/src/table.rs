@@ -129,7 +129,7 @@ pub(crate) fn complete(run: &Path, iter: u32, stage: Stage) -> bool {
         && !layout::stale_path(run, iter, stage).exists()
 }
 
-fn polars_err(file: &Path) -> impl Fn(PolarsError) -> ReportError + '_ {
+pub(crate) fn polars_err(file: &Path) -> impl Fn(PolarsError) -> ReportError + '_ {
     move |e| ReportError::Polars {
         file: file.display().to_string(),
         message: e.to_string(),
@@ -149,13 +149,7 @@ fn scan(path: &Path, spec: &Spec, run_idx: u32, run: &str, iter: u32) -> Result<
             ),
         });
     }
-    let name = path.to_str().ok_or_else(|| ReportError::Content {
-        file: path.display().to_string(),
-        message: "path is not valid UTF-8".into(),
-    })?;
-    let mut lf = LazyFrame::scan_parquet(PlRefPath::from(name), ScanArgsParquet::default())
-        .map_err(polars_err(path))?;
-    let schema = lf.collect_schema().map_err(polars_err(path))?;
+    let (lf, schema) = lazy_scan(path)?;
     if let Some(missing) = spec.columns.iter().find(|c| !schema.contains(c)) {
         return Err(ReportError::Content {
             file: path.display().to_string(),
@@ -177,6 +171,18 @@ fn scan(path: &Path, spec: &Spec, run_idx: u32, run: &str, iter: u32) -> Result<
         lit(run).alias("run"),
         lit(iter).alias("iter"),
     ]))
+}
+
+/// A lazy scan of a Parquet file and its schema (read from the footer, no data).
+pub(crate) fn lazy_scan(path: &Path) -> Result<(LazyFrame, SchemaRef)> {
+    let name = path.to_str().ok_or_else(|| ReportError::Content {
+        file: path.display().to_string(),
+        message: "path is not valid UTF-8".into(),
+    })?;
+    let mut lf = LazyFrame::scan_parquet(PlRefPath::from(name), ScanArgsParquet::default())
+        .map_err(polars_err(path))?;
+    let schema = lf.collect_schema().map_err(polars_err(path))?;
+    Ok((lf, schema))
 }
 
 /// A number of a complete stage's manifest summary (`path` into its JSON).

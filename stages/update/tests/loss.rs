@@ -105,6 +105,16 @@ const ADAM: AdamWSettings = AdamWSettings {
 };
 
 /// Token-mean settings at lr 1e-3, one micro-batch of the six rows.
+/// One update of `p` on responses with these coefficients (one process).
+fn train(
+    s: &Settings,
+    p: &deltarl_model::Policy,
+    opt: &mut AdamW,
+    coeffs: &[Vec<f32>],
+) -> Vec<deltarl_schemas::UpdateRow> {
+    run(s, p, opt, None, &train_rows(coeffs), None, &mut |_| {}).unwrap()
+}
+
 fn token_mean_settings(optimizer_steps: usize) -> Settings {
     Settings {
         loss: loss_settings(Aggregation::TokenMean),
@@ -198,16 +208,7 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
     for coeffs in [&c_delta, &c_dapo] {
         let (_d, p) = policy();
         let mut opt = AdamW::new(&p.vs, adam);
-        let metrics = run(
-            &s,
-            &p,
-            &mut opt,
-            None,
-            &train_rows(coeffs),
-            None,
-            &mut |_| {},
-        )
-        .unwrap();
+        let metrics = train(&s, &p, &mut opt, coeffs);
         results.push((metrics, weights(&p)));
     }
     assert_eq!(results[0].0.len(), 2);
@@ -255,16 +256,7 @@ fn micro_batching_does_not_change_the_objective() {
                 temperature: 1.0,
                 seed: 5,
             };
-            let m = run(
-                &s,
-                &p,
-                &mut opt,
-                None,
-                &train_rows(&coeffs),
-                None,
-                &mut |_| {},
-            )
-            .unwrap();
+            let m = train(&s, &p, &mut opt, &coeffs);
             losses.push((m[0].loss, m[0].grad_norm));
         }
         for other in &losses[1..] {
@@ -289,16 +281,7 @@ fn activation_checkpointing_gives_the_plain_step() {
             activation_checkpointing: checkpointing,
             ..token_mean_settings(2)
         };
-        let m = run(
-            &s,
-            &p,
-            &mut opt,
-            None,
-            &train_rows(&coeffs),
-            None,
-            &mut |_| {},
-        )
-        .unwrap();
+        let m = train(&s, &p, &mut opt, &coeffs);
         results.push((m, weights(&p)));
     }
     let ((plain, w0), (ckpt, w1)) = (&results[0], &results[1]);
@@ -329,16 +312,7 @@ fn optimizer_state_round_trips() {
     let adam = ADAM;
     let mut opt = AdamW::new(&p.vs, adam);
     let s = token_mean_settings(1);
-    run(
-        &s,
-        &p,
-        &mut opt,
-        None,
-        &train_rows(&coeffs),
-        None,
-        &mut |_| {},
-    )
-    .unwrap();
+    train(&s, &p, &mut opt, &coeffs);
     let dir = tempfile::tempdir().unwrap();
     opt.save(dir.path()).unwrap();
     let mut again = AdamW::new(&p.vs, adam);
