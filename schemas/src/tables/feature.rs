@@ -1,0 +1,136 @@
+//! Per-token gradient proxies of one response (features.parquet).
+
+use super::{batch, f, Table};
+use crate::arrays::{self, list_of, vectors_of, Columns};
+use crate::{Error, Result};
+use arrow::datatypes::{DataType, Field};
+use arrow::record_batch::RecordBatch;
+
+/// Per-token gradient proxies of one response (features.parquet).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeatureRow {
+    pub prompt_id: String,
+    pub sample_idx: u32,
+    /// The vector dimension `k` (after any projection).
+    pub dim: u32,
+    /// `tokens * dim` floats, token-major.
+    pub features: Vec<f32>,
+    /// Probability of each response token at the rollout temperature.
+    pub token_prob: Vec<f32>,
+    /// Log-probability of each response token at the rollout temperature.
+    pub logprob: Vec<f32>,
+    /// Entropy of the next-token distribution at each response position.
+    pub entropy: Vec<f32>,
+}
+
+impl FeatureRow {
+    pub fn tokens(&self) -> usize {
+        self.token_prob.len()
+    }
+
+    pub fn vector(&self, t: usize) -> &[f32] {
+        let d = self.dim as usize;
+        &self.features[t * d..(t + 1) * d]
+    }
+}
+
+impl Table for FeatureRow {
+    const NAME: &'static str = "features";
+
+    fn fields(dim: i32) -> Vec<Field> {
+        vec![
+            f("prompt_id", DataType::Utf8),
+            f("sample_idx", DataType::UInt32),
+            f("features", vectors_of(dim)),
+            f("token_prob", list_of(DataType::Float32)),
+            f("logprob", list_of(DataType::Float32)),
+            f("entropy", list_of(DataType::Float32)),
+        ]
+    }
+
+    fn dim(rows: &[Self]) -> Result<i32> {
+        let dim = rows.first().map_or(0, |r| r.dim);
+        for (i, r) in rows.iter().enumerate() {
+            let n = r.token_prob.len();
+            if r.dim != dim
+                || r.features.len() != n * dim as usize
+                || r.logprob.len() != n
+                || r.entropy.len() != n
+            {
+                return Err(Error::Build {
+                    table: Self::NAME.into(),
+                    message: format!(
+                        "row {i}: dim {} (table dim {dim}), {} floats, {} probs, {} logprobs, {} entropies",
+                        r.dim,
+                        r.features.len(),
+                        n,
+                        r.logprob.len(),
+                        r.entropy.len()
+                    ),
+                });
+            }
+        }
+        i32::try_from(dim).map_err(|_| Error::Build {
+            table: Self::NAME.into(),
+            message: format!("dimension {dim} too large"),
+        })
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
+        let dim = Self::dim(rows)?;
+        batch(
+            Self::NAME,
+            Self::schema(dim),
+            vec![
+                arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
+                arrays::u32s(rows.iter().map(|r| r.sample_idx)),
+                arrays::list_vectors(dim as usize, rows.iter().map(|r| r.features.as_slice()))?,
+                arrays::list_f32(rows.iter().map(|r| r.token_prob.as_slice())),
+                arrays::list_f32(rows.iter().map(|r| r.logprob.as_slice())),
+                arrays::list_f32(rows.iter().map(|r| r.entropy.as_slice())),
+            ],
+        )
+    }
+
+    fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
+        let c = Columns { batch, file };
+        let prompt_id = c.str("prompt_id")?;
+        let sample_idx = c.u32("sample_idx")?;
+        let (dim, features) = c.list_vectors("features")?;
+        let probs = c.list_f32("token_prob")?;
+        let logprob = c.list_f32("logprob")?;
+        let entropy = c.list_f32("entropy")?;
+        let mut out = Vec::with_capacity(prompt_id.len());
+        for (i, ((pid, feats), ((p, lp), e))) in prompt_id
+            .into_iter()
+            .zip(features)
+            .zip(probs.into_iter().zip(logprob).zip(entropy))
+            .enumerate()
+        {
+            if feats.len() != p.len() * dim || lp.len() != p.len() || e.len() != p.len() {
+                return Err(Error::Value {
+                    file: file.into(),
+                    column: "features".into(),
+                    row: i,
+                    message: format!(
+                        "{} vectors, {} probs, {} logprobs, {} entropies: lengths differ",
+                        feats.len() / dim.max(1),
+                        p.len(),
+                        lp.len(),
+                        e.len()
+                    ),
+                });
+            }
+            out.push(FeatureRow {
+                prompt_id: pid,
+                sample_idx: sample_idx[i],
+                dim: dim as u32,
+                features: feats,
+                token_prob: p,
+                logprob: lp,
+                entropy: e,
+            });
+        }
+        Ok(out)
+    }
+}

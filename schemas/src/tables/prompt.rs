@@ -1,0 +1,69 @@
+//! One input problem (prompt files and the prompt draw).
+
+use super::{batch, f, nullable, Table};
+use crate::arrays::{self, Columns};
+use crate::Result;
+use arrow::datatypes::{DataType, Field};
+use arrow::record_batch::RecordBatch;
+
+/// One input problem.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptRow {
+    pub id: String,
+    pub problem: String,
+    pub answer: String,
+    pub data_source: Option<String>,
+    /// The system turn of a chat-format prompt (verl's and TRL's message lists), passed to
+    /// the chat template before the question when one is applied.
+    pub system: Option<String>,
+}
+
+impl Table for PromptRow {
+    const NAME: &'static str = "prompts";
+
+    fn fields(_: i32) -> Vec<Field> {
+        vec![
+            f("id", DataType::Utf8),
+            f("problem", DataType::Utf8),
+            f("answer", DataType::Utf8),
+            nullable("data_source", DataType::Utf8),
+            nullable("system", DataType::Utf8),
+        ]
+    }
+
+    fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
+        batch(
+            Self::NAME,
+            Self::schema(0),
+            vec![
+                arrays::strings(rows.iter().map(|r| r.id.as_str())),
+                arrays::strings(rows.iter().map(|r| r.problem.as_str())),
+                arrays::strings(rows.iter().map(|r| r.answer.as_str())),
+                arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
+                arrays::opt_strings(rows.iter().map(|r| r.system.as_deref())),
+            ],
+        )
+    }
+
+    fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
+        let c = Columns { batch, file };
+        let (id, problem, answer) = (c.str("id")?, c.str("problem")?, c.str("answer")?);
+        let (source, system) = (c.opt_str("data_source")?, c.opt_str("system")?);
+        Ok(id
+            .into_iter()
+            .zip(problem)
+            .zip(answer)
+            .zip(source)
+            .zip(system)
+            .map(
+                |((((id, problem), answer), data_source), system)| PromptRow {
+                    id,
+                    problem,
+                    answer,
+                    data_source,
+                    system,
+                },
+            )
+            .collect())
+    }
+}
