@@ -124,8 +124,8 @@ pub fn shard(group: Option<&Group>) -> Shard {
     })
 }
 
-/// Every rank's rows, merged in `key` order (each part travels as Parquet bytes; an empty
-/// part as no bytes). Every rank gets the merged rows.
+/// Every rank's rows, merged in `key` order on rank 0, which writes them (each part travels
+/// as Parquet bytes, an empty part as no bytes); the other ranks get no rows back.
 pub fn gather_rows<T: Table, K: Ord>(
     g: &Group,
     rows: Vec<T>,
@@ -136,8 +136,12 @@ pub fn gather_rows<T: Table, K: Ord>(
         write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
     }
     drop(rows);
+    let parts = g.all_gather_bytes(&bytes)?;
+    if g.rank() != 0 {
+        return Ok(Vec::new());
+    }
     let mut all = Vec::new();
-    for (r, part) in g.all_gather_bytes(&bytes)?.into_iter().enumerate() {
+    for (r, part) in parts.into_iter().enumerate() {
         if part.is_empty() {
             continue;
         }

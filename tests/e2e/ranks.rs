@@ -155,7 +155,13 @@ fn rank_pid(run: &str, rank: usize) -> Option<u32> {
 #[test]
 fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    // One response a micro-batch and 8 optimizer steps: an update of many collectives
+    // (about half a second here), so the kill lands inside it.
+    let cfg = variant(
+        &config(dir.path()),
+        "kill.toml",
+        "[update]\noptimizer_steps = 8\nmicro_batch_rows = 1\n",
+    );
     let runs = dir.path().join("runs");
     let c = cfg.to_str().unwrap();
     ok(deltarl(&runs, &["iterate", "--config", c, "--run", "ref"]));
