@@ -11,6 +11,14 @@
 //! A controlled fraction of warm-start solutions has one wrong step (off by a small
 //! amount), with the error carried through consistently, so the warm-started policy is
 //! right only part of the time and RL has room to improve it.
+//!
+//! Two tasks share these problems ([`Task`]): `tiny-arith`, the compact format above, and
+//! `tiny-steps`, the same steps written out with fixed connective phrases that restate the
+//! quantities — the text correct and wrong solutions share, where DelTA's premise lives:
+//!
+//! ```text
+//! first 7*13=91. then 45+91=136. so the answer is \boxed{136}
+//! ```
 
 use deltarl_schemas::seed::{hash_str, Rng};
 use deltarl_schemas::PromptRow;
@@ -25,9 +33,75 @@ pub const PAD_ID: u32 = 0;
 pub const EOS_ID: u32 = 1;
 pub const UNK_ID: u32 = 2;
 
-/// Number of tokens of the character vocabulary (specials included).
+/// The characters `tiny-steps` adds for its phrases (after [`CHARS`], so the compact
+/// task's ids are unchanged).
+pub const STEPS_EXTRA: &str = "firsthnwa.";
+
+/// The token ids of the digits `0`-`9` (the first characters of every task's vocabulary).
+pub fn digit_ids() -> std::ops::Range<u32> {
+    3..13
+}
+
+/// Number of tokens of the compact task's character vocabulary (specials included).
 pub fn vocab_size() -> usize {
-    3 + CHARS.chars().count()
+    Task::Arith.vocab_size()
+}
+
+/// A built-in task: the problems of this crate in one solution format, with the
+/// character vocabulary that format needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Task {
+    /// `7*13=91 45+91=136 \boxed{136}`.
+    #[default]
+    Arith,
+    /// `first 7*13=91. then 45+91=136. so the answer is \boxed{136}`.
+    Steps,
+}
+
+impl Task {
+    pub const ALL: [Task; 2] = [Task::Arith, Task::Steps];
+
+    /// The `data.source` that names the task.
+    pub fn source(self) -> &'static str {
+        match self {
+            Task::Arith => "tiny-arith",
+            Task::Steps => "tiny-steps",
+        }
+    }
+
+    /// The task a `data.source` names, if it names one.
+    pub fn from_source(source: &str) -> Option<Task> {
+        Task::ALL.into_iter().find(|t| t.source() == source)
+    }
+
+    /// The characters of the task's vocabulary, in id order after the special tokens.
+    pub fn chars(self) -> String {
+        match self {
+            Task::Arith => CHARS.to_string(),
+            Task::Steps => format!("{CHARS}{STEPS_EXTRA}"),
+        }
+    }
+
+    /// Number of tokens of the task's vocabulary (specials included).
+    pub fn vocab_size(self) -> usize {
+        3 + self.chars().chars().count()
+    }
+
+    /// The worked solution of `p` in this format; `wrong` as in [`Problem::solution`].
+    pub fn solution(self, p: &Problem, wrong: Option<(usize, i64)>) -> String {
+        let (prod, sum) = p.steps(wrong);
+        match self {
+            Task::Arith => format!(
+                "{}*{}={prod} {}+{prod}={sum} \\boxed{{{sum}}}",
+                p.b, p.c, p.a
+            ),
+            Task::Steps => format!(
+                "first {}*{}={prod}. then {}+{prod}={sum}. so the answer is \\boxed{{{sum}}}",
+                p.b, p.c, p.a
+            ),
+        }
+    }
 }
 
 /// One synthetic problem.
@@ -39,6 +113,13 @@ pub struct Problem {
 }
 
 impl Problem {
+    /// The problem with the longest text (every number at its largest), for context checks.
+    pub const LONGEST: Problem = Problem {
+        a: 99,
+        b: 19,
+        c: 19,
+    };
+
     /// Draws a problem from a seeded generator.
     pub fn draw(rng: &mut Rng) -> Self {
         Problem {
@@ -56,19 +137,21 @@ impl Problem {
         self.a + self.b * self.c
     }
 
-    /// The worked solution; `wrong` puts an error of `delta` in the given step
-    /// (0 = product, 1 = sum), carried through to the boxed answer.
+    /// The worked solution in the compact format; `wrong` puts an error of `delta` in the
+    /// given step (0 = product, 1 = sum), carried through to the boxed answer.
     pub fn solution(&self, wrong: Option<(usize, i64)>) -> String {
+        Task::Arith.solution(self, wrong)
+    }
+
+    /// The product and the sum as a solution writes them, with `wrong`'s error carried.
+    fn steps(&self, wrong: Option<(usize, i64)>) -> (i64, i64) {
         let off = |step: usize| match wrong {
             Some((s, d)) if s == step => d,
             _ => 0,
         };
         let p = (i64::from(self.b * self.c) + off(0)).max(0);
         let s = (i64::from(self.a) + p + off(1)).max(0);
-        format!(
-            "{}*{}={p} {}+{p}={s} \\boxed{{{s}}}",
-            self.b, self.c, self.a
-        )
+        (p, s)
     }
 
     /// The stable id of this problem.
@@ -110,23 +193,28 @@ pub fn problems(split: Split, n: usize, seed: u64) -> Vec<Problem> {
     out
 }
 
-/// Problems as prompt rows (the input table of rollout and eval).
-pub fn prompt_rows(problems: &[Problem]) -> Vec<PromptRow> {
+/// Problems as prompt rows of `task` (the input table of rollout and eval).
+pub fn prompt_rows(task: Task, problems: &[Problem]) -> Vec<PromptRow> {
     problems
         .iter()
         .map(|p| PromptRow {
             id: p.id(),
             problem: p.question(),
             answer: p.answer().to_string(),
-            data_source: Some("tiny-arith".into()),
+            data_source: Some(task.source().into()),
             system: None,
         })
         .collect()
 }
 
-/// A warm-start example: prompt text and target text (solution, EOS added by the caller).
-/// With probability `wrong_frac` one step is off by 1..=3 (either sign).
-pub fn warmstart_example(rng: &mut Rng, template: &str, wrong_frac: f64) -> (String, String) {
+/// A warm-start example of `task`: prompt text and target text (solution, EOS added by the
+/// caller). With probability `wrong_frac` one step is off by 1..=3 (either sign).
+pub fn warmstart_example(
+    task: Task,
+    rng: &mut Rng,
+    template: &str,
+    wrong_frac: f64,
+) -> (String, String) {
     let p = loop {
         let p = Problem::draw(rng);
         if split_of(&p) == Split::Train {
@@ -140,19 +228,24 @@ pub fn warmstart_example(rng: &mut Rng, template: &str, wrong_frac: f64) -> (Str
     });
     (
         deltarl_schemas::render_template(template, &p.question()),
-        p.solution(wrong),
+        task.solution(&p, wrong),
     )
 }
 
-/// The character-level tokenizer as a Hugging Face `tokenizer.json`: a BPE model with
+/// The compact task's character-level tokenizer ([`task_tokenizer_json`]).
+pub fn tokenizer_json() -> String {
+    task_tokenizer_json(Task::Arith)
+}
+
+/// A task's character-level tokenizer as a Hugging Face `tokenizer.json`: a BPE model with
 /// one token per character and no merges, plus a `Fuse` decoder, so it loads in both
 /// the `tokenizers` crate and `transformers`.
-pub fn tokenizer_json() -> String {
+pub fn task_tokenizer_json(task: Task) -> String {
     let mut vocab = serde_json::Map::new();
     for (i, t) in [PAD, EOS, UNK].iter().enumerate() {
         vocab.insert((*t).to_string(), serde_json::json!(i));
     }
-    for (i, c) in CHARS.chars().enumerate() {
+    for (i, c) in task.chars().chars().enumerate() {
         vocab.insert(c.to_string(), serde_json::json!(i + 3));
     }
     let special = |id: u32, content: &str| {
@@ -209,5 +302,38 @@ mod tests {
         for ch in p.solution(None).chars().chain("Q: 1+2*3=?\nA: ".chars()) {
             assert!(CHARS.contains(ch), "{ch:?} not in vocabulary");
         }
+    }
+
+    #[test]
+    fn the_steps_format_by_hand() {
+        let p = Problem { a: 45, b: 7, c: 13 };
+        let s = Task::Steps.solution(&p, None);
+        assert_eq!(
+            s,
+            "first 7*13=91. then 45+91=136. so the answer is \\boxed{136}"
+        );
+        // The error is carried through the restated quantity and the answer.
+        assert_eq!(
+            Task::Steps.solution(&p, Some((0, -1))),
+            "first 7*13=90. then 45+90=135. so the answer is \\boxed{135}"
+        );
+        let chars = Task::Steps.chars();
+        for ch in s.chars().chain("Q: 1+2*3=?\nA: ".chars()) {
+            assert!(chars.contains(ch), "{ch:?} not in vocabulary");
+        }
+        // The compact task's ids are unchanged: its characters come first, in order.
+        assert!(chars.starts_with(CHARS));
+        assert_eq!(Task::Arith.vocab_size(), vocab_size());
+        assert_eq!(
+            Task::Steps.vocab_size(),
+            vocab_size() + STEPS_EXTRA.chars().count()
+        );
+        // Every extra character is new (no duplicate tokens).
+        assert!(STEPS_EXTRA.chars().all(|c| !CHARS.contains(c)));
+        assert_eq!(Task::from_source("tiny-steps"), Some(Task::Steps));
+        assert!(CHARS.starts_with("0123456789") && digit_ids().len() == 10);
+        assert_eq!(Task::from_source("x.jsonl"), None);
+        // 59 characters: the length the issue asks for (40-80 tokens).
+        assert_eq!(s.chars().count(), 59);
     }
 }

@@ -146,7 +146,8 @@ impl Ctx {
     /// The files the configuration names exist: checked before any long work.
     fn check_sources(&self) -> Result<()> {
         let o = &self.cfg.opts;
-        if o.data.source != "tiny-arith" && !Path::new(&o.data.source).is_file() {
+        let builtin = deltarl_data::Task::from_source(&o.data.source).is_some();
+        if !builtin && !Path::new(&o.data.source).is_file() {
             bail!(
                 "config key `data.source` = {:?}: no such file",
                 o.data.source

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use deltarl_data::{problems, prompt_rows, Split};
+use deltarl_data::{problems, prompt_rows, Split, Task};
 use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::PromptRow;
 
@@ -14,21 +14,25 @@ const TINY_DATA_SEED: u64 = 20_260_101;
 /// Fixed seed of the held-out problems.
 const TINY_TEST_SEED: u64 = 7;
 
-/// Loads the training prompts named by `data.source`.
+/// Loads the training prompts named by `data.source`: a built-in task or a file.
 pub fn load_prompts(source: &str, train_size: usize) -> Result<Vec<PromptRow>> {
-    if source == "tiny-arith" {
-        return Ok(prompt_rows(&problems(
-            Split::Train,
-            train_size,
-            TINY_DATA_SEED,
-        )));
+    if let Some(task) = Task::from_source(source) {
+        return Ok(prompt_rows(
+            task,
+            &problems(Split::Train, train_size, TINY_DATA_SEED),
+        ));
     }
     read_prompt_file(Path::new(source))
 }
 
-/// Held-out tiny-arith problems.
-pub fn tiny_test_prompts(n: usize) -> Vec<PromptRow> {
-    prompt_rows(&problems(Split::Test, n, TINY_TEST_SEED))
+/// Held-out problems of a built-in task (the same problems for every task).
+pub fn tiny_test_prompts(task: Task, n: usize) -> Vec<PromptRow> {
+    prompt_rows(task, &problems(Split::Test, n, TINY_TEST_SEED))
+}
+
+/// The name of a built-in task's held-out benchmark (`tiny-arith-test`).
+pub fn heldout_name(task: Task) -> String {
+    format!("{}-test", task.source())
 }
 
 fn json_str(v: &serde_json::Value) -> Option<String> {

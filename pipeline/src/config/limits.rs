@@ -113,10 +113,17 @@ pub(super) fn check(o: &Options) -> Result<()> {
     if w.lr <= 0.0 {
         bail!("config key `warmstart.lr` = {}: must be positive", w.lr);
     }
+    if !(w.digit_weight > 0.0 && w.digit_weight.is_finite()) {
+        bail!(
+            "config key `warmstart.digit_weight` = {}: must be a positive number",
+            w.digit_weight
+        );
+    }
     // In-loop evaluation samples the built-in task's held-out split or benchmark files; a
     // file dataset has no held-out split, so without benchmarks a run could never get past
     // its first evaluation.
-    if o.data.source != "tiny-arith" && o.eval.every > 0 && o.eval.benchmarks.is_empty() {
+    let builtin = deltarl_data::Task::from_source(&o.data.source);
+    if builtin.is_none() && o.eval.every > 0 && o.eval.benchmarks.is_empty() {
         bail!(
             "config key `eval.every` = {}: in-loop evaluation needs benchmark files \
              (`eval.benchmarks`) or data.source = \"tiny-arith\" (the only dataset with a \
@@ -127,7 +134,8 @@ pub(super) fn check(o: &Options) -> Result<()> {
     let mut names: Vec<String> = Vec::new();
     for b in &o.eval.benchmarks {
         let name = crate::stage::eval::benchmark_name(std::path::Path::new(b));
-        if name.is_empty() || names.contains(&name) || name == crate::stage::eval::BENCHMARK {
+        let heldout = builtin.map(crate::data::heldout_name);
+        if name.is_empty() || names.contains(&name) || Some(&name) == heldout.as_ref() {
             bail!(
                 "config key `eval.benchmarks`: {b:?} names benchmark {name:?}, which is empty \
                  or taken (each file's name without extension names its benchmark)"

@@ -153,12 +153,27 @@ pub struct WarmstartOptions {
     pub warmup_steps: usize,
     /// Fraction of worked solutions with one wrong step.
     pub wrong_frac: f64,
+    /// Weight of digit tokens in the warm start's loss relative to the others (1 = plain
+    /// token mean). Worded solutions are mostly fixed phrases the model learns at once;
+    /// weighting the digits, which carry the computation, keeps the loss on them.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub digit_weight: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataOptions {
-    /// "tiny-arith" (generated) or a JSONL / Parquet file of prompts.
+    /// A built-in task — "tiny-arith" (compact solutions) or "tiny-steps" (the same
+    /// problems, solutions written out with connective phrases) — or a JSONL / Parquet file
+    /// of prompts.
     pub source: String,
     /// Number of generated training problems (tiny-arith).
     pub train_size: usize,

@@ -15,9 +15,6 @@ use super::{load_policy, num, Env, Ran};
 use crate::config::Resolved;
 use crate::eval::{accuracy_by_source, evaluate, fitting, summarize, EvalSettings};
 
-/// The name of the held-out benchmark in eval.parquet.
-pub const BENCHMARK: &str = "tiny-arith-test";
-
 /// How held-out answers are sampled: the rollout's prompt and length limits.
 #[derive(Clone, Debug, Serialize)]
 pub struct Sampling {
@@ -110,10 +107,11 @@ pub fn benchmark_name(path: &Path) -> String {
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
-    let tiny = s.data_source == "tiny-arith";
-    if !tiny && s.benchmarks.is_empty() {
+    let task = deltarl_data::Task::from_source(&s.data_source);
+    if task.is_none() && s.benchmarks.is_empty() {
         bail!(
-            "the eval stage needs data.source = tiny-arith or `eval.benchmarks` (or use \
+            "the eval stage needs a built-in data.source (tiny-arith, tiny-steps) or \
+             `eval.benchmarks` (or use \
              `deltarl eval --bench` for files)"
         );
     }
@@ -137,10 +135,11 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         }
         benchmarks.insert(name.to_string(), v);
     };
-    if tiny {
-        let prompts = crate::data::tiny_test_prompts(s.problems);
-        let part = evaluate(&policy, BENCHMARK, &prompts, &settings)?;
-        summarise(BENCHMARK, &part, 0);
+    let heldout = task.map(crate::data::heldout_name);
+    if let (Some(task), Some(name)) = (task, &heldout) {
+        let prompts = crate::data::tiny_test_prompts(task, s.problems);
+        let part = evaluate(&policy, name, &prompts, &settings)?;
+        summarise(name, &part, 0);
         rows.extend(part);
     }
     for file in s.files() {
@@ -163,7 +162,11 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let acc =
         |part: Vec<bool>| part.iter().filter(|&&c| c).count() as f64 / part.len().max(1) as f64;
     let mut summary = json!({
-        "accuracy": acc(rows.iter().filter(|r| !tiny || r.benchmark == BENCHMARK).map(|r| r.correct).collect()),
+        "accuracy": acc(rows
+            .iter()
+            .filter(|r| heldout.as_ref().is_none_or(|h| &r.benchmark == h))
+            .map(|r| r.correct)
+            .collect()),
     });
     if !s.benchmarks.is_empty() {
         summary["benchmarks"] = benchmarks.into();

@@ -292,6 +292,12 @@ mod tests {
         // `every` decides when eval runs, not what it computes.
         assert_eq!(changed(|o| o.eval.every += 1), vec![]);
         assert_eq!(changed(|o| o.rollout.top_k = 5), vec![Rollout]);
+        // The other built-in task: another base model (vocabulary, solutions), other
+        // prompts' source, another held-out benchmark.
+        assert_eq!(
+            changed(|o| o.data.source = "tiny-steps".into()),
+            vec![Warmstart, Rollout, Eval]
+        );
         // The rollout temperature is also the one log-probs are measured at.
         assert_eq!(
             changed(|o| o.rollout.temperature = 0.7),

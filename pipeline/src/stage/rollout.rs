@@ -49,7 +49,9 @@ impl Settings {
 
     /// The prompt file, when prompts come from one.
     pub fn data_file(&self) -> Option<PathBuf> {
-        (self.data.source != "tiny-arith").then(|| PathBuf::from(&self.data.source))
+        deltarl_data::Task::from_source(&self.data.source)
+            .is_none()
+            .then(|| PathBuf::from(&self.data.source))
     }
 }
 

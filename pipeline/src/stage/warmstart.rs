@@ -14,7 +14,7 @@ use deltarl_model::{Dtype, Policy, Qwen3Config, Tokenizer};
 use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::{atomic_write_bytes, Stage};
 
-use super::eval::{Sampling, BENCHMARK};
+use super::eval::Sampling;
 use super::{num, Env, Ran, TempFolder};
 use crate::config::{Resolved, TinyOptions, WarmstartOptions};
 use crate::progress::Progress;
@@ -33,6 +33,14 @@ pub struct Settings {
     pub dtype: Dtype,
     /// How the held-out accuracy of the new base is sampled.
     pub heldout: Sampling,
+    /// The built-in task whose solutions the model learns (and whose vocabulary it has):
+    /// the one `data.source` names, else the compact one.
+    #[serde(skip_serializing_if = "is_arith")]
+    pub task: tiny::Task,
+}
+
+fn is_arith(t: &tiny::Task) -> bool {
+    *t == tiny::Task::Arith
 }
 
 impl Settings {
@@ -45,14 +53,20 @@ impl Settings {
             template: o.data.template.clone(),
             dtype: o.model.dtype,
             heldout: Sampling::new(cfg),
+            task: tiny_task(cfg),
         }
     }
 }
 
-/// The Qwen3 config of the tiny model.
-pub fn tiny_config(t: &TinyOptions) -> Result<Qwen3Config> {
+/// The task the tiny model is warm-started on.
+pub fn tiny_task(cfg: &Resolved) -> tiny::Task {
+    tiny::Task::from_source(&cfg.opts.data.source).unwrap_or_default()
+}
+
+/// The Qwen3 config of the tiny model of `task`.
+pub fn tiny_config(t: &TinyOptions, task: tiny::Task) -> Result<Qwen3Config> {
     let shape = Shape {
-        vocab_size: tiny::vocab_size(),
+        vocab_size: task.vocab_size(),
         hidden_size: t.hidden_size,
         intermediate_size: t.intermediate_size,
         num_hidden_layers: t.num_hidden_layers,
@@ -68,10 +82,10 @@ pub fn tiny_config(t: &TinyOptions) -> Result<Qwen3Config> {
 
 /// Greedy or sampled accuracy of `policy` on held-out problems.
 fn heldout_accuracy(s: &Settings, policy: &Policy, temperature: f64) -> Result<f64> {
-    let prompts = crate::data::tiny_test_prompts(HELDOUT_PROBLEMS);
+    let prompts = crate::data::tiny_test_prompts(s.task, HELDOUT_PROBLEMS);
     let rows = crate::eval::evaluate(
         policy,
-        BENCHMARK,
+        &crate::data::heldout_name(s.task),
         &prompts,
         &s.heldout.at(1, temperature, 0),
     )?;
@@ -85,14 +99,19 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let tmp = folder.path();
     atomic_write_bytes(
         &tmp.join("tokenizer.json"),
-        tiny::tokenizer_json().as_bytes(),
+        tiny::task_tokenizer_json(s.task).as_bytes(),
     )?;
     atomic_write_bytes(
         &tmp.join("tokenizer_config.json"),
         tiny::tokenizer_config_json().as_bytes(),
     )?;
     let tokenizer = Tokenizer::from_file(&tmp.join("tokenizer.json"))?;
-    let mut policy = deltarl_model::build(&tiny_config(&s.tiny)?, tokenizer, env.device, s.dtype)?;
+    let mut policy = deltarl_model::build(
+        &tiny_config(&s.tiny, s.task)?,
+        tokenizer,
+        env.device,
+        s.dtype,
+    )?;
     let seed = seed_for(s.seed, 0, Stage::Warmstart.name(), "", 0);
     deltarl_model::init_weights(&mut policy, seed);
     let mut opt = deltarl_update::AdamW::new(
@@ -110,7 +129,39 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         lr: w.lr,
         warmup_steps: w.warmup_steps,
         grad_clip: 1.0,
+        token_weights: (0..s.task.vocab_size() as u32)
+            .map(|id| {
+                if tiny::digit_ids().contains(&id) {
+                    w.digit_weight as f32
+                } else {
+                    1.0
+                }
+            })
+            .collect(),
     };
+    // The longest example (largest numbers, an error that adds a digit) must fit the
+    // model's context, or training would index past its positions.
+    let worst = tiny::Problem::LONGEST;
+    let tokens = policy
+        .tokenizer
+        .encode(&deltarl_schemas::render_template(
+            &s.template,
+            &worst.question(),
+        ))?
+        .len()
+        + policy
+            .tokenizer
+            .encode(&s.task.solution(&worst, Some((0, 3))))?
+            .len()
+        + 1;
+    if tokens > s.tiny.max_position_embeddings {
+        bail!(
+            "config key `model.tiny.max_position_embeddings` = {}: the longest {} example \
+             (prompt + solution + end token) has {tokens} tokens",
+            s.tiny.max_position_embeddings,
+            s.task.source()
+        );
+    }
     let start = Instant::now();
     let progress = Progress::new("warmstart", w.steps as u64);
     let tok = &policy.tokenizer;
@@ -125,7 +176,8 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         ));
         (0..w.batch_size)
             .map(|_| {
-                let (prompt, target) = tiny::warmstart_example(&mut rng, &s.template, w.wrong_frac);
+                let (prompt, target) =
+                    tiny::warmstart_example(s.task, &mut rng, &s.template, w.wrong_frac);
                 let p = tok.encode(&prompt).unwrap_or_else(|e| {
                     encode_err = Some(e.to_string());
                     Vec::new()

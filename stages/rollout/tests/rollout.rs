@@ -46,7 +46,10 @@ fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Settings {
 }
 
 fn prompts() -> Vec<PromptRow> {
-    deltarl_data::prompt_rows(&deltarl_data::problems(deltarl_data::Split::Train, 6, 1))
+    deltarl_data::prompt_rows(
+        deltarl_data::Task::Arith,
+        &deltarl_data::problems(deltarl_data::Split::Train, 6, 1),
+    )
 }
 
 #[test]

@@ -1,8 +1,8 @@
-//! Supervised warm start: token-mean cross-entropy on worked solutions (+ EOS).
+//! Supervised warm start: weighted token-mean cross-entropy on worked solutions (+ EOS).
 
 use deltarl_features::token_stats;
 use deltarl_model::Policy;
-use tch::Kind;
+use tch::{Kind, Tensor};
 
 use crate::AdamW;
 
@@ -13,6 +13,9 @@ pub struct SftSettings {
     pub lr: f64,
     pub warmup_steps: usize,
     pub grad_clip: f64,
+    /// The loss weight of each token id (ids past the end, and all when empty, weigh 1:
+    /// the plain token mean).
+    pub token_weights: Vec<f32>,
 }
 
 /// Trains on the examples `batch(step)` returns (prompt ids, target ids) for the given
@@ -34,8 +37,21 @@ pub fn train(
             .collect();
         opt.zero_grad();
         let st = token_stats(&policy.model, &pairs, 1.0, device);
-        // Token-mean negative log-likelihood over every target token of the batch.
-        let loss = -st.logprob.mean(Kind::Float);
+        // Token-mean negative log-likelihood over every target token of the batch; with
+        // weights, the weighted mean sum(w * nll) / sum(w), so they move effort between
+        // tokens without changing the loss's scale.
+        let loss = if s.token_weights.iter().all(|&w| w == 1.0) {
+            -st.logprob.mean(Kind::Float)
+        } else {
+            let w: Vec<f32> = examples
+                .iter()
+                .flat_map(|(_, t)| t.iter())
+                .map(|&id| s.token_weights.get(id as usize).copied().unwrap_or(1.0))
+                .collect();
+            let total: f64 = w.iter().map(|&x| f64::from(x)).sum();
+            let w = Tensor::from_slice(&w).to_device(device);
+            -(&st.logprob * &w).sum(Kind::Float) / total.max(1e-12)
+        };
         loss.backward();
         opt.clip_grad_norm(s.grad_clip);
         // Linear warm-up, then cosine decay to 10 % of the peak.

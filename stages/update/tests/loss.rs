@@ -341,3 +341,45 @@ fn a_step_with_a_non_finite_gradient_norm_is_skipped() {
     assert_eq!(opt.step, 0);
     assert_eq!(weights(&p), before);
 }
+
+/// The warm start's weighted loss, by hand: with weight 3 on token 7 and 0 on token 9, the
+/// first step's loss is sum(w * nll) / sum(w) over the teacher-forced log-probs.
+#[test]
+fn the_warm_start_loss_is_the_weighted_token_mean() {
+    use deltarl_update::sft::{train, SftSettings};
+    let (_d, p) = policy();
+    let examples = vec![
+        (vec![3u32, 4], vec![7u32, 8, 9]),
+        (vec![5u32], vec![7u32, 10]),
+    ];
+    let pairs: Vec<(&[u32], &[u32])> = examples
+        .iter()
+        .map(|(a, b)| (a.as_slice(), b.as_slice()))
+        .collect();
+    let lp = deltarl_features::token_stats(&p.model, &pairs, 1.0, Device::Cpu).logprob;
+    let lp: Vec<f64> = Vec::<f32>::try_from(&lp)
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let mut weights = vec![1.0f32; 12];
+    weights[7] = 3.0;
+    weights[9] = 0.0;
+    // Targets in order: 7, 8, 9 | 7, 10 -> weights 3, 1, 0, 3, 1.
+    let w = [3.0, 1.0, 0.0, 3.0, 1.0];
+    let expect = -lp.iter().zip(w).map(|(l, w)| l * w).sum::<f64>() / 8.0;
+    let plain = -lp.iter().sum::<f64>() / 5.0;
+    for (token_weights, want) in [(weights, expect), (Vec::new(), plain)] {
+        let (_d, p) = policy();
+        let mut opt = AdamW::new(&p.vs, ADAM);
+        let s = SftSettings {
+            steps: 1,
+            lr: 1e-3,
+            warmup_steps: 0,
+            grad_clip: 1.0,
+            token_weights,
+        };
+        let loss = train(&s, &p, &mut opt, &mut |_| examples.clone(), &mut |_, _| {});
+        assert!((loss - want).abs() < 1e-5, "{loss} vs {want}");
+    }
+}
