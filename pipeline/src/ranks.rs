@@ -118,10 +118,7 @@ impl Ranks {
 
 /// The share of a group's process (the whole work without one).
 pub fn shard(group: Option<&Group>) -> Shard {
-    group.map_or(Shard::WHOLE, |g| Shard {
-        rank: g.rank(),
-        world: g.world(),
-    })
+    group.map_or(Shard::WHOLE, Group::shard)
 }
 
 /// Every rank's rows, merged in `key` order on rank 0, which writes them (each part travels

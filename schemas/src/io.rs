@@ -164,12 +164,11 @@ fn canonical_type(expected: &DataType, found: &DataType) -> DataType {
     }
 }
 
-fn check_columns<T: Table>(file: &str, schema: &Schema, strict: bool) -> Result<()> {
+fn check_columns<T: Table>(file: &str, schema: &Schema) -> Result<()> {
     for field in T::fields(0) {
-        // Files from other tools may leave out optional columns, and ours those added
-        // since they were written (read as nulls).
-        let optional = !strict || T::ADDED.contains(&field.name().as_str());
-        if optional && field.is_nullable() && schema.field_with_name(field.name()).is_err() {
+        // Files written before a nullable column was added lack it (read as nulls).
+        let added = T::ADDED.contains(&field.name().as_str());
+        if added && field.is_nullable() && schema.field_with_name(field.name()).is_err() {
             continue;
         }
         let found = schema
@@ -249,16 +248,14 @@ fn open<C: parquet::file::reader::ChunkReader + 'static>(
     Ok((builder, version, meta))
 }
 
-fn read_impl<T: Table>(data: Bytes, file: &str, versioned: bool) -> Result<(Vec<T>, FileMeta)> {
+fn read_impl<T: Table>(data: Bytes, file: &str) -> Result<(Vec<T>, FileMeta)> {
     let perr = |e: parquet::errors::ParquetError| Error::Parquet {
         file: file.to_string(),
         message: e.to_string(),
     };
     let (builder, version, meta) = open(data, file)?;
-    if versioned {
-        check_version(file, version)?;
-    }
-    check_columns::<T>(file, builder.schema(), versioned)?;
+    check_version(file, version)?;
+    check_columns::<T>(file, builder.schema())?;
     // Decode only the table's own columns (a view such as `LogprobRow` skips the rest).
     let roots: Vec<usize> = T::fields(0)
         .iter()
@@ -285,7 +282,7 @@ pub fn read_table<T: Table, R: Read>(mut r: R, file: &str) -> Result<(Vec<T>, Fi
         file: file.to_string(),
         source,
     })?;
-    read_impl(Bytes::from(buf), file, true)
+    read_impl(Bytes::from(buf), file)
 }
 
 fn load(path: &Path) -> Result<Bytes> {
@@ -299,13 +296,7 @@ fn load(path: &Path) -> Result<Bytes> {
 
 /// Reads a deltarl table from a path (version and columns checked).
 pub fn read_path<T: Table>(path: &Path) -> Result<(Vec<T>, FileMeta)> {
-    read_impl(load(path)?, &path.display().to_string(), true)
-}
-
-/// Reads a table written by another tool (no deltarl metadata required), e.g. a prompt
-/// file made with polars or pyarrow. Columns are still checked.
-pub fn read_foreign_path<T: Table>(path: &Path) -> Result<Vec<T>> {
-    Ok(read_impl(load(path)?, &path.display().to_string(), false)?.0)
+    read_impl(load(path)?, &path.display().to_string())
 }
 
 /// Reads only the deltarl metadata of a file (its footer, not the data), checking its

@@ -181,6 +181,14 @@ impl Group {
         self.world
     }
 
+    /// This process's share of work cut into units (every `world`-th, from its rank).
+    pub fn shard(&self) -> deltarl_schemas::Shard {
+        deltarl_schemas::Shard {
+            rank: self.rank,
+            world: self.world,
+        }
+    }
+
     fn err(&self, op: &'static str) -> impl Fn(String) -> Error + '_ {
         move |message| {
             // A collective fails when a peer is gone: name it if it said why.

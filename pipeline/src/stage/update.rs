@@ -138,7 +138,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     // With several processes and `shard_optimizer`, each keeps the state of its share of
     // the parameters only.
     let shard = match (env.ranks, s.shard_optimizer) {
-        (Some(g), true) => crate::ranks::shard(Some(g)),
+        (Some(g), true) => g.shard(),
         _ => deltarl_schemas::Shard::WHOLE,
     };
     let mut opt = AdamW::sharded(

@@ -98,10 +98,7 @@ pub fn run(
     ranks: Option<&Group>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<UpdateRow>> {
-    let shard = ranks.map_or(Shard::WHOLE, |g| Shard {
-        rank: g.rank(),
-        world: g.world(),
-    });
+    let shard = ranks.map_or(Shard::WHOLE, Group::shard);
     for r in rows {
         if r.old_logprobs.len() != r.response_ids.len() || r.coeff.len() != r.response_ids.len() {
             return Err(Error::Input(format!(
