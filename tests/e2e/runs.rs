@@ -299,7 +299,9 @@ fn reruns_are_byte_identical() {
 }
 
 /// `deltarl compare` pairs each variant with the baseline seed by seed: the table has the
-/// mean paired difference, its t-interval over seeds and the seeds x problems bootstrap.
+/// mean paired difference, its t-interval over seeds and the seeds x problems bootstrap. A
+/// labelled variant (an ablation) runs with its keys set; the shared base is graded once as
+/// iteration 0.
 #[test]
 fn compare_reports_paired_differences_from_the_baseline() {
     let dir = tempfile::tempdir().unwrap();
@@ -312,7 +314,7 @@ fn compare_reports_paired_differences_from_the_baseline() {
             "--config",
             cfg.to_str().unwrap(),
             "--variants",
-            "dapo,delta",
+            "dapo,delta,k0:algorithm=delta;coeffs.refine_steps=0",
             "--seeds",
             "2",
             "--iters",
@@ -334,6 +336,11 @@ fn compare_reports_paired_differences_from_the_baseline() {
     let per: Vec<f64> = cells[6].split(", ").map(|x| x.parse().unwrap()).collect();
     let mean: f64 = cells[3].parse().unwrap();
     assert!((mean - (per[0] + per[1]) / 2.0).abs() < 1e-3, "{row}");
+    assert!(md.lines().any(|l| l.starts_with("| k0 | 2 |")), "{md}");
+    let k0 = std::fs::read_to_string(runs.join("cmp-k0-s2/run.toml")).unwrap();
+    assert!(k0.contains("refine_steps = 0"), "{k0}");
+    assert!(md.contains("Shared warm-started base (iteration 0)"), "{md}");
+    assert!(runs.join("cmp/base-eval.parquet").is_file());
     let bad = deltarl(
         &runs,
         &[
@@ -347,6 +354,18 @@ fn compare_reports_paired_differences_from_the_baseline() {
         ],
     );
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not among --variants"));
+    let bad = deltarl(
+        &runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            "dapo,x:warmstart.steps=1",
+        ],
+    );
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("sets `warmstart.steps`"), "{err}");
 }
 
 /// The second built-in task end to end: its own vocabulary in the base's tokenizer and

@@ -106,6 +106,24 @@ pub fn benchmark_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The answers of `policy` (the policy of iteration `iter`; 0 = the base) to the built-in
+/// task's held-out problems, sampled as the eval stage samples them.
+pub fn heldout_rows(
+    policy: &deltarl_model::Policy,
+    task: deltarl_data::Task,
+    s: &Settings,
+    iter: u32,
+) -> Result<Vec<deltarl_schemas::EvalRow>> {
+    let prompts = crate::data::tiny_test_prompts(task, s.problems);
+    let settings = s.sampling.at(s.samples, s.temperature, iter);
+    evaluate(
+        policy,
+        &crate::data::heldout_name(task),
+        &prompts,
+        &settings,
+    )
+}
+
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let task = deltarl_data::Task::from_source(&s.data_source);
     if task.is_none() && s.benchmarks.is_empty() {
@@ -137,8 +155,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     };
     let heldout = task.map(crate::data::heldout_name);
     if let (Some(task), Some(name)) = (task, &heldout) {
-        let prompts = crate::data::tiny_test_prompts(task, s.problems);
-        let part = evaluate(&policy, name, &prompts, &settings)?;
+        let part = heldout_rows(&policy, task, s, env.iter)?;
         summarise(name, &part, 0);
         rows.extend(part);
     }

@@ -1,7 +1,12 @@
 //! `deltarl compare`: each variant x seed as its own run from one shared warm-started base,
 //! then the final held-out accuracy per variant with a 95 % confidence interval, and each
 //! variant's paired difference from the baseline (same seeds: same base, prompt draws and
-//! held-out problems) with a t-interval over seeds and a seeds x problems bootstrap.
+//! held-out problems) with a t-interval over seeds and a seeds x problems bootstrap. A
+//! variant is an algorithm or a labelled set of configuration keys (ablations, sweeps).
+
+mod variant;
+
+use variant::Variant;
 
 use std::path::{Path, PathBuf};
 
@@ -10,24 +15,19 @@ use deltarl_plot::{Figure, Mark, Panel, Series};
 use deltarl_schemas::{read_path, EvalRow, Stage};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::config::Algorithm;
 use crate::context::Ctx;
 use crate::rundir::RunLock;
 use crate::runner::{Runner, Until};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Base configuration; each variant sets only `algorithm` and `seed` over it.
+    /// Base configuration; each run sets `seed` and its variant's keys over it.
     #[arg(long, default_value = "configs/tiny-arith.toml")]
     config: PathBuf,
-    /// Comma-separated algorithms.
-    #[arg(
-        long,
-        value_enum,
-        default_value = "grpo,dapo,delta",
-        value_delimiter = ','
-    )]
-    variants: Vec<Algorithm>,
+    /// Comma-separated variants: an algorithm (`dapo`), or a label and the keys it sets,
+    /// `LABEL:KEY=VALUE[;KEY=VALUE...]` (`k0:algorithm=delta;coeffs.refine_steps=0`).
+    #[arg(long, default_value = "grpo,dapo,delta", value_delimiter = ',')]
+    variants: Vec<Variant>,
     /// Seeds per variant (1..=N).
     #[arg(long, default_value_t = 3)]
     seeds: u64,
@@ -37,10 +37,56 @@ pub struct Args {
     /// Name prefix of the runs and of the comparison folder.
     #[arg(long, default_value = "compare")]
     name: String,
-    /// The variant the others are paired against (default: dapo when compared, else the
-    /// first).
-    #[arg(long, value_enum)]
-    baseline: Option<Algorithm>,
+    /// The variant (label) the others are paired against (default: dapo when compared,
+    /// else the first).
+    #[arg(long)]
+    baseline: Option<String>,
+}
+
+/// The configuration of one run: the base file, the seed, the variant's keys and (after the
+/// first run) the shared warm-started base.
+fn run_config(
+    base_cfg: &Path,
+    seed: u64,
+    v: &Variant,
+    shared_base: Option<&Path>,
+) -> Result<String> {
+    let mut t = toml::Table::new();
+    t.insert("extends".into(), base_cfg.display().to_string().into());
+    t.insert("seed".into(), toml::Value::Integer(i64::try_from(seed)?));
+    for set in &v.sets {
+        crate::config::overrides::apply(&mut t, set)
+            .with_context(|| format!("variant {:?}", v.label))?;
+    }
+    // Every run starts from the first run's warm-started base, so runs differ only in the
+    // variant and the seed.
+    if let Some(base) = shared_base {
+        crate::config::overrides::apply(
+            &mut t,
+            &format!("model.source={:?}", base.display().to_string()),
+        )?;
+    }
+    Ok(toml::to_string(&t)?)
+}
+
+/// The held-out answers of the shared base (iteration 0 of every curve), graded as the eval
+/// stage grades; computed once a comparison and kept in its folder. None when the runs have
+/// no built-in task.
+fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
+    let s = crate::stage::eval::Settings::new(&ctx.cfg);
+    let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
+        return Ok(None);
+    };
+    let path = folder.join("base-eval.parquet");
+    if path.exists() {
+        return read_eval(&path).map(Some);
+    }
+    let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
+    let rows = crate::stage::eval::heldout_rows(&policy, task, &s, 0)?;
+    let meta = deltarl_schemas::FileMeta::new(Stage::Eval.name(), &ctx.cfg.hash())
+        .with("settings", serde_json::to_string(&s).unwrap_or_default());
+    deltarl_schemas::atomic_write(&path, |w| deltarl_schemas::write_table(w, &rows, &meta))?;
+    Ok(Some(rows))
 }
 
 /// The two-sided 95 % Student-t quantile with `df` degrees of freedom.
@@ -129,9 +175,19 @@ fn paired_table(
 
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
-        if let Some(b) = self.baseline {
-            if !self.variants.contains(&b) {
-                anyhow::bail!("--baseline {} is not among --variants", b.name());
+        let labels: Vec<String> = self.variants.iter().map(|v| v.label.clone()).collect();
+        if let Some(dup) = labels
+            .iter()
+            .find(|l| labels.iter().filter(|m| m == l).count() > 1)
+        {
+            anyhow::bail!("--variants: the label {dup:?} is used twice");
+        }
+        if let Some(b) = &self.baseline {
+            if !labels.contains(b) {
+                anyhow::bail!(
+                    "--baseline {b} is not among --variants ({})",
+                    labels.join(", ")
+                );
             }
         }
         let folder = runs.join(&self.name);
@@ -143,23 +199,17 @@ impl Args {
         let mut results: Vec<Outcome> = Vec::new();
         let mut scores = std::collections::BTreeMap::new();
         let mut shared_base: Option<PathBuf> = None;
-        let variants: Vec<String> = self.variants.iter().map(|a| a.name().to_string()).collect();
+        let variants = labels;
         let total = variants.len() as u64 * self.seeds;
         let mut k = 0;
-        for v in &variants {
+        let mut base_rows = None;
+        for variant in &self.variants {
+            let v = &variant.label;
             for seed in 1..=self.seeds {
                 k += 1;
                 let name = run_name(&self.name, v, seed);
                 let cfg = folder.join("configs").join(format!("{v}-s{seed}.toml"));
-                let mut text = format!(
-                    "extends = {:?}\nalgorithm = {v:?}\nseed = {seed}\n",
-                    base_cfg.display().to_string()
-                );
-                // Every run starts from the first run's warm-started base, so runs differ
-                // only in the RL algorithm and seed.
-                if let Some(base) = &shared_base {
-                    text += &format!("[model]\nsource = {:?}\n", base.display().to_string());
-                }
+                let text = run_config(&base_cfg, seed, variant, shared_base.as_deref())?;
                 deltarl_schemas::atomic_write_bytes(&cfg, text.as_bytes())?;
                 let ctx = Ctx::open(&cfg, runs, &name)?;
                 let lock = RunLock::acquire(&ctx.run)?;
@@ -168,7 +218,10 @@ impl Args {
                 eprintln!("== [{k}/{total}] {name}");
                 runner.iterate(&lock, Until::Iteration(self.iters))?;
                 if shared_base.is_none() && ctx.tiny() {
-                    shared_base = Some(ctx.run.base().canonicalize()?);
+                    let base = ctx.run.base().canonicalize()?;
+                    base_rows = base_eval(&ctx, &base, &folder)
+                        .context("evaluating the shared base on the held-out problems")?;
+                    shared_base = Some(base);
                 }
                 runner.run_stage(self.iters, Stage::Eval, false)?;
                 let curve = (1..=self.iters)
@@ -186,14 +239,7 @@ impl Args {
                 results.push((v.clone(), seed, curve, last));
             }
         }
-        let base_acc = shared_base
-            .as_ref()
-            .and_then(|b| {
-                deltarl_schemas::Manifest::read(&b.join("manifest.json"))
-                    .ok()
-                    .flatten()
-            })
-            .and_then(|m| m.summary["heldout_greedy_accuracy"].as_f64());
+        let base_acc = base_rows.as_deref().map(accuracy);
         let mut table = String::from("| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n|---|---|---|---|---|\n");
         let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
         for v in &variants {
@@ -207,7 +253,7 @@ impl Args {
             );
         }
         let baseline = match self.baseline {
-            Some(b) => b.name().to_string(),
+            Some(b) => b,
             None if variants.iter().any(|v| v == "dapo") => "dapo".to_string(),
             None => variants.first().cloned().unwrap_or_default(),
         };
@@ -221,8 +267,12 @@ impl Args {
                 }
             }
         }
-        if let Some(b) = base_acc {
-            table += &format!("\nShared warm-started base: held-out greedy accuracy {b:.3}.\n");
+        if let (Some(b), Some(rows)) = (base_acc, &base_rows) {
+            table += &format!(
+                "\nShared warm-started base (iteration 0), graded as the eval stage grades: \
+                 held-out accuracy {b:.4} on {} answers.\n",
+                rows.len()
+            );
         }
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.md"), table.as_bytes())?;
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.csv"), csv.as_bytes())?;
@@ -335,6 +385,25 @@ fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Figure
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_run_config_is_the_base_the_seed_the_variant_and_the_shared_base() {
+        let v: Variant = "k0:algorithm=delta;coeffs.refine_steps=0;update.lr=1e-5"
+            .parse()
+            .unwrap();
+        let text =
+            run_config(Path::new("/c/base.toml"), 3, &v, Some(Path::new("/r/base"))).unwrap();
+        let t: toml::Table = toml::from_str(&text).unwrap();
+        assert_eq!(t["extends"].as_str(), Some("/c/base.toml"));
+        assert_eq!(t["seed"].as_integer(), Some(3));
+        assert_eq!(t["algorithm"].as_str(), Some("delta"));
+        assert_eq!(t["coeffs"]["refine_steps"].as_integer(), Some(0));
+        assert_eq!(t["update"]["lr"].as_float(), Some(1e-5));
+        assert_eq!(t["model"]["source"].as_str(), Some("/r/base"));
+        // The first run warm-starts the base: no model.source.
+        let text = run_config(Path::new("/c/base.toml"), 1, &v, None).unwrap();
+        assert!(!text.contains("[model]"), "{text}");
+    }
 
     #[test]
     fn mean_ci_by_hand() {
