@@ -339,7 +339,10 @@ fn compare_reports_paired_differences_from_the_baseline() {
     assert!(md.lines().any(|l| l.starts_with("| k0 | 2 |")), "{md}");
     let k0 = std::fs::read_to_string(runs.join("cmp-k0-s2/run.toml")).unwrap();
     assert!(k0.contains("refine_steps = 0"), "{k0}");
-    assert!(md.contains("Shared warm-started base (iteration 0)"), "{md}");
+    assert!(
+        md.contains("Shared warm-started base (iteration 0)"),
+        "{md}"
+    );
     assert!(runs.join("cmp/base-eval.parquet").is_file());
     let bad = deltarl(
         &runs,

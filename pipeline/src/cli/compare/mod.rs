@@ -25,7 +25,9 @@ pub struct Args {
     #[arg(long, default_value = "configs/tiny-arith.toml")]
     config: PathBuf,
     /// Comma-separated variants: an algorithm (`dapo`), or a label and the keys it sets,
-    /// `LABEL:KEY=VALUE[;KEY=VALUE...]` (`k0:algorithm=delta;coeffs.refine_steps=0`).
+    /// `LABEL:KEY=VALUE[;KEY=VALUE...]` (`k0:algorithm=delta;coeffs.refine_steps=0`). The
+    /// first variant's seed-1 run warm-starts the base every other run starts from: keep it
+    /// first when adding variants to a comparison, or its base is warm-started again.
     #[arg(long, default_value = "grpo,dapo,delta", value_delimiter = ',')]
     variants: Vec<Variant>,
     /// Seeds per variant (1..=N).
@@ -37,23 +39,35 @@ pub struct Args {
     /// Name prefix of the runs and of the comparison folder.
     #[arg(long, default_value = "compare")]
     name: String,
+    /// A key set for every run, over the base configuration and before each variant's own
+    /// keys (`--set update.lr=3e-5`); repeatable.
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    sets: Vec<String>,
     /// The variant (label) the others are paired against (default: dapo when compared,
     /// else the first).
     #[arg(long)]
     baseline: Option<String>,
 }
 
-/// The configuration of one run: the base file, the seed, the variant's keys and (after the
-/// first run) the shared warm-started base.
+/// The configuration of one run: the base file, the seed, the keys common to all runs, the
+/// variant's keys and (after the first run) the shared warm-started base.
 fn run_config(
     base_cfg: &Path,
     seed: u64,
+    common: &[String],
     v: &Variant,
     shared_base: Option<&Path>,
 ) -> Result<String> {
     let mut t = toml::Table::new();
     t.insert("extends".into(), base_cfg.display().to_string().into());
     t.insert("seed".into(), toml::Value::Integer(i64::try_from(seed)?));
+    for set in common {
+        let key = set.split_once('=').map_or(set.as_str(), |(k, _)| k).trim();
+        if key == "seed" || key == "extends" {
+            anyhow::bail!("--set {set:?}: the comparison sets `{key}` itself (--seeds, --config)");
+        }
+        crate::config::overrides::apply(&mut t, set)?;
+    }
     for set in &v.sets {
         crate::config::overrides::apply(&mut t, set)
             .with_context(|| format!("variant {:?}", v.label))?;
@@ -209,7 +223,8 @@ impl Args {
                 k += 1;
                 let name = run_name(&self.name, v, seed);
                 let cfg = folder.join("configs").join(format!("{v}-s{seed}.toml"));
-                let text = run_config(&base_cfg, seed, variant, shared_base.as_deref())?;
+                let text =
+                    run_config(&base_cfg, seed, &self.sets, variant, shared_base.as_deref())?;
                 deltarl_schemas::atomic_write_bytes(&cfg, text.as_bytes())?;
                 let ctx = Ctx::open(&cfg, runs, &name)?;
                 let lock = RunLock::acquire(&ctx.run)?;
@@ -391,18 +406,29 @@ mod tests {
         let v: Variant = "k0:algorithm=delta;coeffs.refine_steps=0;update.lr=1e-5"
             .parse()
             .unwrap();
-        let text =
-            run_config(Path::new("/c/base.toml"), 3, &v, Some(Path::new("/r/base"))).unwrap();
+        let common = ["update.lr=3e-5".to_string(), "rollout.top_k=4".to_string()];
+        let text = run_config(
+            Path::new("/c/base.toml"),
+            3,
+            &common,
+            &v,
+            Some(Path::new("/r/base")),
+        )
+        .unwrap();
         let t: toml::Table = toml::from_str(&text).unwrap();
         assert_eq!(t["extends"].as_str(), Some("/c/base.toml"));
         assert_eq!(t["seed"].as_integer(), Some(3));
         assert_eq!(t["algorithm"].as_str(), Some("delta"));
         assert_eq!(t["coeffs"]["refine_steps"].as_integer(), Some(0));
+        // The variant's keys come after the common ones.
         assert_eq!(t["update"]["lr"].as_float(), Some(1e-5));
+        assert_eq!(t["rollout"]["top_k"].as_integer(), Some(4));
         assert_eq!(t["model"]["source"].as_str(), Some("/r/base"));
         // The first run warm-starts the base: no model.source.
-        let text = run_config(Path::new("/c/base.toml"), 1, &v, None).unwrap();
+        let text = run_config(Path::new("/c/base.toml"), 1, &[], &v, None).unwrap();
         assert!(!text.contains("[model]"), "{text}");
+        let e = run_config(Path::new("/c/base.toml"), 1, &["seed=4".into()], &v, None);
+        assert!(e.unwrap_err().to_string().contains("sets `seed` itself"));
     }
 
     #[test]
