@@ -289,6 +289,7 @@ impl Args {
                 rows.len()
             );
         }
+        table += &curve_table(&variants, &results, base_acc, self.iters);
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.md"), table.as_bytes())?;
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.csv"), csv.as_bytes())?;
         let png = deltarl_plot::render_png(&figure(&variants, &results, base_acc))?;
@@ -320,6 +321,39 @@ impl Args {
 /// The run of one variant and seed of a comparison.
 fn run_name(prefix: &str, variant: &str, seed: u64) -> String {
     format!("{prefix}-{variant}-s{seed}")
+}
+
+/// The curve as a table: mean held-out accuracy over seeds at iteration 0 (the base, when
+/// graded) and at about ten iterations evenly spaced up to the last.
+fn curve_table(variants: &[String], results: &[Outcome], base: Option<f64>, iters: u32) -> String {
+    let step = iters.div_ceil(10).max(1);
+    let mut cols: Vec<u32> = (1..=iters).filter(|i| i % step == 0).collect();
+    if cols.last() != Some(&iters) {
+        cols.push(iters);
+    }
+    let head: Vec<String> = cols.iter().map(u32::to_string).collect();
+    let mut t = format!(
+        "\nMean held-out accuracy over seeds by iteration:\n\n| variant | 0 | {} |\n|---|---|{}\n",
+        head.join(" | "),
+        "---|".repeat(cols.len())
+    );
+    for v in variants {
+        let cell = |i: u32| {
+            let xs: Vec<f64> = results
+                .iter()
+                .filter(|r| &r.0 == v)
+                .filter_map(|r| r.2.get(i as usize - 1).copied().flatten())
+                .collect();
+            if xs.is_empty() {
+                return "–".to_string();
+            }
+            format!("{:.3}", xs.iter().sum::<f64>() / xs.len() as f64)
+        };
+        let zero = base.map_or("–".to_string(), |b| format!("{b:.3}"));
+        let cells: Vec<String> = cols.iter().map(|&i| cell(i)).collect();
+        t += &format!("| {v} | {zero} | {} |\n", cells.join(" | "));
+    }
+    t
 }
 
 /// One run of the comparison: variant, seed, held-out accuracy per iteration, final.
@@ -429,6 +463,27 @@ mod tests {
         assert!(!text.contains("[model]"), "{text}");
         let e = run_config(Path::new("/c/base.toml"), 1, &["seed=4".into()], &v, None);
         assert!(e.unwrap_err().to_string().contains("sets `seed` itself"));
+    }
+
+    #[test]
+    fn the_curve_table_means_seeds_at_evenly_spaced_iterations() {
+        let results: Vec<Outcome> = vec![
+            ("dapo".into(), 1, vec![Some(0.5), Some(0.6), Some(0.7)], 0.7),
+            ("dapo".into(), 2, vec![Some(0.7), None, Some(0.8)], 0.8),
+        ];
+        let t = curve_table(&["dapo".into()], &results, Some(0.45), 3);
+        assert!(t.contains("| variant | 0 | 1 | 2 | 3 |"), "{t}");
+        // Iteration 2 has one seed; iteration 3 is (0.7 + 0.8) / 2.
+        assert!(
+            t.contains("| dapo | 0.450 | 0.600 | 0.600 | 0.750 |"),
+            "{t}"
+        );
+        // 25 iterations: every third, and the last.
+        let t = curve_table(&["dapo".into()], &results, None, 25);
+        assert!(
+            t.contains("| variant | 0 | 3 | 6 | 9 | 12 | 15 | 18 | 21 | 24 | 25 |"),
+            "{t}"
+        );
     }
 
     #[test]
