@@ -344,31 +344,25 @@ fn compare_reports_paired_differences_from_the_baseline() {
         "{md}"
     );
     assert!(runs.join("cmp/base-eval.parquet").is_file());
-    let bad = deltarl(
-        &runs,
-        &[
+    assert!(md.contains("| variant | 0 | 1 |"), "the curve table: {md}");
+    // Refusals name what is wrong: a baseline that is not compared, a variant that would
+    // change what the runs share.
+    for (variants, baseline, says) in [
+        ("dapo,delta", "grpo", "not among --variants"),
+        ("dapo,x:warmstart.steps=1", "dapo", "sets `warmstart.steps`"),
+    ] {
+        let args = [
             "compare",
             "--config",
             cfg.to_str().unwrap(),
             "--variants",
-            "dapo,delta",
+            variants,
             "--baseline",
-            "grpo",
-        ],
-    );
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("not among --variants"));
-    let bad = deltarl(
-        &runs,
-        &[
-            "compare",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--variants",
-            "dapo,x:warmstart.steps=1",
-        ],
-    );
-    let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(err.contains("sets `warmstart.steps`"), "{err}");
+            baseline,
+        ];
+        let err = String::from_utf8_lossy(&deltarl(&runs, &args).stderr).into_owned();
+        assert!(err.contains(says), "{err}");
+    }
 }
 
 /// The second built-in task end to end: its own vocabulary in the base's tokenizer and
