@@ -84,21 +84,32 @@ fn run_config(
 }
 
 /// The held-out answers of the shared base (iteration 0 of every curve), graded as the eval
-/// stage grades; computed once a comparison and kept in its folder. None when the runs have
-/// no built-in task.
+/// stage grades; kept in the comparison's folder for the same base weights and eval
+/// settings, recomputed otherwise. None when the runs have no built-in task.
 fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
     let s = crate::stage::eval::Settings::new(&ctx.cfg);
     let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
         return Ok(None);
     };
+    let settings = serde_json::to_string(&s)?;
+    // The base's identity: the hashes of the files its warm start wrote.
+    let weights = deltarl_schemas::Manifest::read(&base.join("manifest.json"))?
+        .map(|m| m.outputs.values().cloned().collect::<Vec<_>>().join(","))
+        .unwrap_or_default();
     let path = folder.join("base-eval.parquet");
-    if path.exists() {
-        return read_eval(&path).map(Some);
+    if path.exists() && !weights.is_empty() {
+        let (rows, meta) = read_path::<EvalRow>(&path)?;
+        if meta.extra.get("base_weights") == Some(&weights)
+            && meta.extra.get("settings") == Some(&settings)
+        {
+            return Ok(Some(rows));
+        }
     }
     let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
     let rows = crate::stage::eval::heldout_rows(&policy, task, &s, 0)?;
     let meta = deltarl_schemas::FileMeta::new(Stage::Eval.name(), &ctx.cfg.hash())
-        .with("settings", serde_json::to_string(&s).unwrap_or_default());
+        .with("settings", settings)
+        .with("base_weights", weights);
     deltarl_schemas::atomic_write(&path, |w| deltarl_schemas::write_table(w, &rows, &meta))?;
     Ok(Some(rows))
 }
