@@ -19,6 +19,13 @@
 //! ```text
 //! first 7*13=91. then 45+91=136. so the answer is \boxed{136}
 //! ```
+//!
+//! A third, `tiny-steps-varied`, writes each connective in one of three phrasings drawn
+//! at random, so the shared text is no longer near-deterministic for the policy:
+//!
+//! ```text
+//! to start 7*13=91. next 45+91=136. therefore the answer is \boxed{136}
+//! ```
 
 use deltarl_schemas::seed::{hash_str, Rng};
 use deltarl_schemas::PromptRow;
@@ -36,6 +43,21 @@ pub const UNK_ID: u32 = 2;
 /// The characters `tiny-steps` adds for its phrases (after [`CHARS`], so the compact
 /// task's ids are unchanged).
 pub const STEPS_EXTRA: &str = "firsthnwa.";
+
+/// `tiny-steps-varied`'s phrasings of its three connectives, longest first, the last being
+/// `tiny-steps`' own. Each starts
+/// with a different character, so the choice is one token: ln 3 nats of entropy for a
+/// policy that learned the warm start's uniform draw, on text correct and wrong answers
+/// share. Every character is in the `tiny-steps` vocabulary.
+pub const VARIED_PHRASES: [[&str; 3]; 3] = [
+    ["start with", "to start", "first"],
+    ["after that", "next", "then"],
+    [
+        "therefore the answer is",
+        "and so the answer is",
+        "so the answer is",
+    ],
+];
 
 /// The token ids of the digits `0`-`9` (the first characters of every task's vocabulary).
 pub fn digit_ids() -> std::ops::Range<u32> {
@@ -57,16 +79,19 @@ pub enum Task {
     Arith,
     /// `first 7*13=91. then 45+91=136. so the answer is \boxed{136}`.
     Steps,
+    /// `tiny-steps` with each connective in one of three phrasings ([`VARIED_PHRASES`]).
+    Varied,
 }
 
 impl Task {
-    pub const ALL: [Task; 2] = [Task::Arith, Task::Steps];
+    pub const ALL: [Task; 3] = [Task::Arith, Task::Steps, Task::Varied];
 
     /// The `data.source` that names the task.
     pub fn source(self) -> &'static str {
         match self {
             Task::Arith => "tiny-arith",
             Task::Steps => "tiny-steps",
+            Task::Varied => "tiny-steps-varied",
         }
     }
 
@@ -79,7 +104,7 @@ impl Task {
     pub fn chars(self) -> String {
         match self {
             Task::Arith => CHARS.to_string(),
-            Task::Steps => format!("{CHARS}{STEPS_EXTRA}"),
+            Task::Steps | Task::Varied => format!("{CHARS}{STEPS_EXTRA}"),
         }
     }
 
@@ -89,7 +114,14 @@ impl Task {
     }
 
     /// The worked solution of `p` in this format; `wrong` as in [`Problem::solution`].
+    /// `tiny-steps-varied` uses its first (longest) phrasings.
     pub fn solution(self, p: &Problem, wrong: Option<(usize, i64)>) -> String {
+        self.phrased(p, wrong, [0; 3])
+    }
+
+    /// [`Task::solution`] with `tiny-steps-varied`'s phrasing `pick` (indices into
+    /// [`VARIED_PHRASES`]; ignored by the other tasks).
+    pub fn phrased(self, p: &Problem, wrong: Option<(usize, i64)>, pick: [usize; 3]) -> String {
         let (prod, sum) = p.steps(wrong);
         match self {
             Task::Arith => format!(
@@ -100,6 +132,14 @@ impl Task {
                 "first {}*{}={prod}. then {}+{prod}={sum}. so the answer is \\boxed{{{sum}}}",
                 p.b, p.c, p.a
             ),
+            Task::Varied => {
+                let [first, then, so] =
+                    [0, 1, 2].map(|i| VARIED_PHRASES[i][pick[i] % VARIED_PHRASES[i].len()]);
+                format!(
+                    "{first} {}*{}={prod}. {then} {}+{prod}={sum}. {so} \\boxed{{{sum}}}",
+                    p.b, p.c, p.a
+                )
+            }
         }
     }
 }
@@ -226,9 +266,14 @@ pub fn warmstart_example(
         let mag = 1 + rng.below(3) as i64;
         (step, if rng.below(2) == 0 { mag } else { -mag })
     });
+    // Only the varied task draws phrasings: the other tasks' examples stay as they were.
+    let pick = match task {
+        Task::Varied => [0, 1, 2].map(|i| rng.below(VARIED_PHRASES[i].len() as u64) as usize),
+        Task::Arith | Task::Steps => [0; 3],
+    };
     (
         deltarl_schemas::render_template(template, &p.question()),
-        task.solution(&p, wrong),
+        task.phrased(&p, wrong, pick),
     )
 }
 
@@ -335,5 +380,61 @@ mod tests {
         assert_eq!(Task::from_source("x.jsonl"), None);
         // 59 characters: the length the issue asks for (40-80 tokens).
         assert_eq!(s.chars().count(), 59);
+    }
+
+    #[test]
+    fn the_varied_format_by_hand() {
+        let p = Problem { a: 45, b: 7, c: 13 };
+        assert_eq!(
+            Task::Varied.phrased(&p, None, [1, 1, 0]),
+            "to start 7*13=91. next 45+91=136. therefore the answer is \\boxed{136}"
+        );
+        // Phrasing 2 of each is tiny-steps' text; the default is the longest.
+        assert_eq!(
+            Task::Varied.phrased(&p, None, [2; 3]),
+            Task::Steps.solution(&p, None)
+        );
+        let longest = Task::Varied.solution(&p, Some((1, 3)));
+        assert_eq!(
+            longest,
+            "start with 7*13=91. after that 45+91=139. therefore the answer is \\boxed{139}"
+        );
+        for pick in [[0, 0, 0], [1, 1, 1], [2, 2, 2], [0, 2, 1]] {
+            let s = Task::Varied.phrased(&p, None, pick);
+            assert!(s.len() <= longest.len(), "{s}");
+            assert!(s.chars().all(|c| Task::Varied.chars().contains(c)), "{s}");
+        }
+        // One token decides each phrasing.
+        for alts in VARIED_PHRASES {
+            let firsts: std::collections::BTreeSet<char> =
+                alts.iter().filter_map(|a| a.chars().next()).collect();
+            assert_eq!(firsts.len(), alts.len(), "{alts:?}");
+        }
+        assert_eq!(Task::Varied.vocab_size(), Task::Steps.vocab_size());
+        assert_eq!(Task::from_source("tiny-steps-varied"), Some(Task::Varied));
+    }
+
+    #[test]
+    fn warm_start_examples_draw_phrasings_for_the_varied_task_only() {
+        let draw = |task: Task| {
+            let mut rng = Rng::new(7);
+            (0..60)
+                .map(|_| warmstart_example(task, &mut rng, "Q: {question}\nA: ", 0.3).1)
+                .collect::<Vec<_>>()
+        };
+        let steps = draw(Task::Steps);
+        let varied = draw(Task::Varied);
+        for (i, alts) in VARIED_PHRASES.iter().enumerate() {
+            for alt in alts {
+                let used = varied.iter().filter(|s| s.contains(alt)).count();
+                assert!(used > 5, "phrase {i} {alt:?} used {used} times of 60");
+            }
+        }
+        // The other tasks draw nothing more: their examples follow the same problem stream.
+        let arith = draw(Task::Arith);
+        for (a, s) in arith.iter().zip(&steps) {
+            let boxed = |t: &str| t.rsplit_once("\\boxed").map(|x| x.1.to_string());
+            assert_eq!(boxed(a), boxed(s));
+        }
     }
 }

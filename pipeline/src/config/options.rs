@@ -171,8 +171,9 @@ fn is_one(x: &f64) -> bool {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataOptions {
-    /// A built-in task — "tiny-arith" (compact solutions) or "tiny-steps" (the same
-    /// problems, solutions written out with connective phrases) — or a JSONL / Parquet file
+    /// A built-in task — "tiny-arith" (compact solutions), "tiny-steps" (the same
+    /// problems, solutions written out with connective phrases) or "tiny-steps-varied"
+    /// (each phrase in one of three wordings drawn at random) — or a JSONL / Parquet file
     /// of prompts.
     pub source: String,
     /// Number of generated training problems (tiny-arith).

@@ -127,10 +127,11 @@ pub fn heldout_rows(
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let task = deltarl_data::Task::from_source(&s.data_source);
     if task.is_none() && s.benchmarks.is_empty() {
+        let builtin: Vec<&str> = deltarl_data::Task::ALL.iter().map(|t| t.source()).collect();
         bail!(
-            "the eval stage needs a built-in data.source (tiny-arith, tiny-steps) or \
-             `eval.benchmarks` (or use \
-             `deltarl eval --bench` for files)"
+            "the eval stage needs a built-in data.source ({}) or `eval.benchmarks` (or use \
+             `deltarl eval --bench` for files)",
+            builtin.join(", ")
         );
     }
     let dir = env.this_policy();
