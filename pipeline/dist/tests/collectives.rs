@@ -98,6 +98,10 @@ fn failure_worker() {
     };
     if g.rank() == 1 {
         g.report_failure("out of patience");
+        // Stay alive a while: rank 0 must learn of the failure from the report in the
+        // store. Exiting at once races torchrun, which stops rank 0 as soon as rank 1 dies
+        // and can do so before rank 0 prints (seen on a loaded machine).
+        std::thread::sleep(Duration::from_secs(10));
         std::process::exit(3);
     }
     let mut t = Tensor::from_slice(&[1.0f32]);
