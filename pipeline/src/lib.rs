@@ -1,7 +1,7 @@
 //! deltarl: configuration, run directory, stage graph, resume, and the CLI's commands.
 //!
 //! Layers, bottom up (a module only uses the ones above it in this list):
-//! `config` (options and their validation), `progress`, `data` and `chat` (prompts),
+//! `config` (options and their validation), `failure` (how an error is shown), `progress`, `data` and `chat` (prompts),
 //! `rundir` and `hashcache` (the run's files), `metrics` (metrics.jsonl, TensorBoard), `eval` (sampling and grading of benchmarks),
 //! `stage` (one module per stage), `context` (an opened run), `runner` (completion, resume),
 //! `cli` (one module per command).
@@ -12,6 +12,7 @@ pub mod config;
 pub mod context;
 pub mod data;
 pub mod eval;
+pub mod failure;
 mod hashcache;
 pub mod memory;
 pub mod metrics;
@@ -19,6 +20,7 @@ pub mod paired;
 pub mod plan;
 pub mod progress;
 pub mod prune;
+pub mod pruned;
 pub mod ranks;
 pub mod rundir;
 pub mod runner;

@@ -4,7 +4,7 @@
 //! `max_new_tokens` and every prompt to `max_prompt_tokens`.
 //!
 //! Activations are counted as libtorch's autograd keeps them for our blocks (the tensors
-//! each op saves for its backward, `stages/model`), per token and decoder layer, with `b`
+//! each op saves for its backward, `libs/model`), per token and decoder layer, with `b`
 //! bytes per compute element (2 in bf16, 4 in f32) and RMSNorm working in f32:
 //!
 //! | op | saved per token |

@@ -5,24 +5,13 @@
 //! file's hash is kept in `runs/<run>/pruned.json`, written before anything is deleted, and
 //! the run's hashing answers from it for a file that is gone — so `status` and `iterate`
 //! still see those iterations done, and a rerun that needs a pruned policy is refused by
-//! name instead of silently redoing the run.
+//! name instead of silently redoing the run. The record itself is [`crate::pruned`].
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
 use crate::rundir::RunDir;
-
-const RECORD: &str = "pruned.json";
-
-/// The pruned files of the run in `root`: path relative to the run -> hash when removed.
-pub fn record(root: &Path) -> BTreeMap<String, String> {
-    std::fs::read(root.join(RECORD))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
 
 /// The weights and optimizer files of iteration `iter`'s update.
 fn checkpoint_files(run: &RunDir, iter: u32) -> Vec<PathBuf> {
@@ -48,7 +37,7 @@ pub fn prune(run: &RunDir, done: u32, keep_last: u32, save_every: u32) -> Result
     if keep_last == 0 {
         return Ok(Vec::new());
     }
-    let mut rec = record(&run.root);
+    let mut rec = crate::pruned::Entries::new();
     let mut doomed = Vec::new();
     for iter in 1..=done.saturating_sub(keep_last) {
         if save_every > 0 && iter % save_every == 0 {
@@ -63,8 +52,7 @@ pub fn prune(run: &RunDir, done: u32, keep_last: u32, save_every: u32) -> Result
         return Ok(Vec::new());
     }
     // The record first: a crash after it leaves files that are merely still there.
-    let json = serde_json::to_vec_pretty(&rec).context("pruned.json")?;
-    deltarl_schemas::atomic_write_bytes(&run.root.join(RECORD), &json)?;
+    run.record_pruned(rec)?;
     for f in &doomed {
         std::fs::remove_file(f).with_context(|| format!("cannot prune {}", f.display()))?;
     }

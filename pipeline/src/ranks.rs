@@ -6,8 +6,9 @@
 //! manifest. For a stage the ranks share (rollout with our engine, features, update) it
 //! first publishes a command in the launcher's store (`cmd/N = "run ITER STAGE"`); the
 //! followers wait for commands, run their share and give their rows (or gradients) to the
-//! collectives, and stop at `end`. Any rank that fails writes `failed/RANK` with its error
-//! before exiting, so the others' errors name it.
+//! collectives, and stop at `end`. Any rank that fails prints its error, writes
+//! `failed/RANK` with it and closes its connections, so the others' errors name it, and
+//! exits only once every rank has reported (see [`Ranks::fail`]).
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -110,9 +111,18 @@ impl Ranks {
         Command::decode(&String::from_utf8_lossy(&v))
     }
 
-    /// Tells the others why this rank is about to exit.
-    pub fn report(&self, e: &anyhow::Error) {
+    /// A failing rank's last words: shows `e`, tells the others (which also ends any
+    /// collective they wait in with this rank), then waits until they have reported too, at
+    /// most the collective timeout, the bound the ranks already give a hung peer. Returns
+    /// `e` marked as shown.
+    pub fn fail(&self, e: anyhow::Error) -> anyhow::Error {
+        crate::failure::show(&e);
         self.group.report_failure(&format!("{e:#}"));
+        let silent = self.group.await_reports(self.group.timeout());
+        if !silent.is_empty() {
+            eprintln!("ranks {silent:?} did not report within the collective timeout");
+        }
+        e.context(crate::failure::Shown)
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use deltarl_schemas::{layout, Manifest, Stage};
@@ -24,6 +24,8 @@ pub struct RunDir {
     hashes: Arc<HashCache>,
     /// Re-read every file instead of trusting the hash cache (`--verify`).
     verify: bool,
+    /// The record of pruned files, read once on first use ([`crate::pruned`]).
+    pruned: Arc<Mutex<Option<crate::pruned::Entries>>>,
 }
 
 impl RunDir {
@@ -33,6 +35,7 @@ impl RunDir {
             root: runs.join(name),
             hashes: Arc::default(),
             verify: false,
+            pruned: Arc::default(),
         })
     }
 
@@ -44,17 +47,58 @@ impl RunDir {
     /// being verified.
     pub fn hash(&self, path: &Path) -> Result<String> {
         if !path.exists() {
-            if let Some(h) = crate::prune::record(&self.root).get(&self.rel(path)) {
-                return Ok(h.clone());
+            if let Some(h) = self.pruned_hash(path)? {
+                return Ok(h);
             }
         }
         self.hashes
             .hash(&self.cache_path(), self.rel(path), path, self.verify)
     }
 
+    /// `f` of the record of pruned files, read on first use.
+    fn with_pruned<T>(&self, f: impl FnOnce(&crate::pruned::Entries) -> T) -> Result<T> {
+        let mut pruned = self
+            .pruned
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the record of pruned files was poisoned"))?;
+        let entries = match pruned.take() {
+            Some(e) => e,
+            None => crate::pruned::read(&self.root)?,
+        };
+        let out = f(&entries);
+        *pruned = Some(entries);
+        Ok(out)
+    }
+
+    /// The hash on record of `path` if pruning removed it.
+    fn pruned_hash(&self, path: &Path) -> Result<Option<String>> {
+        let rel = self.rel(path);
+        self.with_pruned(|p| p.get(&rel).cloned())
+    }
+
     /// Whether `path` was removed by pruning (its hash is still on record).
-    pub fn is_pruned(&self, path: &Path) -> bool {
-        !path.exists() && crate::prune::record(&self.root).contains_key(&self.rel(path))
+    pub fn is_pruned(&self, path: &Path) -> Result<bool> {
+        Ok(!path.exists() && self.pruned_hash(path)?.is_some())
+    }
+
+    /// Whether pruning removed any file under the folder `dir`.
+    pub fn pruned_under(&self, dir: &Path) -> Result<bool> {
+        let prefix = format!("{}/", self.rel(dir));
+        self.with_pruned(|p| p.keys().any(|k| k.starts_with(&prefix)))
+    }
+
+    /// Adds `entries` (files about to be pruned, with their hashes) to the record, on disk
+    /// before the caller removes anything.
+    pub fn record_pruned(&self, entries: crate::pruned::Entries) -> Result<()> {
+        let mut pruned = self
+            .pruned
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the record of pruned files was poisoned"))?;
+        let mut all = crate::pruned::read(&self.root)?;
+        all.extend(entries);
+        crate::pruned::write(&self.root, &all)?;
+        *pruned = Some(all);
+        Ok(())
     }
 
     /// From now on, re-read every file instead of trusting the cache's size, time and inode
@@ -155,7 +199,7 @@ pub fn stage_state(
         return Ok(StageState::Stale("configuration changed".into()));
     }
     for p in inputs {
-        if !p.exists() && !run.is_pruned(p) {
+        if !p.exists() && !run.is_pruned(p)? {
             return Ok(StageState::Stale(format!(
                 "input {} is missing",
                 run.rel(p)
@@ -168,7 +212,7 @@ pub fn stage_state(
     }
     for (out, hash) in &m.outputs {
         let p = run.root.join(out);
-        if !(p.exists() || run.is_pruned(&p)) || &run.hash(&p)? != hash {
+        if !(p.exists() || run.is_pruned(&p)?) || &run.hash(&p)? != hash {
             return Ok(StageState::Stale(format!(
                 "output {out} is missing or changed"
             )));

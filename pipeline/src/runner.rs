@@ -68,18 +68,26 @@ impl<'a> Runner<'a> {
         })
     }
 
-    /// The weights file of a policy folder (a sharded checkpoint's index).
-    fn weights(&self, dir: PathBuf) -> PathBuf {
-        let single = dir.join("model.safetensors");
-        if single.exists() || self.ctx.run.is_pruned(&single) || self.ctx.tiny() {
+    /// The weights file of a policy folder: the one there (or pruned from there), a
+    /// sharded checkpoint's index before a single file; before the folder is written, the
+    /// one its writer will most likely make (a single file for a tiny model).
+    fn weights(&self, dir: PathBuf) -> Result<PathBuf> {
+        let run = &self.ctx.run;
+        let (single, index) = (
+            dir.join("model.safetensors"),
+            dir.join("model.safetensors.index.json"),
+        );
+        Ok(if index.exists() || run.is_pruned(&index)? {
+            index
+        } else if single.exists() || run.is_pruned(&single)? || self.ctx.tiny() {
             single
         } else {
-            dir.join("model.safetensors.index.json")
-        }
+            index
+        })
     }
 
     /// The files a stage reads.
-    fn inputs(&self, iter: u32, stage: Stage, env: &Env) -> Vec<PathBuf> {
+    fn inputs(&self, iter: u32, stage: Stage, env: &Env) -> Result<Vec<PathBuf>> {
         let run = &self.ctx.run;
         let mut v: Vec<PathBuf> = stage
             .upstream()
@@ -87,12 +95,14 @@ impl<'a> Runner<'a> {
             .map(|&u| run.output(iter, u))
             .collect();
         match stage.policy() {
-            Some(PolicyUse::Previous) => v.push(self.weights(policy_before(run, &self.base, iter))),
-            Some(PolicyUse::This) => v.push(self.weights(env.this_policy())),
+            Some(PolicyUse::Previous) => {
+                v.push(self.weights(policy_before(run, &self.base, iter))?)
+            }
+            Some(PolicyUse::This) => v.push(self.weights(env.this_policy())?),
             None => {}
         }
-        v.extend(stage::extra_inputs(stage, &self.ctx.cfg, env));
-        v
+        v.extend(stage::extra_inputs(stage, &self.ctx.cfg, env)?);
+        Ok(v)
     }
 
     /// The stages whose outputs this one reads: its upstream stages, and the stage that
@@ -115,13 +125,8 @@ impl<'a> Runner<'a> {
             return Ok(StageState::External(self.base.clone()));
         }
         let env = self.env(iter, stage)?;
-        let own = stage_state(
-            &self.ctx.run,
-            iter,
-            stage,
-            &env.hash,
-            &self.inputs(iter, stage, &env),
-        );
+        let inputs = self.inputs(iter, stage, &env)?;
+        let own = stage_state(&self.ctx.run, iter, stage, &env.hash, &inputs);
         self.ctx.run.save_hashes();
         let own = own?;
         if !matches!(own, StageState::Done(_)) {
@@ -176,9 +181,12 @@ impl<'a> Runner<'a> {
             return Ok(Outcome::Skipped);
         }
         let env = self.env(iter, stage)?;
-        let inputs = self.inputs(iter, stage, &env);
+        let inputs = self.inputs(iter, stage, &env)?;
         for p in &inputs {
-            if self.ctx.run.is_pruned(p) {
+            // A sharded checkpoint's index stays when its shards are pruned.
+            let index_of_pruned = p.ends_with("model.safetensors.index.json")
+                && self.ctx.run.pruned_under(p.parent().unwrap_or(p))?;
+            if self.ctx.run.is_pruned(p)? || index_of_pruned {
                 let c = &self.ctx.cfg.opts.checkpoint;
                 bail!(
                     "stage {stage} of {} needs {}, which was pruned ([checkpoint] keep_last = \
@@ -304,8 +312,8 @@ impl<'a> Runner<'a> {
     }
 
     /// Runs `lead` alone, or, among several processes, on rank 0 while the others follow
-    /// its commands ([`crate::ranks`]). A failing rank tells the others before returning
-    /// its error, which names it.
+    /// its commands ([`crate::ranks`]). A failing rank shows its error and tells the others
+    /// before returning it ([`crate::ranks::Ranks::fail`]).
     pub fn lead_or_follow(&self, lead: impl FnOnce(&Self) -> Result<()>) -> Result<()> {
         let Some(r) = &self.ctx.ranks else {
             return lead(self);
@@ -316,9 +324,7 @@ impl<'a> Runner<'a> {
             self.follow()
         };
         result.map_err(|e| {
-            let e = e.context(format!("rank {} of {}", r.group.rank(), r.group.world()));
-            r.report(&e);
-            e
+            r.fail(e.context(format!("rank {} of {}", r.group.rank(), r.group.world())))
         })
     }
 

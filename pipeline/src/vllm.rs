@@ -10,7 +10,6 @@ use deltarl_model::Dtype;
 use deltarl_vllm::{Client, Server, ServerSettings};
 
 use crate::config::VllmOptions;
-use crate::stage::Env;
 
 /// A client and, when started here, its server.
 pub struct Vllm {
@@ -40,8 +39,18 @@ pub fn concurrency(o: &VllmOptions) -> usize {
     }
 }
 
-/// Starts (or reaches) the server for the policy in `policy`.
-pub fn connect(o: &VllmOptions, policy: &Path, env: &Env, dtype: Dtype, seed: u64) -> Result<Vllm> {
+/// Where and how a server runs: its log file, whether on the CPU, the weights' dtype, its
+/// global seed.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    pub log: PathBuf,
+    pub cpu: bool,
+    pub dtype: Dtype,
+    pub seed: u64,
+}
+
+/// Starts (or reaches, with `url`) the server for the policy in `policy`.
+pub fn connect(o: &VllmOptions, policy: &Path, at: &Placement) -> Result<Vllm> {
     let folder = policy
         .canonicalize()
         .with_context(|| format!("policy folder {}", policy.display()))?;
@@ -65,23 +74,25 @@ pub fn connect(o: &VllmOptions, policy: &Path, env: &Env, dtype: Dtype, seed: u6
             startup_seconds: 0.0,
         });
     }
+    start(o, folder, at)
+}
+
+/// Starts a server on the policy folder `folder` (canonical) as `o` says.
+pub fn start(o: &VllmOptions, folder: PathBuf, at: &Placement) -> Result<Vllm> {
     let settings = ServerSettings {
         python: python(o),
         model: folder,
-        dtype: match dtype {
-            Dtype::F32 => "float32",
-            Dtype::Bf16 => "bfloat16",
-        },
+        dtype: at.dtype.hf_name(),
         port: (o.port != 0).then_some(o.port),
-        cpu: env.device == tch::Device::Cpu,
+        cpu: at.cpu,
         extra_args: o.extra_args.clone(),
         start_timeout: Duration::from_secs(if o.start_timeout_s == 0 {
             600
         } else {
             o.start_timeout_s
         }),
-        log: env.run.iter_dir(env.iter).join("vllm.log"),
-        seed,
+        log: at.log.clone(),
+        seed: at.seed,
     };
     let t0 = Instant::now();
     let server = Server::start(&settings)?;

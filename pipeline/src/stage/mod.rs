@@ -202,16 +202,16 @@ pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
 }
 
 /// Input files a stage reads besides the outputs of its upstream stages and its policy.
-pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Vec<PathBuf> {
-    match stage {
+pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Vec<PathBuf>> {
+    Ok(match stage {
         Stage::Rollout => rollout::Settings::new(cfg)
             .data_file()
             .into_iter()
             .collect(),
-        Stage::Update => update::optimizer_state(env).into_iter().collect(),
+        Stage::Update => update::optimizer_state(env)?.into_iter().collect(),
         Stage::Eval => eval::Settings::new(cfg).files(),
         Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs => Vec::new(),
-    }
+    })
 }
 
 /// The stage's part of the console line, from its manifest summary.

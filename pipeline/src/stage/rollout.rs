@@ -114,7 +114,16 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     // user's, which must serve this very folder.
     let vllm = match r.engine {
         Engine::Native => None,
-        Engine::Vllm => Some(crate::vllm::connect(&s.vllm, &dir, env, s.dtype, s.seed)?),
+        Engine::Vllm => Some(crate::vllm::connect(
+            &s.vllm,
+            &dir,
+            &crate::vllm::Placement {
+                log: env.run.iter_dir(env.iter).join("vllm.log"),
+                cpu: env.device == tch::Device::Cpu,
+                dtype: s.dtype,
+                seed: s.seed,
+            },
+        )?),
     };
     let engine = match (&policy, &vllm) {
         (Some(p), _) => deltarl_rollout::Engine::Native(&p.model),

@@ -115,12 +115,14 @@ pub fn optimizer_dir(policy: &Path) -> PathBuf {
 /// The optimizer state the previous policy carries, if any (an input of the update): its
 /// `optimizer/` folder, or inside the policy folder where runs before that layout put it.
 /// A pruned one still counts (its hash is on record), so pruning changes no stage's inputs.
-pub fn optimizer_state(env: &Env) -> Option<PathBuf> {
+pub fn optimizer_state(env: &Env) -> Result<Option<PathBuf>> {
     let policy = env.previous_policy();
-    [optimizer_dir(&policy), policy]
-        .into_iter()
-        .map(|d| d.join("optimizer.safetensors"))
-        .find(|p| p.exists() || env.run.is_pruned(p))
+    for p in [optimizer_dir(&policy), policy].map(|d| d.join("optimizer.safetensors")) {
+        if p.exists() || env.run.is_pruned(&p)? {
+            return Ok(Some(p));
+        }
+    }
+    Ok(None)
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
@@ -152,7 +154,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         },
         shard,
     );
-    if let Some(dir) = optimizer_state(env).as_deref().and_then(Path::parent) {
+    if let Some(dir) = optimizer_state(env)?.as_deref().and_then(Path::parent) {
         opt.load(dir)?;
     }
     let reference = if s.loss.kl_coef != 0.0 {

@@ -153,17 +153,14 @@ fn native(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Vec<(usize, Sample)>>> {
     generate_part(model, tokenizer, requests, &s.sampling, s.shard, progress).map_err(|e| match e {
-        deltarl_model::Error::Generate(m) => {
-            // Name the prompt: the engine reports its index.
-            let id = m
-                .strip_prefix("request ")
-                .and_then(|r| r.split(':').next())
-                .and_then(|i| i.parse::<usize>().ok())
-                .and_then(|i| prompts.get(i))
+        deltarl_model::Error::Request { request, problem } => Error::Prompt {
+            // The engine names the request: the prompt of the same index.
+            id: prompts
+                .get(request)
                 .map(|p| p.id.clone())
-                .unwrap_or_default();
-            Error::Prompt { id, message: m }
-        }
+                .unwrap_or_default(),
+            message: format!("request {request}: {problem}"),
+        },
         e => Error::Model(e),
     })
 }

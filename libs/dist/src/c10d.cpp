@@ -32,6 +32,7 @@ struct Group {
   int rank;
   int world;
   std::chrono::milliseconds timeout;
+  bool aborted = false;  // deltarl_c10d_abort closed the backends
 };
 
 char* message(const std::string& s) {
@@ -56,6 +57,9 @@ char* guarded(F&& f) {
 
 // The backend that moves tensors on `t`'s device.
 c10d::Backend& backend_for(Group* g, const at::Tensor& t) {
+  if (g->aborted) {
+    throw std::runtime_error("this rank already reported a failure and closed its connections");
+  }
   if (t.is_cuda()) {
     if (!g->cuda) {
       throw std::runtime_error(
@@ -140,6 +144,24 @@ char* deltarl_c10d_new(const char* host, uint16_t port, int is_server, const cha
 
 void deltarl_c10d_free(void* g) { delete static_cast<Group*>(g); }
 
+// Closes this rank's collective connections while the process lives on: a peer blocked in a
+// collective with it fails at once (its socket reads end), as it would if this rank had died,
+// instead of waiting out the timeout. The store stays usable (failure reports travel through
+// it). Later collectives of this rank fail with a message saying why.
+char* deltarl_c10d_abort(void* gp) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    // gloo has no abort: its destructor (no work is queued: this rank is not inside a
+    // collective) closes every pair's socket.
+    g->cpu.reset();
+    if (g->cuda) {
+      g->cuda->abort();
+      g->cuda.reset();
+    }
+    g->aborted = true;
+  });
+}
+
 char* deltarl_c10d_all_reduce_sum(void* gp, void* tensor) {
   return guarded([&] {
     auto* g = static_cast<Group*>(gp);
@@ -181,6 +203,9 @@ char* deltarl_c10d_all_gather(void* gp, void* input, void** outputs) {
 char* deltarl_c10d_barrier(void* gp) {
   return guarded([&] {
     auto* g = static_cast<Group*>(gp);
+    if (g->aborted) {
+      throw std::runtime_error("this rank already reported a failure and closed its connections");
+    }
     if (!g->cpu) {
       throw std::runtime_error("no gloo backend for the barrier");
     }

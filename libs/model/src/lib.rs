@@ -27,7 +27,7 @@ pub use checkpoint::{
     write_tensors, Policy, DEFAULT_SHARD_BYTES,
 };
 pub use config::{Dtype, Family, Llama3Rope, Qwen3Config};
-pub use error::{Error, Result};
+pub use error::{Error, RequestProblem, Result};
 pub use model::{KvCache, Qwen3};
 pub use recompute::Checkpointed;
 pub use stop::StopScanner;

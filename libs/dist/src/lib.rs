@@ -127,6 +127,7 @@ pub struct Group {
     raw: ffi::Raw,
     rank: usize,
     world: usize,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for Group {
@@ -170,6 +171,7 @@ impl Group {
             raw,
             rank: l.rank,
             world: l.world,
+            timeout,
         })
     }
 
@@ -179,6 +181,11 @@ impl Group {
 
     pub fn world(&self) -> usize {
         self.world
+    }
+
+    /// The bound on every collective, given to [`Group::connect`].
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// This process's share of work cut into units (every `world`-th, from its rank).
@@ -258,13 +265,41 @@ impl Group {
             .collect())
     }
 
-    /// Tells the other ranks, through the store, why this one is about to exit.
+    /// Tells the other ranks, through the store, why this one is failing, then closes its
+    /// collective connections: a peer blocked in a collective with this rank fails at once
+    /// (not after the timeout), and its error names this report, which is in the store
+    /// before the connections close. The group takes no collective after this.
     pub fn report_failure(&self, message: &str) {
         let _ = ffi::store_set(
             &self.raw,
             &format!("failed/{}", self.rank),
             message.as_bytes(),
         );
+        let _ = ffi::abort(&self.raw);
+    }
+
+    /// Waits, at most `grace`, until every other rank has reported a failure too; returns
+    /// the ranks that had not when it ran out.
+    ///
+    /// A failing rank calls this after [`Group::report_failure`] and before it exits. The
+    /// launcher (torchrun) stops every rank as soon as one exits, while a peer learns of the
+    /// failure only when its own collective (or wait) fails: a failing rank that exited at
+    /// once could cut a peer short before the peer had said why it stopped. Each rank
+    /// prints its error before it reports, so when this returns every rank has spoken.
+    pub fn await_reports(&self, grace: Duration) -> Vec<usize> {
+        let start = std::time::Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            let reported: Vec<usize> = self.failures().into_iter().map(|(r, _)| r).collect();
+            let silent: Vec<usize> = (0..self.world)
+                .filter(|r| *r != self.rank && !reported.contains(r))
+                .collect();
+            if silent.is_empty() || start.elapsed() >= grace {
+                return silent;
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(200));
+        }
     }
 
     /// The ranks that reported a failure, with their messages.

@@ -11,6 +11,16 @@
 
 use std::path::{Path, PathBuf};
 
+#[path = "src/cuda_include.rs"]
+mod cuda_include;
+
+/// The defines under which `c10d.cpp` builds its NCCL backend.
+fn nccl_defines(b: &mut cc::Build) {
+    b.define("DELTARL_NCCL", None)
+        .define("USE_C10D_NCCL", None)
+        .define("USE_CUDA", None);
+}
+
 fn main() {
     println!("cargo:rerun-if-changed=src/c10d.cpp");
     println!("cargo:rerun-if-env-changed=DELTARL_GLOO_INCLUDE");
@@ -55,39 +65,30 @@ fn main() {
              DELTARL_GLOO_INCLUDE): deltarl is built without multi-process support"
         ),
     }
+    // The NCCL check (`tests/nccl_shim.rs`) compiles this same file with these same flags
+    // plus the NCCL defines and CUDA's headers, without linking it: it learns the compiler
+    // and its arguments from this file.
+    let mut check = b.clone();
+    nccl_defines(&mut check);
+    let tool = check.get_compiler();
+    let mut lines = vec![tool.path().display().to_string()];
+    lines.extend(tool.args().iter().map(|a| a.to_string_lossy().into_owned()));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let args = out.join("nccl-check-command.txt");
+    std::fs::write(&args, lines.join("\n") + "\n").expect("OUT_DIR is writable");
+    println!("cargo:rustc-env=DELTARL_C10D_NCCL_CHECK={}", args.display());
+    println!("cargo:rustc-env=DELTARL_C10D_TORCH_ROOT={}", root.display());
     if std::env::var_os("CARGO_FEATURE_NCCL").is_some() {
-        // CUDA's and NCCL's headers: the nvidia-* wheels a CUDA torch wheel installs beside
-        // it (site-packages/nvidia/*/include), those unpacked under DELTARL_CUDA_INCLUDE
-        // (`make nccl-check` on a machine without CUDA), or the toolkit's.
         println!("cargo:rerun-if-env-changed=DELTARL_CUDA_INCLUDE");
-        let mut roots = vec![root.join("..")];
-        if let Ok(d) = std::env::var("DELTARL_CUDA_INCLUDE") {
-            roots.push(PathBuf::from(d));
+        for inc in cuda_include::dirs(&root) {
+            b.include(inc);
         }
-        for r in roots {
-            for e in std::fs::read_dir(r.join("nvidia"))
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let inc = e.path().join("include");
-                if inc.is_dir() {
-                    b.include(inc);
-                }
-            }
-        }
-        if Path::new("/usr/local/cuda/include").is_dir() {
-            b.include("/usr/local/cuda/include");
-        }
-        b.define("DELTARL_NCCL", None)
-            .define("USE_C10D_NCCL", None)
-            .define("USE_CUDA", None);
+        nccl_defines(&mut b);
         println!("cargo:rustc-link-lib=torch_cuda");
     }
     b.compile("deltarl_c10d");
     println!("cargo:rustc-link-search=native={}", lib.display());
-    // As every crate that links libtorch: tests and binaries run without LD_LIBRARY_PATH.
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    deltarl_torch_build::rpath();
     println!("cargo:rustc-link-lib=torch_cpu");
     println!("cargo:rustc-link-lib=c10");
     println!("cargo:rustc-link-lib=stdc++");

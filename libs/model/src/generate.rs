@@ -16,33 +16,8 @@ use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{FinishReason, Shard};
 use tch::{Device, Kind, Tensor};
 
-pub use crate::sample::{logprob_temperature, sample_on_device};
-use crate::{Error, KvCache, Qwen3, Result, StopScanner, Tokenizer};
-
-/// Sampling settings, validated by the caller's configuration layer.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct SampleSettings {
-    /// 0 means greedy.
-    pub temperature: f64,
-    /// 1.0 disables nucleus sampling.
-    pub top_p: f64,
-    /// 0 disables top-k.
-    pub top_k: usize,
-    pub max_new_tokens: usize,
-    /// Token ids that end a response (kept as its last token).
-    pub eos_ids: Vec<u32>,
-    /// Strings that end a response once they appear in its decoded text.
-    pub stop_strings: Vec<String>,
-    /// Rows decoded together at most.
-    pub max_batch_rows: usize,
-    /// Positions the KV cache may hold at once, over all rows of a batch (None = no
-    /// limit). A batch of prompts of length L holds at most this / (L + max_new_tokens)
-    /// rows, so a batch's cache never outgrows it even if every row runs to the limit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_cache_tokens: Option<usize>,
-    /// Recompute the whole sequence each step instead of using the cache (benchmarks).
-    pub use_cache: bool,
-}
+pub use crate::sample::{logprob_temperature, sample_on_device, SampleSettings};
+use crate::{Error, KvCache, Qwen3, RequestProblem, Result, StopScanner, Tokenizer};
 
 /// One prompt and the seeds of its samples (one per sample).
 #[derive(Clone, Debug)]
@@ -116,14 +91,20 @@ pub fn generate_part(
     let ctx = model.max_positions() as usize;
     for (i, r) in requests.iter().enumerate() {
         if r.prompt_ids.is_empty() {
-            return Err(Error::Generate(format!("request {i}: empty prompt")));
+            return Err(Error::Request {
+                request: i,
+                problem: RequestProblem::EmptyPrompt,
+            });
         }
         if r.prompt_ids.len() + s.max_new_tokens > ctx {
-            return Err(Error::Generate(format!(
-                "request {i}: prompt of {} tokens + max_new_tokens {} exceeds the context of {ctx}",
-                r.prompt_ids.len(),
-                s.max_new_tokens
-            )));
+            return Err(Error::Request {
+                request: i,
+                problem: RequestProblem::TooLong {
+                    prompt: r.prompt_ids.len(),
+                    max_new_tokens: s.max_new_tokens,
+                    context: ctx,
+                },
+            });
         }
     }
     let batches = plan_batches(requests, s)?;
@@ -169,12 +150,14 @@ fn plan_batches(requests: &[Request], s: &SampleSettings) -> Result<Vec<Vec<Slic
         if let Some(budget) = s.max_cache_tokens {
             let per_row = len + s.max_new_tokens;
             if per_row > budget {
-                return Err(Error::Generate(format!(
-                    "request {i}: one response needs {per_row} cache positions (prompt of {len} + \
-                     max_new_tokens {}), more than the KV-cache budget of {budget} \
-                     (rollout.kv_cache_tokens)",
-                    s.max_new_tokens
-                )));
+                return Err(Error::Request {
+                    request: i,
+                    problem: RequestProblem::OverCacheBudget {
+                        prompt: len,
+                        max_new_tokens: s.max_new_tokens,
+                        budget,
+                    },
+                });
             }
             cap = cap.min(budget / per_row);
         }
@@ -254,18 +237,10 @@ fn generate_batch(
             .collect();
         let (toks, lps) = sample_on_device(&logits, s, &uniforms).map_err(|e| match e {
             // Name the request (the caller maps it to a prompt).
-            Error::Generate(m) => {
-                let row = m
-                    .strip_prefix("row ")
-                    .and_then(|r| r.split(':').next())
-                    .and_then(|r| r.parse::<usize>().ok())
-                    .and_then(|a| active.get(a))
-                    .map_or(0, |&ri| batch[rows[ri].group].request);
-                Error::Generate(format!(
-                    "request {row}: {} at step {step}",
-                    m.split_once(": ").map_or(m.as_str(), |x| x.1)
-                ))
-            }
+            Error::NonFiniteLogits { row } => Error::Request {
+                request: active.get(row).map_or(0, |&ri| batch[rows[ri].group].request),
+                problem: RequestProblem::NonFiniteLogits { step },
+            },
             e => e,
         })?;
         let mut next = Vec::with_capacity(active.len());

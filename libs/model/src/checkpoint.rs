@@ -362,13 +362,7 @@ pub fn save_sharded(policy: &Policy, dir: &Path, max_shard_bytes: u64) -> Result
         written.push(path);
     }
     let mut cfg = policy.model.config.clone();
-    cfg.torch_dtype = Some(
-        match policy.dtype {
-            Dtype::F32 => "float32",
-            Dtype::Bf16 => "bfloat16",
-        }
-        .into(),
-    );
+    cfg.torch_dtype = Some(policy.dtype.hf_name().into());
     let json = serde_json::to_vec_pretty(&cfg).map_err(|e| Error::Config(e.to_string()))?;
     atomic_write(&dir.join("config.json"), &json)?;
     let src_dir = policy.tokenizer.path.parent().map(Path::to_path_buf);

@@ -23,6 +23,7 @@ extern "C" {
         out: *mut *mut c_void,
     ) -> *mut c_char;
     fn deltarl_c10d_free(g: *mut c_void);
+    fn deltarl_c10d_abort(g: *mut c_void) -> *mut c_char;
     fn deltarl_c10d_all_reduce_sum(g: *mut c_void, t: *mut c_void) -> *mut c_char;
     fn deltarl_c10d_broadcast(g: *mut c_void, t: *mut c_void, root: c_int) -> *mut c_char;
     fn deltarl_c10d_all_gather(
@@ -141,6 +142,11 @@ pub fn all_gather(g: &Raw, input: &mut Tensor, outputs: &mut [Tensor]) -> Result
     // SAFETY: all tensors live for the call; the shim reads `world` pointers, which the
     // caller guarantees `outputs` has.
     check(unsafe { deltarl_c10d_all_gather(g.0, handle(input), ptrs.as_mut_ptr()) })
+}
+
+pub fn abort(g: &Raw) -> Result<()> {
+    // SAFETY: the group is live; the shim only drops its backends.
+    check(unsafe { deltarl_c10d_abort(g.0) })
 }
 
 pub fn barrier(g: &Raw) -> Result<()> {

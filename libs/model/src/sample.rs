@@ -11,8 +11,32 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::generate::SampleSettings;
 use crate::{Error, Result};
+
+/// Sampling settings, validated by the caller's configuration layer.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SampleSettings {
+    /// 0 means greedy.
+    pub temperature: f64,
+    /// 1.0 disables nucleus sampling.
+    pub top_p: f64,
+    /// 0 disables top-k.
+    pub top_k: usize,
+    pub max_new_tokens: usize,
+    /// Token ids that end a response (kept as its last token).
+    pub eos_ids: Vec<u32>,
+    /// Strings that end a response once they appear in its decoded text.
+    pub stop_strings: Vec<String>,
+    /// Rows decoded together at most.
+    pub max_batch_rows: usize,
+    /// Positions the KV cache may hold at once, over all rows of a batch (None = no
+    /// limit). A batch of prompts of length L holds at most this / (L + max_new_tokens)
+    /// rows, so a batch's cache never outgrows it even if every row runs to the limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cache_tokens: Option<usize>,
+    /// Recompute the whole sequence each step instead of using the cache (benchmarks).
+    pub use_cache: bool,
+}
 
 /// The temperature log-probabilities are measured at: the sampling temperature, or 1 for
 /// greedy decoding (temperature 0), whose log-probs are those of the plain softmax. The
@@ -43,9 +67,7 @@ pub fn sample_on_device(
     // number a row crosses to tell).
     let first = Vec::<f64>::try_from(logp.select(1, 0).to_device(Device::Cpu))?;
     if let Some(r) = first.iter().position(|x| x.is_nan()) {
-        return Err(Error::Generate(format!(
-            "row {r}: the model's logits are not finite"
-        )));
+        return Err(Error::NonFiniteLogits { row: r });
     }
     let tokens = if s.temperature <= 0.0 {
         // 2a. Greedy: the first maximal index, as torch.argmax gives it.

@@ -105,6 +105,14 @@ impl Dtype {
             Dtype::Bf16 => tch::Kind::BFloat16,
         }
     }
+
+    /// The name Hugging Face (`config.json`'s `torch_dtype`) and vLLM (`--dtype`) use.
+    pub fn hf_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float32",
+            Dtype::Bf16 => "bfloat16",
+        }
+    }
 }
 
 impl Qwen3Config {

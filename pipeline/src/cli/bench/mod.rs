@@ -1,0 +1,112 @@
+//! Benchmarks that report medians side by side with a baseline run in the same process
+//! tree, on the same machine and thread count: one module a benchmark, the Python
+//! baselines in [`baseline`].
+
+mod baseline;
+mod coeffs;
+mod rollout;
+mod verify;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    what: What,
+    /// Repetitions (the median is reported).
+    #[arg(long, global = true, default_value_t = 5)]
+    reps: usize,
+    /// Threads for both sides.
+    #[arg(long, global = true, default_value_t = 2)]
+    threads: usize,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum What {
+    /// DelTA coefficient estimation vs a straightforward numpy implementation.
+    Coeffs {
+        #[arg(long, default_value_t = 1_000_000)]
+        tokens: usize,
+        #[arg(long, default_value_t = 128)]
+        dim: usize,
+    },
+    /// Verifications per second on the agreement case table vs HF math-verify.
+    Verify,
+    /// Generation tokens/s vs transformers' generate and our decoder without KV cache.
+    Rollout {
+        /// Model folder (e.g. runs/tiny-arith/base).
+        #[arg(long)]
+        model: PathBuf,
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+        #[arg(long, default_value_t = 16)]
+        prompt_len: usize,
+        #[arg(long, default_value_t = 48)]
+        new_tokens: usize,
+        /// Also time vLLM (`make vllm`) on the same folder: its server start-up apart from
+        /// its generation.
+        #[arg(long, value_enum, default_value = "native")]
+        engine: rollout::EngineArg,
+    },
+}
+
+/// What every benchmark is given: repetitions (the median is reported) and threads.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    reps: usize,
+    threads: usize,
+}
+
+impl Args {
+    pub fn run(self) -> Result<()> {
+        tch::set_num_threads(self.threads as i32);
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(self.threads)
+            .build_global();
+        let run = Run {
+            reps: self.reps.max(1),
+            threads: self.threads,
+        };
+        match self.what {
+            What::Coeffs { tokens, dim } => coeffs::run(run, tokens, dim),
+            What::Verify => verify::run(run),
+            What::Rollout {
+                model,
+                batch,
+                prompt_len,
+                new_tokens,
+                engine,
+            } => rollout::run(
+                run,
+                &rollout::Shape {
+                    model,
+                    batch,
+                    prompt_len,
+                    new_tokens,
+                },
+                engine,
+            ),
+        }
+    }
+}
+
+/// The median of `v` (the upper one of an even count); `v` is never empty here.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The median over `reps` runs of `f`'s wall time in seconds.
+fn median_seconds(reps: usize, mut f: impl FnMut()) -> f64 {
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
