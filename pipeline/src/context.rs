@@ -157,6 +157,10 @@ impl Ctx {
             if !Path::new(b).is_file() {
                 bail!("config key `eval.benchmarks`: {b:?}: no such file");
             }
+            // Read whole (benchmarks are small), so a file the eval stage would refuse is
+            // refused before this configuration is recorded.
+            crate::data::read_prompt_file(Path::new(b))
+                .with_context(|| format!("config key `eval.benchmarks`: {b:?}"))?;
         }
         if !self.tiny() && !self.base_dir().join("config.json").is_file() {
             bail!(

@@ -30,6 +30,13 @@ pub fn tiny_test_prompts(task: Task, n: usize) -> Vec<PromptRow> {
     prompt_rows(task, &problems(Split::Test, n, TINY_TEST_SEED))
 }
 
+/// The benchmark a file holds: its name without the extension (`aime24.jsonl` -> `aime24`).
+pub fn benchmark_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// The name of a built-in task's held-out benchmark (`tiny-arith-test`).
 pub fn heldout_name(task: Task) -> String {
     format!("{}-test", task.source())

@@ -1,6 +1,6 @@
 //! How the binary shows an error: the whole chain on stderr, what failed, then why. Among
-//! several ranks a failing rank shows its error before it tells the others (see
-//! [`crate::ranks::Ranks::fail`]) and returns it under [`Shown`], so it is not shown twice.
+//! several ranks a failing rank shows its error before it tells the others, and returns it
+//! under [`Shown`], so it is not shown twice.
 
 /// Context on an error that was already printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,17 +1,23 @@
 //! deltarl: configuration, run directory, stage graph, resume, and the CLI's commands.
 //!
-//! Layers, bottom up (a module only uses the ones above it in this list):
-//! `config` (options and their validation), `failure` (how an error is shown), `progress`, `data` and `chat` (prompts),
-//! `rundir` and `hashcache` (the run's files), `metrics` (metrics.jsonl, TensorBoard), `eval` (sampling and grading of benchmarks),
-//! `stage` (one module per stage), `context` (an opened run), `runner` (completion, resume),
-//! `cli` (one module per command).
+//! Layers, bottom up (a module uses only modules of the layers before its own; the
+//! workspace's layering test finds any cycle):
+//! 1. leaves: `data` and `chat` (prompts, benchmark names), `progress`, `failure` (how an
+//!    error is shown), `hashcache`, `pruned` (the record of pruned files), `memory`,
+//!    `plan`, `paired`;
+//! 2. `config` (options, validated once into `Resolved`), `ranks` (several processes),
+//!    `rundir` (the run's files), `metrics` (metrics.jsonl, TensorBoard);
+//! 3. `vllm` (the rollout's vLLM engine), `prune` (checkpoint pruning), `context` (an
+//!    opened run);
+//! 4. `stage` (one module per stage: its settings from the config, and its run);
+//! 5. `runner` (completion, resume);
+//! 6. `cli` (one module per command).
 
 pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod context;
 pub mod data;
-pub mod eval;
 pub mod failure;
 mod hashcache;
 pub mod memory;

@@ -1,55 +1,33 @@
 //! Paired comparison of two variants run on the same seeds: each seed shares the base, the
 //! prompt draws and the held-out problems between the two, so the per-seed, per-problem
 //! differences are what to average, and their spread over seeds *and* problems is the
-//! uncertainty (a two-level bootstrap).
+//! uncertainty (a two-level bootstrap); and the Student-t interval of a mean over seeds.
 
 use deltarl_schemas::seed::Rng;
 
-/// Per-problem scores of the variant and of the baseline on one seed, aligned by problem.
+use deltarl_eval::stats::{mean, Estimate, DRAWS};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// One seed's per-problem scores: (variant, baseline) for each problem both evaluated.
 #[derive(Clone, Debug)]
 pub struct Pair {
-    pub variant: Vec<f64>,
-    pub baseline: Vec<f64>,
+    pub problems: Vec<(f64, f64)>,
 }
 
-/// The mean paired difference (variant − baseline) and its 95 % percentile interval.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Difference {
-    pub mean: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-/// Resamples seeds with replacement and, within each drawn seed, problems with
-/// replacement (2,000 draws, seeded), averaging the per-problem differences.
-pub fn paired_bootstrap(pairs: &[Pair], seed: u64) -> Difference {
+/// The mean paired difference (variant − baseline) and its 95 % percentile interval:
+/// resamples seeds with replacement and, within each drawn seed, problems with replacement
+/// (2,000 draws, seeded), averaging the per-problem differences.
+pub fn paired_bootstrap(pairs: &[Pair], seed: u64) -> Estimate {
     let diffs: Vec<Vec<f64>> = pairs
         .iter()
-        .map(|p| {
-            p.variant
-                .iter()
-                .zip(&p.baseline)
-                .map(|(a, b)| a - b)
-                .collect()
-        })
+        .map(|p| p.problems.iter().map(|(a, b)| a - b).collect())
         .collect();
-    let mean_of = |d: &[Vec<f64>]| {
-        let per_seed: Vec<f64> = d
-            .iter()
-            .map(|x| x.iter().sum::<f64>() / x.len().max(1) as f64)
-            .collect();
-        per_seed.iter().sum::<f64>() / per_seed.len().max(1) as f64
-    };
-    let mean = mean_of(&diffs);
     if diffs.is_empty() || diffs.iter().any(Vec::is_empty) {
-        return Difference {
-            mean: f64::NAN,
-            lo: f64::NAN,
-            hi: f64::NAN,
-        };
+        return Estimate::NONE;
     }
+    let mean_of = |d: &[Vec<f64>]| mean(&d.iter().map(|x| mean(x)).collect::<Vec<f64>>());
     let mut rng = Rng::new(seed);
-    let mut draws: Vec<f64> = (0..2000)
+    let draws = (0..DRAWS)
         .map(|_| {
             let seeds: Vec<Vec<f64>> = (0..diffs.len())
                 .map(|_| {
@@ -62,12 +40,23 @@ pub fn paired_bootstrap(pairs: &[Pair], seed: u64) -> Difference {
             mean_of(&seeds)
         })
         .collect();
-    draws.sort_by(f64::total_cmp);
-    Difference {
-        mean,
-        lo: draws[49],
-        hi: draws[1949],
+    Estimate::from_draws(mean_of(&diffs), draws)
+}
+
+/// The two-sided 95 % Student-t quantile with `df` degrees of freedom.
+fn t975(df: usize) -> f64 {
+    StudentsT::new(0.0, 1.0, df as f64).map_or(f64::NAN, |t| t.inverse_cdf(0.975))
+}
+
+/// Mean and half-width of the 95 % CI of the mean.
+pub fn mean_ci(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len();
+    let mean = xs.iter().sum::<f64>() / n.max(1) as f64;
+    if n < 2 {
+        return (mean, f64::NAN);
     }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    (mean, t975(n - 1) * (var / n as f64).sqrt())
 }
 
 #[cfg(test)]
@@ -75,15 +64,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn mean_ci_by_hand() {
+        // 0.5, 0.6, 0.7: mean 0.6, sd 0.1, half-width t(2) * 0.1 / sqrt(3).
+        let (m, ci) = mean_ci(&[0.5, 0.6, 0.7]);
+        assert!((m - 0.6).abs() < 1e-12);
+        // t(2) = 4.302653 (tables print 4.303).
+        assert!((ci - 4.302653 * 0.1 / 3f64.sqrt()).abs() < 1e-6);
+        assert!(mean_ci(&[0.4]).1.is_nan());
+    }
+
+    #[test]
     fn identical_variants_differ_by_exactly_nothing() {
         let p = Pair {
-            variant: vec![1.0, 0.0, 0.5],
-            baseline: vec![1.0, 0.0, 0.5],
+            problems: vec![(1.0, 1.0), (0.0, 0.0), (0.5, 0.5)],
         };
         let d = paired_bootstrap(&[p.clone(), p], 1);
         assert_eq!(
             d,
-            Difference {
+            Estimate {
                 mean: 0.0,
                 lo: 0.0,
                 hi: 0.0
@@ -96,8 +94,9 @@ mod tests {
         // Every problem of every seed is 0.25 better: mean 0.25, no spread at all.
         let pairs: Vec<Pair> = (0..4)
             .map(|s| Pair {
-                variant: (0..5).map(|p| 0.25 + f64::from(p + s) / 10.0).collect(),
-                baseline: (0..5).map(|p| f64::from(p + s) / 10.0).collect(),
+                problems: (0..5)
+                    .map(|p| (0.25 + f64::from(p + s) / 10.0, f64::from(p + s) / 10.0))
+                    .collect(),
             })
             .collect();
         let d = paired_bootstrap(&pairs, 7);
@@ -110,8 +109,7 @@ mod tests {
     fn the_interval_covers_the_mean_and_shrinks_with_more_seeds() {
         // Differences of +1 / 0 / -1 by hand: mean (1 + 0 + 0 + 1) / 4 / ... per seed.
         let pair = |d: &[f64]| Pair {
-            variant: d.to_vec(),
-            baseline: vec![0.0; d.len()],
+            problems: d.iter().map(|&x| (x, 0.0)).collect(),
         };
         let few = vec![pair(&[1.0, 0.0]), pair(&[0.0, -1.0])];
         let d = paired_bootstrap(&few, 3);

@@ -1,6 +1,7 @@
 //! The record of pruned files, `runs/<run>/pruned.json`: each file pruning removed, by its
 //! path relative to the run, with its hash when it was removed. The run's hashing answers
-//! from it for a file that is gone (see [`crate::prune`] for what is pruned and when).
+//! from it for a file that is gone. What is pruned and when is decided a layer above, by
+//! the pruning that `[checkpoint]` configures.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,6 +59,9 @@ mod tests {
         assert_eq!(read(dir.path()).unwrap(), e);
         std::fs::write(path(dir.path()), b"{\"iter-0001/policy/model.safe").unwrap();
         let err = format!("{:#}", read(dir.path()).unwrap_err());
-        assert!(err.contains("pruned.json") && err.contains("not a record"), "{err}");
+        assert!(
+            err.contains("pruned.json") && err.contains("not a record"),
+            "{err}"
+        );
     }
 }

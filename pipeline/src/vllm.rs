@@ -83,7 +83,7 @@ pub fn start(o: &VllmOptions, folder: PathBuf, at: &Placement) -> Result<Vllm> {
         python: python(o),
         model: folder,
         dtype: at.dtype.hf_name(),
-        port: (o.port != 0).then_some(o.port),
+        port: crate::config::zero_is_off(o.port),
         cpu: at.cpu,
         extra_args: o.extra_args.clone(),
         start_timeout: Duration::from_secs(if o.start_timeout_s == 0 {

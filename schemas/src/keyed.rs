@@ -4,12 +4,37 @@ use std::collections::HashMap;
 
 use crate::{CoeffRow, FeatureRow, LogprobRow, RolloutRow, ScoreRow};
 
+/// A response's key, shown the way every message names a response:
+/// `prompt_id "p3", sample_idx 2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResponseKey<'a> {
+    pub prompt_id: &'a str,
+    pub sample_idx: u32,
+}
+
+impl std::fmt::Display for ResponseKey<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "prompt_id {:?}, sample_idx {}",
+            self.prompt_id, self.sample_idx
+        )
+    }
+}
+
 /// A row of a per-response table.
 pub trait Keyed {
     fn prompt_id(&self) -> &str;
     fn sample_idx(&self) -> u32;
     fn key(&self) -> (&str, u32) {
         (self.prompt_id(), self.sample_idx())
+    }
+    /// The key, for messages.
+    fn response(&self) -> ResponseKey<'_> {
+        ResponseKey {
+            prompt_id: self.prompt_id(),
+            sample_idx: self.sample_idx(),
+        }
     }
 }
 
@@ -37,13 +62,10 @@ impl<'a, T: Keyed> Index<'a, T> {
 
     /// The row with `row`'s key, or an error message naming the key and `table`.
     pub fn get(&self, row: &impl Keyed, table: &str) -> Result<&'a T, String> {
-        self.0.get(&row.key()).copied().ok_or_else(|| {
-            format!(
-                "prompt_id {:?}, sample_idx {}: no row in {table}",
-                row.prompt_id(),
-                row.sample_idx()
-            )
-        })
+        self.0
+            .get(&row.key())
+            .copied()
+            .ok_or_else(|| format!("{}: no row in {table}", row.response()))
     }
 }
 

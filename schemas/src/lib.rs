@@ -21,7 +21,7 @@ mod tables;
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
 pub use error::{Error, Result};
 pub use io::{read_meta, read_path, read_table, write_path, write_table, FileMeta};
-pub use keyed::{render_template, Index, Keyed};
+pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
 pub use logprobs::LogprobRow;
 pub use manifest::Manifest;

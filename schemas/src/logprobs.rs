@@ -5,7 +5,7 @@ use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
 
 use crate::arrays::{self, list_of, Columns};
-use crate::tables::{batch, f};
+use crate::tables::table::{batch, f};
 use crate::{Result, Table};
 
 /// The log-probability of each response token under the pre-update policy, from the

@@ -1,11 +1,13 @@
 //! End-to-end tests of the `deltarl` binary on a micro configuration: iterations, polars
 //! readability and joins, byte-identical reruns, crash safety, bad input, and one run at a
-//! real vocabulary size. They belong to the `deltarl` package (see its Cargo.toml), so cargo
-//! builds the binary they run first.
+//! real vocabulary size; and the workspace's layering, read from its sources. They belong
+//! to the `deltarl` package (see its Cargo.toml), so cargo builds the binary they run
+//! first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 mod config;
+mod layers;
 mod plan;
 mod ranks;
 mod refusals;

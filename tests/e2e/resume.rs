@@ -18,16 +18,31 @@ fn killed_runs_resume_to_identical_results() {
     // Kill at several points spread over a whole run (warm start and every stage).
     for frac in [0.15, 0.45, 0.7, 0.9] {
         let name = format!("k{}", (frac * 100.0) as u32);
-        let mut child = Command::new(bin())
-            .args(["iterate", "--config", c, "--run", &name])
-            .env("DELTARL_RUNS", &runs)
-            .env("DELTARL_NO_PROGRESS", "1")
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_secs_f64(total.as_secs_f64() * frac));
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
+        // The kill must land on a running process: a run that is done by then (this one
+        // went faster than the reference) is started again and killed earlier.
+        let mut at = frac;
+        let mut child = loop {
+            let _ = std::fs::remove_dir_all(runs.join(&name));
+            let mut child = Command::new(bin())
+                .args(["iterate", "--config", c, "--run", &name])
+                .env("DELTARL_RUNS", &runs)
+                .env("DELTARL_NO_PROGRESS", "1")
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_secs_f64(total.as_secs_f64() * at));
+            if child.try_wait().unwrap().is_none() {
+                break child;
+            }
+            at *= 0.8;
+            assert!(
+                at > 0.05,
+                "every run finished before its kill (last at {at:.2})"
+            );
+        };
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "the run was killed, not finished");
         // No partial file under a final name: every Parquet file present is readable.
         for (rel, bytes) in parquet_files(&runs.join(&name)) {
             if rel.ends_with(".parquet") {

@@ -24,7 +24,14 @@ fn launch(test: &str, extra: &[(&str, &str)]) -> std::process::Output {
     let mut c = Command::new(torchrun);
     c.args(["--standalone", "--nproc-per-node", "2", "--no-python", "--"])
         .arg(exe)
-        .args([test, "--exact", "--ignored", "--nocapture", "--test-threads", "1"])
+        .args([
+            test,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env("DELTARL_DIST_WORKER", test);
     for (k, v) in extra {
         c.env(k, v);

@@ -238,7 +238,9 @@ fn generate_batch(
         let (toks, lps) = sample_on_device(&logits, s, &uniforms).map_err(|e| match e {
             // Name the request (the caller maps it to a prompt).
             Error::NonFiniteLogits { row } => Error::Request {
-                request: active.get(row).map_or(0, |&ri| batch[rows[ri].group].request),
+                request: active
+                    .get(row)
+                    .map_or(0, |&ri| batch[rows[ri].group].request),
                 problem: RequestProblem::NonFiniteLogits { step },
             },
             e => e,

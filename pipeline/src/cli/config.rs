@@ -64,7 +64,7 @@ impl Args {
                 .or_insert(toml::Value::try_from(CheckpointOptions::default())?);
         }
         let text = toml::to_string_pretty(&v).context("cannot serialise the configuration")?;
-        super::print_stdout(&format!(
+        crate::cli::stdout::print_stdout(&format!(
             "# {} resolved (hash {}); every key set.\n{text}",
             config.display(),
             r.hash()

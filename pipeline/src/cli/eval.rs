@@ -2,7 +2,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::eval::{evaluate, fitting, summarize, EvalSettings, Summary};
+use deltarl_eval::{fitting, summarize, EvalSettings, Summary};
+
+use crate::stage::eval::evaluate;
 
 /// The DelTA prompt template (`docs/method.md` §8).
 pub const DELTA_TEMPLATE: &str =
@@ -42,13 +44,13 @@ pub struct Args {
     max_batch_rows: usize,
     /// Answer extraction from the sampled responses.
     #[arg(long, value_enum, default_value = "lenient")]
-    extract: super::ExtractArg,
+    extract: crate::cli::extract::ExtractArg,
     /// Write every sample's verdict here (eval.parquet layout).
     #[arg(long)]
     out: Option<PathBuf>,
 }
 
-fn ci(e: crate::eval::Estimate) -> String {
+fn ci(e: deltarl_eval::Estimate) -> String {
     format!("{:.3} [{:.3}, {:.3}]", e.mean, e.lo, e.hi)
 }
 

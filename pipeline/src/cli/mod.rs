@@ -9,6 +9,7 @@ mod bench;
 mod compare;
 mod config;
 mod eval;
+mod extract;
 mod generate;
 mod iterate;
 mod plan;
@@ -16,6 +17,7 @@ mod random_model;
 mod report;
 mod stage;
 mod status;
+mod stdout;
 mod verify;
 mod warmstart;
 
@@ -60,35 +62,6 @@ pub enum Command {
     Config(config::Args),
     /// Memory per device for a configuration, and whether it fits (`--memory 141GB`).
     Plan(plan::Args),
-}
-
-/// The verifier's extraction policy on the command line (`deltarl_verify::Policy`).
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum ExtractArg {
-    /// Only the last complete \boxed{} counts (as training scores by default).
-    Boxed,
-    /// The last box, then "The answer is" / "Final Answer:" phrases, `####`, the last number.
-    Lenient,
-}
-
-impl From<ExtractArg> for deltarl_verify::Policy {
-    fn from(a: ExtractArg) -> Self {
-        match a {
-            ExtractArg::Boxed => deltarl_verify::Policy::Boxed,
-            ExtractArg::Lenient => deltarl_verify::Policy::Lenient,
-        }
-    }
-}
-
-/// Prints to standard output; a reader that went away (`deltarl status | head -1`) ends the
-/// output quietly instead of failing.
-pub fn print_stdout(text: &str) -> Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
 }
 
 impl Cli {

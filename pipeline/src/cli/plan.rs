@@ -151,7 +151,10 @@ impl Args {
                     "update_zero1": zero1,
                 },
             });
-            return super::print_stdout(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+            return crate::cli::stdout::print_stdout(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&v)?
+            ));
         }
         let dtype = match w.dtype {
             Dtype::F32 => "f32",

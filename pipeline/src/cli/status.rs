@@ -53,6 +53,6 @@ impl Args {
             }
             text += &format!("iter-{it:04}  {}\n", cells.join(" | "));
         }
-        super::print_stdout(&text)
+        crate::cli::stdout::print_stdout(&text)
     }
 }

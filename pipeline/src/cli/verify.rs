@@ -16,7 +16,7 @@ pub struct Args {
     jsonl: Option<PathBuf>,
     /// Answer extraction from a whole response.
     #[arg(long, value_enum, default_value = "lenient")]
-    extract: super::ExtractArg,
+    extract: crate::cli::extract::ExtractArg,
 }
 
 impl Args {

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Result};
 
-use super::Options;
+use super::options::Options;
 
 /// Responses an iteration may sample (prompts x samples): far beyond any real batch.
 const MAX_RESPONSES: u64 = 1 << 24;
@@ -110,8 +110,8 @@ pub(super) fn check(o: &Options) -> Result<()> {
             up.tis_cap
         );
     }
-    if w.lr <= 0.0 {
-        bail!("config key `warmstart.lr` = {}: must be positive", w.lr);
+    if !(w.lr > 0.0 && w.lr <= 1.0) {
+        bail!("config key `warmstart.lr` = {}: must be in (0, 1]", w.lr);
     }
     if !(w.digit_weight > 0.0 && w.digit_weight.is_finite()) {
         bail!(
@@ -133,7 +133,7 @@ pub(super) fn check(o: &Options) -> Result<()> {
     }
     let mut names: Vec<String> = Vec::new();
     for b in &o.eval.benchmarks {
-        let name = crate::stage::eval::benchmark_name(std::path::Path::new(b));
+        let name = crate::data::benchmark_name(std::path::Path::new(b));
         let heldout = builtin.map(crate::data::heldout_name);
         if name.is_empty() || names.contains(&name) || Some(&name) == heldout.as_ref() {
             bail!(

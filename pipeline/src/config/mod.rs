@@ -1,7 +1,7 @@
 //! Configuration in two layers (as ruff does): TOML *options* ([`options`]), every field
 //! documented and unknown keys rejected, resolved and validated once here into
-//! [`Resolved`]; each stage then takes the part it uses as its own settings
-//! (`crate::stage`), and that part alone makes up the stage's hash.
+//! [`Resolved`]; each stage then takes the part it uses as its own settings (in the
+//! stage layer above this one), and that part alone makes up the stage's hash.
 //!
 //! A file may start with `extends = "other.toml"` (relative to itself) and then state only
 //! what differs; tables are merged key by key. Keys whose default depends on the algorithm
@@ -117,6 +117,11 @@ pub struct Resolved {
     pub config_path: PathBuf,
 }
 
+/// A key where 0 means "off" (no limit, no projection, a free port), as an `Option`.
+pub fn zero_is_off<T: Default + PartialEq>(value: T) -> Option<T> {
+    (value != T::default()).then_some(value)
+}
+
 fn check(ok: bool, key: &str, value: impl std::fmt::Display, rule: &str) -> Result<()> {
     if !ok {
         bail!("config key `{key}` = {value}: {rule}");
@@ -229,11 +234,13 @@ impl Resolved {
             "rollout",
             "must be recompute with rollout.engine = vllm (the sampler's numbers are never the old policy)",
         )?;
+        // A learning rate above 1 has no use in fine-tuning and only makes the weights
+        // non-finite after the first step, once the iteration's work is spent.
         check(
-            u.lr > 0.0 && u.lr.is_finite(),
+            u.lr > 0.0 && u.lr <= 1.0,
             "update.lr",
             u.lr,
-            "must be positive",
+            "must be in (0, 1]",
         )?;
         check(
             (0.0..1.0).contains(&u.eps_low),
@@ -248,11 +255,20 @@ impl Resolved {
             u.dual_clip,
             "must be 0 (off) or > 1",
         )?;
+        // Decoupled decay shrinks the weights by lr * weight_decay a step: above 1 it is
+        // a typo, not a setting (AdamW's default is 0.01, DAPO's 0.1).
         check(
-            u.weight_decay >= 0.0,
+            (0.0..=1.0).contains(&u.weight_decay),
             "update.weight_decay",
             u.weight_decay,
-            "must be >= 0",
+            "must be in [0, 1]",
+        )?;
+        // A fraction, checked whatever the estimator so a typo is never carried silently.
+        check(
+            o.coeffs.top_entropy_keep > 0.0 && o.coeffs.top_entropy_keep <= 1.0,
+            "coeffs.top_entropy_keep",
+            o.coeffs.top_entropy_keep,
+            "must be in (0, 1]",
         )?;
         check(
             u.optimizer_steps > 0,

@@ -1,5 +1,5 @@
 //! The TOML options: every field documented, unknown keys rejected. What each key means to
-//! a stage is decided once, in the stage's settings (`crate::stage`).
+//! a stage is decided once, in the stage's settings (the stage layer above this one).
 
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,8 @@ use anyhow::{Context, Result};
 
 use deltarl_schemas::{atomic_write, Stage};
 
-use super::{num, Env, Ran};
+use super::env::Env;
+use super::ran::{num, Ran};
 use crate::config::Resolved;
 
 /// The estimator and its validated parameters (the coeffs crate's own settings).

@@ -2,7 +2,7 @@
 //! built-in task's test split and on the benchmark files of `[eval] benchmarks`; writes
 //! eval.parquet (one row per answer, `benchmark` naming where it comes from).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -11,9 +11,11 @@ use serde_json::json;
 use deltarl_model::Dtype;
 use deltarl_schemas::{atomic_write, write_table, Stage};
 
-use super::{load_policy, num, Env, Ran};
+use super::env::{load_policy, Env};
+use super::ran::{num, Ran};
 use crate::config::Resolved;
-use crate::eval::{accuracy_by_source, evaluate, fitting, summarize, EvalSettings};
+use deltarl_eval::{accuracy_by_source, fitting, summarize, EvalSettings};
+use deltarl_schemas::{EvalRow, PromptRow};
 
 /// How held-out answers are sampled: the rollout's prompt and length limits.
 #[derive(Clone, Debug, Serialize)]
@@ -36,7 +38,7 @@ impl Sampling {
             max_new_tokens: o.rollout.max_new_tokens,
             stop: o.rollout.stop.clone(),
             max_batch_rows: o.rollout.max_batch_rows,
-            max_cache_tokens: (o.rollout.kv_cache_tokens > 0).then_some(o.rollout.kv_cache_tokens),
+            max_cache_tokens: crate::config::zero_is_off(o.rollout.kv_cache_tokens),
         }
     }
 
@@ -99,11 +101,20 @@ impl Settings {
     }
 }
 
-/// The benchmark a file holds: its name without the extension (`aime24.jsonl` -> `aime24`).
-pub fn benchmark_name(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
+/// [`deltarl_eval::evaluate`] with a progress line (responses sampled).
+pub fn evaluate(
+    policy: &deltarl_model::Policy,
+    bench: &str,
+    prompts: &[PromptRow],
+    s: &EvalSettings,
+) -> Result<Vec<EvalRow>> {
+    let progress =
+        crate::progress::Progress::new("eval", prompts.len() as u64 * u64::from(s.samples));
+    let rows = deltarl_eval::evaluate(policy, bench, prompts, s, &mut |done| {
+        progress.set_position(done as u64)
+    })?;
+    progress.finish();
+    Ok(rows)
 }
 
 /// The answers of `policy` (the policy of iteration `iter`; 0 = the base) to the built-in
@@ -161,7 +172,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         rows.extend(part);
     }
     for file in s.files() {
-        let name = benchmark_name(&file);
+        let name = crate::data::benchmark_name(&file);
         let mut prompts = crate::data::read_prompt_file(&file)
             .with_context(|| format!("benchmark {name} of eval.benchmarks"))?;
         let mut at = settings.clone();

@@ -14,7 +14,8 @@ use deltarl_model::Dtype;
 use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{atomic_write, read_path, FeatureRow, RolloutRow, Stage};
 
-use super::{load_policy, num, Env, Ran};
+use super::env::{load_policy, Env};
+use super::ran::{num, Ran};
 use crate::config::Resolved;
 use crate::progress::Progress;
 
@@ -38,10 +39,10 @@ impl Settings {
         Settings {
             seed: o.seed,
             proxy: o.features.proxy,
-            project_dim: (o.features.project_dim > 0).then_some(o.features.project_dim),
+            project_dim: crate::config::zero_is_off(o.features.project_dim),
             temperature: logprob_temperature(o.rollout.temperature),
             chunk_rows: o.features.chunk_rows,
-            chunk_tokens: (o.features.chunk_tokens > 0).then_some(o.features.chunk_tokens),
+            chunk_tokens: crate::config::zero_is_off(o.features.chunk_tokens),
             dtype: o.model.dtype,
         }
     }

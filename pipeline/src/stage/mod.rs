@@ -7,20 +7,21 @@
 //!   its Parquet shell (temporary name, renamed when complete).
 //! * `summary(&serde_json::Value)`: the stage's part of the console line.
 //!
-//! This file only dispatches on [`Stage`], exhaustively.
+//! This file only dispatches on [`Stage`], exhaustively; what every stage runs with is in
+//! `env.rs` (its environment), `ran.rs` (its result) and `temp_folder.rs`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use tch::Device;
 
-use deltarl_dist::Group;
-use deltarl_model::{Dtype, Policy};
-use deltarl_schemas::{FileMeta, Shard, Stage};
+use deltarl_schemas::Stage;
 
 use crate::config::Resolved;
-use crate::rundir::RunDir;
+
+mod env;
+mod ran;
+mod temp_folder;
 
 pub mod coeffs;
 pub mod eval;
@@ -30,131 +31,9 @@ pub mod score;
 pub mod update;
 pub mod warmstart;
 
-/// What a stage run sees besides its settings.
-pub struct Env<'a> {
-    pub run: &'a RunDir,
-    pub device: Device,
-    /// The iteration (0 for the warm start).
-    pub iter: u32,
-    /// The base policy folder: the run's `base/`, or `model.source`.
-    pub base: &'a Path,
-    /// The stage's hash, written into its files' metadata.
-    pub hash: String,
-    pub stage: Stage,
-    /// The process group when several processes share the stage ([`shared`]).
-    pub ranks: Option<&'a Group>,
-}
-
-impl Env<'_> {
-    /// This process's share of the stage's work.
-    pub fn shard(&self) -> Shard {
-        crate::ranks::shard(self.ranks)
-    }
-
-    /// Whether this process writes the stage's files (rank 0, or the only process).
-    pub fn writes(&self) -> bool {
-        self.ranks.is_none_or(|g| g.rank() == 0)
-    }
-
-    /// The output file of `stage` in this iteration.
-    pub fn file(&self, stage: Stage) -> PathBuf {
-        self.run.output(self.iter, stage)
-    }
-
-    /// Opens the output file of `stage` in this iteration, with its name for errors.
-    pub fn open(&self, stage: Stage) -> Result<(std::fs::File, String)> {
-        let p = self.file(stage);
-        let f = std::fs::File::open(&p).with_context(|| format!("cannot open {}", p.display()))?;
-        Ok((f, p.display().to_string()))
-    }
-
-    /// The file metadata of this stage's outputs.
-    pub fn meta(&self) -> FileMeta {
-        FileMeta::new(self.stage.name(), &self.hash)
-    }
-
-    /// The policy that samples this iteration: the previous iteration's, or the base.
-    pub fn previous_policy(&self) -> PathBuf {
-        policy_before(self.run, self.base, self.iter)
-    }
-
-    /// The policy this iteration's update writes.
-    pub fn this_policy(&self) -> PathBuf {
-        self.run.iter_dir(self.iter).join("policy")
-    }
-}
-
-/// The policy that samples iteration `iter`: the base for the first, else the policy the
-/// previous iteration's update wrote.
-pub fn policy_before(run: &RunDir, base: &Path, iter: u32) -> PathBuf {
-    if iter <= 1 {
-        base.to_path_buf()
-    } else {
-        run.iter_dir(iter - 1).join("policy")
-    }
-}
-
-/// A folder being written under a temporary name beside its final one: removed if dropped
-/// before [`TempFolder::commit`], so no error path leaves it behind.
-pub struct TempFolder {
-    path: PathBuf,
-    committed: bool,
-}
-
-impl TempFolder {
-    /// `.NAME.tmp-PID` in `parent`, emptied first.
-    pub fn new(parent: &Path, name: &str) -> Result<Self> {
-        let path = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
-        Ok(TempFolder {
-            path,
-            committed: false,
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Replaces `dest` with the folder.
-    pub fn commit(mut self, dest: &Path) -> Result<()> {
-        if dest.exists() {
-            std::fs::remove_dir_all(dest)
-                .with_context(|| format!("cannot replace {}", dest.display()))?;
-        }
-        std::fs::rename(&self.path, dest).with_context(|| {
-            format!("cannot move {} to {}", self.path.display(), dest.display())
-        })?;
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for TempFolder {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
-/// Loads a policy folder.
-pub fn load_policy(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
-    deltarl_model::load(dir, device, dtype)
-        .with_context(|| format!("cannot load the policy in {}", dir.display()))
-}
-
-/// What a finished stage reports to the runner.
-#[derive(Debug, Default)]
-pub struct Ran {
-    pub rows: usize,
-    /// Metrics and diagnostics for the manifest and the console line.
-    pub summary: serde_json::Value,
-    /// Outputs besides the stage's main file (a policy folder's weights).
-    pub outputs: Vec<PathBuf>,
-}
+pub use env::{load_policy, policy_before, Env};
+pub use ran::{num, Ran};
+pub use temp_folder::TempFolder;
 
 fn hash_of<T: Serialize>(stage: Stage, settings: &T) -> Result<String> {
     let json = serde_json::to_string(settings)
@@ -227,17 +106,11 @@ pub fn summary(stage: Stage, s: &serde_json::Value) -> String {
     }
 }
 
-/// A number from a summary (NaN when absent), for console lines.
-pub fn num(s: &serde_json::Value, key: &str) -> f64 {
-    s.get(key)
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(f64::NAN)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::path::Path;
 
     fn config(edit: impl FnOnce(&mut crate::config::Options)) -> Resolved {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/tiny-arith.toml");

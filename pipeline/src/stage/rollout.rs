@@ -13,7 +13,8 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_model::Dtype;
 use deltarl_schemas::{atomic_write, FinishReason, Stage};
 
-use super::{load_policy, num, Env, Ran};
+use super::env::{load_policy, Env};
+use super::ran::{num, Ran};
 use crate::config::{DataOptions, Engine, Resolved, RolloutOptions, VllmOptions};
 use crate::data;
 use crate::progress::Progress;
@@ -65,7 +66,7 @@ pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) 
         eos_ids,
         stop_strings: r.stop.clone(),
         max_batch_rows: r.max_batch_rows,
-        max_cache_tokens: (r.kv_cache_tokens > 0).then_some(r.kv_cache_tokens),
+        max_cache_tokens: crate::config::zero_is_off(r.kv_cache_tokens),
         use_cache: true,
     }
 }
@@ -103,7 +104,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         iter: env.iter,
         policy_iter: env.iter - 1,
         seed_stage: Stage::Rollout,
-        max_prompt_tokens: (r.max_prompt_tokens > 0).then_some(r.max_prompt_tokens),
+        max_prompt_tokens: crate::config::zero_is_off(r.max_prompt_tokens),
         shard: env.shard(),
     };
     let progress = Progress::new(

@@ -7,7 +7,8 @@ use serde_json::json;
 
 use deltarl_schemas::{atomic_write, Stage};
 
-use super::{num, Env, Ran};
+use super::env::Env;
+use super::ran::{num, Ran};
 use crate::config::{AdvantageKind, Resolved};
 use crate::progress::Progress;
 
@@ -80,7 +81,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     });
     // Training accuracy per `data_source` when the prompts mix several (metrics.jsonl and
     // TensorBoard get `score/by_source/<source>/accuracy`).
-    let by_source = crate::eval::accuracy_by_source(
+    let by_source = deltarl_eval::accuracy_by_source(
         scores.iter().map(|r| (r.data_source.as_deref(), r.correct)),
     );
     if by_source.len() > 1 {

@@ -14,7 +14,9 @@ use deltarl_schemas::{atomic_write, Stage};
 use deltarl_update::shell::{train_rows, write_metrics, Inputs};
 use deltarl_update::{AdamW, AdamWSettings, JoinSettings, LossSettings};
 
-use super::{load_policy, num, Env, Ran, TempFolder};
+use super::env::{load_policy, Env};
+use super::ran::{num, Ran};
+use super::temp_folder::TempFolder;
 use crate::config::Resolved;
 use crate::progress::Progress;
 
@@ -74,7 +76,7 @@ impl Settings {
             },
             optimizer_steps: u.optimizer_steps,
             micro_batch_rows: u.micro_batch_rows,
-            micro_batch_tokens: (u.micro_batch_tokens > 0).then_some(u.micro_batch_tokens),
+            micro_batch_tokens: crate::config::zero_is_off(u.micro_batch_tokens),
             activation_checkpointing: u.activation_checkpointing,
             shard_optimizer: u.shard_optimizer,
             warmup_steps: u.warmup_steps,

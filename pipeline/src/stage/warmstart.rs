@@ -14,8 +14,10 @@ use deltarl_model::{Dtype, Policy, Qwen3Config, Tokenizer};
 use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::{atomic_write_bytes, Stage};
 
+use super::env::Env;
 use super::eval::Sampling;
-use super::{num, Env, Ran, TempFolder};
+use super::ran::{num, Ran};
+use super::temp_folder::TempFolder;
 use crate::config::{Resolved, TinyOptions, WarmstartOptions};
 use crate::progress::Progress;
 
@@ -83,7 +85,7 @@ pub fn tiny_config(t: &TinyOptions, task: tiny::Task) -> Result<Qwen3Config> {
 /// Greedy or sampled accuracy of `policy` on held-out problems.
 fn heldout_accuracy(s: &Settings, policy: &Policy, temperature: f64) -> Result<f64> {
     let prompts = crate::data::tiny_test_prompts(s.task, HELDOUT_PROBLEMS);
-    let rows = crate::eval::evaluate(
+    let rows = super::eval::evaluate(
         policy,
         &crate::data::heldout_name(s.task),
         &prompts,

@@ -1,6 +1,6 @@
 //! The token coefficients of one response (coeffs.parquet).
 
-use super::{batch, f, Table};
+use super::table::{batch, f, Table};
 use crate::arrays::{self, list_of, Columns};
 use crate::Result;
 use arrow::datatypes::{DataType, Field};

@@ -1,6 +1,7 @@
 //! One sampled answer to one benchmark problem (eval.parquet).
 
-use super::{batch, f, nullable, FinishReason, Table};
+use super::finish::FinishReason;
+use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, Columns};
 use crate::Result;
 use arrow::datatypes::{DataType, Field};

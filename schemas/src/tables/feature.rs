@@ -1,6 +1,6 @@
 //! Per-token gradient proxies of one response (features.parquet).
 
-use super::{batch, f, Table};
+use super::table::{batch, f, Table};
 use crate::arrays::{self, list_of, vectors_of, Columns};
 use crate::{Error, Result};
 use arrow::datatypes::{DataType, Field};

@@ -1,7 +1,7 @@
 //! The tables of one iteration: one row per response, keyed by (`prompt_id`, `sample_idx`),
 //! except `update` (one row per optimizer step) and `eval` (one row per benchmark sample).
 //!
-//! One file a table; this one holds the trait and the helpers they share.
+//! One file a table; `table.rs` holds the trait and the helpers they share.
 
 mod coeff;
 mod eval;
@@ -10,14 +10,8 @@ mod finish;
 mod prompt;
 mod rollout;
 mod score;
+pub(crate) mod table;
 mod update;
-
-use std::sync::Arc;
-
-use arrow::datatypes::{DataType, Field, Schema};
-use arrow::record_batch::RecordBatch;
-
-use crate::{Error, Result};
 
 pub use coeff::CoeffRow;
 pub use eval::EvalRow;
@@ -26,50 +20,5 @@ pub use finish::FinishReason;
 pub use prompt::PromptRow;
 pub use rollout::RolloutRow;
 pub use score::ScoreRow;
+pub use table::Table;
 pub use update::UpdateRow;
-
-/// A table with a fixed Arrow schema and a typed row.
-pub trait Table: Sized + Send + Sync {
-    /// The table's name, also the file stem (`rollouts` -> `rollouts.parquet`).
-    const NAME: &'static str;
-
-    /// The columns this table writes and every reader requires. `dim` is the vector
-    /// dimension of `fixed_size_list` columns; readers accept any dimension.
-    fn fields(dim: i32) -> Vec<Field>;
-
-    /// Nullable columns added after files of this table were first written: a deltarl file
-    /// without one reads as nulls there (every other column stays required).
-    const ADDED: &'static [&'static str] = &[];
-
-    /// The vector dimension of these rows (0 for tables without vectors).
-    fn dim(_rows: &[Self]) -> Result<i32> {
-        Ok(0)
-    }
-
-    fn schema(dim: i32) -> Schema {
-        Schema::new(Self::fields(dim))
-    }
-
-    fn to_batch(rows: &[Self]) -> Result<RecordBatch>;
-
-    fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>>;
-}
-
-pub(crate) fn batch(
-    name: &str,
-    schema: Schema,
-    cols: Vec<arrow::array::ArrayRef>,
-) -> Result<RecordBatch> {
-    RecordBatch::try_new(Arc::new(schema), cols).map_err(|e| Error::Build {
-        table: name.to_string(),
-        message: e.to_string(),
-    })
-}
-
-pub(crate) fn f(name: &str, dt: DataType) -> Field {
-    Field::new(name, dt, false)
-}
-
-pub(crate) fn nullable(name: &str, dt: DataType) -> Field {
-    Field::new(name, dt, true)
-}

@@ -1,6 +1,6 @@
 //! One input problem (prompt files and the prompt draw).
 
-use super::{batch, f, nullable, Table};
+use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, Columns};
 use crate::Result;
 use arrow::datatypes::{DataType, Field};

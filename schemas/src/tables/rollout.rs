@@ -1,6 +1,7 @@
 //! One sampled response (rollouts.parquet).
 
-use super::{batch, f, nullable, FinishReason, Table};
+use super::finish::FinishReason;
+use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, list_of, Columns};
 use crate::{Error, Result};
 use arrow::datatypes::{DataType, Field};

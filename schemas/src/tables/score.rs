@@ -1,6 +1,6 @@
 //! The verdict, reward and advantage of one response (scores.parquet).
 
-use super::{batch, f, nullable, Table};
+use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, Columns};
 use crate::Result;
 use arrow::datatypes::{DataType, Field};

@@ -1,6 +1,6 @@
 //! One optimizer step (update.parquet).
 
-use super::{batch, f, Table};
+use super::table::{batch, f, Table};
 use crate::arrays::{self, Columns};
 use crate::Result;
 use arrow::datatypes::{DataType, Field};

@@ -120,6 +120,16 @@ pub struct Response<'a> {
 }
 
 impl Response<'_> {
+    /// The response's key, for messages.
+    pub fn key(&self) -> deltarl_schemas::ResponseKey<'_> {
+        deltarl_schemas::ResponseKey {
+            prompt_id: self.prompt_id,
+            sample_idx: self.sample_idx,
+        }
+    }
+}
+
+impl Response<'_> {
     pub fn tokens(&self) -> usize {
         self.entropy.len()
     }
@@ -135,7 +145,7 @@ pub struct Output {
 /// Checks the inputs (finite values, consistent lengths) and names the offending response.
 fn validate(dim: usize, responses: &[Response<'_>]) -> Result<()> {
     for r in responses {
-        let at = || format!("prompt_id {:?}, sample_idx {}", r.prompt_id, r.sample_idx);
+        let at = || r.key().to_string();
         if r.features.len() != r.tokens() * dim {
             return Err(Error::Input(format!(
                 "{}: {} feature floats for {} tokens of dimension {dim}",
@@ -184,10 +194,7 @@ pub fn estimate(settings: &Settings, dim: usize, responses: &[Response<'_>]) -> 
     for w in order.windows(2) {
         let (a, b) = (&responses[w[0]], &responses[w[1]]);
         if a.prompt_id == b.prompt_id && a.sample_idx == b.sample_idx {
-            return Err(Error::Input(format!(
-                "duplicate response prompt_id {:?}, sample_idx {}",
-                a.prompt_id, a.sample_idx
-            )));
+            return Err(Error::Input(format!("duplicate response {}", a.key())));
         }
     }
     let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();

@@ -28,7 +28,7 @@ pub fn run(
     let dim = inputs.features.first().map_or(0, |f| f.dim as usize);
     let mut responses = Vec::with_capacity(inputs.rollouts.len());
     for r in &inputs.rollouts {
-        let at = || format!("prompt_id {:?}, sample_idx {}", r.prompt_id, r.sample_idx);
+        let at = || r.response().to_string();
         let s = scores.get(r, "scores").map_err(Error::Input)?;
         let f = feats.get(r, "features").map_err(Error::Input)?;
         if f.tokens() != r.response_token_ids.len() {
@@ -60,8 +60,8 @@ pub fn run(
     for (r, c) in inputs.rollouts.iter().zip(&out.coeffs) {
         if c.iter().any(|x| !x.is_finite()) {
             return Err(Error::Input(format!(
-                "prompt_id {:?}, sample_idx {}: non-finite coefficients",
-                r.prompt_id, r.sample_idx
+                "{}: non-finite coefficients",
+                r.response()
             )));
         }
     }

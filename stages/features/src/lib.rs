@@ -54,7 +54,7 @@ pub enum Error {
     Torch(#[from] tch::TchError),
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
-    #[error("prompt_id {prompt_id:?}, sample_idx {sample_idx}: {message}")]
+    #[error("{key}: {message}", key = deltarl_schemas::ResponseKey { prompt_id, sample_idx: *sample_idx })]
     Row {
         prompt_id: String,
         sample_idx: u32,
@@ -294,22 +294,9 @@ pub fn run(
     Ok(out)
 }
 
-/// Thin Parquet shell around [`run`]; records proxy, k and the projection seed.
-pub fn run_io<W: Write + Send>(
-    s: &Settings,
-    model: &Qwen3,
-    rollouts: &[RolloutRow],
-    out: W,
-    meta: FileMeta,
-    progress: &mut dyn FnMut(usize),
-) -> Result<Vec<FeatureRow>> {
-    let rows = run(s, model, rollouts, progress)?;
-    write(s, model.config.hidden_size, &rows, out, meta)?;
-    Ok(rows)
-}
-
-/// Writes features.parquet from rows of [`run`] (merged from several processes, say) of a
-/// model of hidden size `hidden`; records proxy, k and the projection seed.
+/// The stage's Parquet shell: writes features.parquet from rows of [`run`] (merged from
+/// several processes first, when there are several) of a model of hidden size `hidden`;
+/// records proxy, k and the projection seed.
 pub fn write<W: Write + Send>(
     s: &Settings,
     hidden: usize,

@@ -58,7 +58,10 @@ fn proxy_is_the_lm_head_row_gradient() {
     let rs = rows();
     let feats = run(&settings(2), &p.model, &rs, &mut |_| {}).unwrap();
     let head = p.model.lm_head_weight();
+    assert!(!rs.is_empty());
+    assert_eq!(feats.len(), rs.len(), "one feature row a response");
     for (r, f) in rs.iter().zip(&feats) {
+        assert_eq!(f.token_prob.len(), r.response_token_ids.len());
         let seq: Vec<i64> = r
             .prompt_token_ids
             .iter()
@@ -79,6 +82,7 @@ fn proxy_is_the_lm_head_row_gradient() {
             logp.backward();
             let g = Vec::<f32>::try_from(head.grad().get(i64::from(y))).unwrap();
             let v = f.vector(j);
+            assert_eq!(v.len(), g.len(), "a feature vector is a row of the head");
             let d = g
                 .iter()
                 .zip(v)
@@ -110,6 +114,8 @@ fn chunking_changes_nothing_but_round_off() {
     let c = run(&by_tokens(20), &p.model, &rs, &mut |_| {}).unwrap();
     let d = run(&by_tokens(1), &p.model, &rs, &mut |_| {}).unwrap();
     assert_eq!(d, a, "one row a pass either way: identical");
+    assert!(!a.is_empty());
+    assert_eq!((b.len(), c.len()), (a.len(), a.len()));
     for (x, y) in a.iter().zip(&b).chain(a.iter().zip(&c)) {
         assert_eq!(x.features.len(), y.features.len());
         let d = x

@@ -230,24 +230,9 @@ fn vllm(
         .collect())
 }
 
-/// Thin Parquet shell: runs [`run`] and writes rollouts.parquet to `out`, with the
-/// settings in the file metadata.
-pub fn run_io<W: Write + Send>(
-    s: &Settings,
-    tokenizer: &Tokenizer,
-    engine: Engine<'_>,
-    prompts: &[PromptRow],
-    out: W,
-    meta: FileMeta,
-    progress: &mut dyn FnMut(usize, usize),
-) -> Result<Vec<RolloutRow>> {
-    let rows = run_with(s, tokenizer, engine, prompts, progress)?;
-    write(s, &rows, out, meta)?;
-    Ok(rows)
-}
-
-/// Writes rollouts.parquet from rows of [`run_with`] (merged from several processes, say),
-/// with the settings in the file metadata.
+/// The stage's Parquet shell: writes rollouts.parquet from rows of [`run_with`] (merged
+/// from several processes first, when there are several), with the settings in the file
+/// metadata.
 pub fn write<W: Write + Send>(
     s: &Settings,
     rows: &[RolloutRow],

@@ -64,8 +64,11 @@ fn samples_do_not_depend_on_batch_composition() {
         .cloned()
         .collect();
     assert_eq!(from_batch.len(), 4);
+    assert_eq!(alone.len(), from_batch.len());
     for (a, b) in from_batch.iter().zip(&alone) {
         assert_eq!(a.response_token_ids, b.response_token_ids);
+        assert!(!a.response_token_ids.is_empty());
+        assert_eq!(a.old_logprobs.len(), b.old_logprobs.len());
         for (x, y) in a.old_logprobs.iter().zip(&b.old_logprobs) {
             assert!((x - y).abs() < 1e-5);
         }

@@ -4,7 +4,8 @@
 use std::io::{Read, Write};
 
 use deltarl_schemas::{
-    read_table, write_table, CoeffRow, FileMeta, Index, LogprobRow, RolloutRow, ScoreRow, UpdateRow,
+    read_table, write_table, CoeffRow, FileMeta, Index, Keyed, LogprobRow, RolloutRow, ScoreRow,
+    UpdateRow,
 };
 use serde::{Deserialize, Serialize};
 
@@ -113,10 +114,8 @@ pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, M
         let n = r.response_token_ids.len();
         if lp.logprob.len() != n || r.old_logprobs.len() != n {
             return Err(Error::Input(format!(
-                "prompt_id {:?}, sample_idx {}: {n} response tokens, {} rollout and {} \
-                 trainer log-probs",
-                r.prompt_id,
-                r.sample_idx,
+                "{}: {n} response tokens, {} rollout and {} trainer log-probs",
+                r.response(),
                 r.old_logprobs.len(),
                 lp.logprob.len()
             )));

@@ -5,7 +5,7 @@ use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response, Settings};
 use deltarl_schemas::seed::Rng;
 
 use super::baseline::{self, Assets};
-use super::{median_seconds, Run};
+use super::timing::{median_seconds, Run};
 
 /// Tokens a response in the benchmark's batch; 8 responses a prompt.
 const RESPONSE_TOKENS: usize = 500;

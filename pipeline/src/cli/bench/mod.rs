@@ -5,11 +5,14 @@
 mod baseline;
 mod coeffs;
 mod rollout;
+mod timing;
 mod verify;
 
 use std::path::PathBuf;
 
 use anyhow::Result;
+
+use timing::Run;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -52,13 +55,6 @@ enum What {
     },
 }
 
-/// What every benchmark is given: repetitions (the median is reported) and threads.
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    reps: usize,
-    threads: usize,
-}
-
 impl Args {
     pub fn run(self) -> Result<()> {
         tch::set_num_threads(self.threads as i32);
@@ -90,23 +86,4 @@ impl Args {
             ),
         }
     }
-}
-
-/// The median of `v` (the upper one of an even count); `v` is never empty here.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
-/// The median over `reps` runs of `f`'s wall time in seconds.
-fn median_seconds(reps: usize, mut f: impl FnMut()) -> f64 {
-    median(
-        (0..reps)
-            .map(|_| {
-                let t = std::time::Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
 }

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use deltarl_model::generate::{generate, Request, SampleSettings};
 
 use super::baseline::{self, Assets};
-use super::{median, Run};
+use super::timing::{median, Run};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineArg {
@@ -52,7 +52,10 @@ pub fn run(run: Run, shape: &Shape, engine: EngineArg) -> Result<()> {
         r.cached / r.uncached
     );
     println!("  transformers generate  {:>10.1} tok/s", r.transformers);
-    println!("  speed-up vs transformers {:.2}x", r.cached / r.transformers);
+    println!(
+        "  speed-up vs transformers {:.2}x",
+        r.cached / r.transformers
+    );
     match engine {
         EngineArg::Native => {}
         EngineArg::Vllm => {

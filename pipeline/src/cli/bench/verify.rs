@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use deltarl_verify::{verify_with, Policy};
 
 use super::baseline::{self, Asset, Assets};
-use super::{median_seconds, Run};
+use super::timing::{median_seconds, Run};
 
 /// One labelled case of a verifier case file.
 struct Case {

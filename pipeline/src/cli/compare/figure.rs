@@ -2,7 +2,8 @@
 
 use deltarl_plot::{Figure, Mark, Panel, Series};
 
-use super::{mean_ci, Outcome};
+use super::outcome::Outcome;
+use crate::paired::mean_ci;
 
 /// Left: mean held-out accuracy over seeds per iteration with its 95 % band (iteration 0
 /// is the shared base). Right: final accuracy per variant, mean with 95 % CI and each seed.
@@ -10,14 +11,14 @@ pub fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Fi
     let mut curves = Vec::new();
     let mut finals = Vec::new();
     for (i, v) in variants.iter().enumerate() {
-        let runs: Vec<&Outcome> = results.iter().filter(|r| &r.0 == v).collect();
-        let iters = runs.iter().map(|r| r.2.len()).max().unwrap_or(0);
+        let runs: Vec<&Outcome> = results.iter().filter(|r| &r.variant == v).collect();
+        let iters = runs.iter().map(|r| r.curve.len()).max().unwrap_or(0);
         let mut points: Vec<(f64, f64)> = base.map(|b| (0.0, b)).into_iter().collect();
         let mut band = Vec::new();
         for it in 0..iters {
             let xs: Vec<f64> = runs
                 .iter()
-                .filter_map(|r| r.2.get(it).copied().flatten())
+                .filter_map(|r| r.curve.get(it).copied().flatten())
                 .collect();
             if xs.is_empty() {
                 continue;
@@ -31,7 +32,7 @@ pub fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Fi
             band,
             ..Series::line(v.as_str(), i, points)
         });
-        let last: Vec<f64> = runs.iter().map(|r| r.3).collect();
+        let last: Vec<f64> = runs.iter().map(|r| r.last).collect();
         let (m, ci) = mean_ci(&last);
         finals.push(Series {
             band: vec![(i as f64, m - ci, m + ci)],
@@ -79,13 +80,14 @@ pub fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Fi
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::cli::compare::outcome::outcome;
 
     #[test]
     fn figure_has_base_means_bands_and_seeds() {
         let results: Vec<Outcome> = vec![
-            ("dapo".into(), 1, vec![Some(0.5), Some(0.6)], 0.6),
-            ("dapo".into(), 2, vec![Some(0.7), None], 0.8),
-            ("delta".into(), 1, vec![Some(0.4), Some(0.5)], 0.5),
+            outcome("dapo", 1, vec![Some(0.5), Some(0.6)], 0.6),
+            outcome("dapo", 2, vec![Some(0.7), None], 0.8),
+            outcome("delta", 1, vec![Some(0.4), Some(0.5)], 0.5),
         ];
         let variants = vec!["dapo".to_string(), "delta".to_string()];
         let fig = figure(&variants, &results, Some(0.45));

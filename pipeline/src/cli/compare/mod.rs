@@ -5,17 +5,18 @@
 //! variant is an algorithm or a labelled set of configuration keys (ablations, sweeps).
 
 mod figure;
+mod outcome;
 mod variant;
 
 use figure::figure;
 
+use outcome::Outcome;
 use variant::Variant;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Stage};
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::context::Ctx;
 use crate::rundir::RunLock;
@@ -116,41 +117,12 @@ fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow
     Ok(Some(rows))
 }
 
-/// The two-sided 95 % Student-t quantile with `df` degrees of freedom.
-fn t975(df: usize) -> f64 {
-    StudentsT::new(0.0, 1.0, df as f64).map_or(f64::NAN, |t| t.inverse_cdf(0.975))
-}
-
-/// Mean and half-width of the 95 % CI of the mean.
-pub fn mean_ci(xs: &[f64]) -> (f64, f64) {
-    let n = xs.len();
-    let mean = xs.iter().sum::<f64>() / n.max(1) as f64;
-    if n < 2 {
-        return (mean, f64::NAN);
-    }
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    (mean, t975(n - 1) * (var / n as f64).sqrt())
-}
-
 fn accuracy(rows: &[EvalRow]) -> f64 {
     rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64
 }
 
 fn read_eval(path: &Path) -> Result<Vec<EvalRow>> {
     Ok(read_path::<EvalRow>(path)?.0)
-}
-
-/// Each held-out problem's share of correct samples, by problem id.
-fn problem_scores(rows: &[EvalRow]) -> std::collections::BTreeMap<String, f64> {
-    let mut by: std::collections::BTreeMap<&str, (f64, f64)> = Default::default();
-    for r in rows {
-        let e = by.entry(&r.problem_id).or_default();
-        e.0 += f64::from(u8::from(r.correct));
-        e.1 += 1.0;
-    }
-    by.into_iter()
-        .map(|(k, (c, n))| (k.to_string(), c / n))
-        .collect()
 }
 
 /// The paired-difference table: each variant against `baseline` on the seeds both ran.
@@ -169,8 +141,11 @@ fn paired_table(
     for v in variants.iter().filter(|v| v.as_str() != baseline) {
         let mut pairs = Vec::new();
         let mut per_seed = Vec::new();
-        for (_, seed, _, last) in results.iter().filter(|r| &r.0 == v) {
-            let base = results.iter().find(|r| r.0 == baseline && r.1 == *seed);
+        for r in results.iter().filter(|r| &r.variant == v) {
+            let (seed, last) = (&r.seed, r.last);
+            let base = results
+                .iter()
+                .find(|b| b.variant == baseline && b.seed == *seed);
             let (Some(b), Some(sv), Some(sb)) = (
                 base,
                 scores.get(&(v.clone(), *seed)),
@@ -178,15 +153,14 @@ fn paired_table(
             ) else {
                 continue;
             };
-            per_seed.push(last - b.3);
+            per_seed.push(last - b.last);
             // Problems both evaluated, in id order.
             let ids: Vec<&String> = sv.keys().filter(|k| sb.contains_key(*k)).collect();
             pairs.push(crate::paired::Pair {
-                variant: ids.iter().map(|k| sv[*k]).collect(),
-                baseline: ids.iter().map(|k| sb[*k]).collect(),
+                problems: ids.iter().map(|k| (sv[*k], sb[*k])).collect(),
             });
         }
-        let (m, ci) = mean_ci(&per_seed);
+        let (m, ci) = crate::paired::mean_ci(&per_seed);
         let boot = crate::paired::paired_bootstrap(&pairs, 0);
         let per: Vec<String> = per_seed.iter().map(|x| format!("{x:+.3}")).collect();
         t += &format!(
@@ -263,16 +237,28 @@ impl Args {
                 // The final evaluation, read once: its accuracy and per-problem scores.
                 let final_rows = read_eval(&ctx.run.output(self.iters, Stage::Eval))?;
                 let last = accuracy(&final_rows);
-                scores.insert((v.clone(), seed), problem_scores(&final_rows));
-                results.push((v.clone(), seed, curve, last));
+                scores.insert(
+                    (v.clone(), seed),
+                    deltarl_eval::problem_accuracy(&final_rows),
+                );
+                results.push(Outcome {
+                    variant: v.clone(),
+                    seed,
+                    curve,
+                    last,
+                });
             }
         }
         let base_acc = base_rows.as_deref().map(accuracy);
         let mut table = String::from("| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n|---|---|---|---|---|\n");
         let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
         for v in &variants {
-            let finals: Vec<f64> = results.iter().filter(|r| &r.0 == v).map(|r| r.3).collect();
-            let (m, ci) = mean_ci(&finals);
+            let finals: Vec<f64> = results
+                .iter()
+                .filter(|r| &r.variant == v)
+                .map(|r| r.last)
+                .collect();
+            let (m, ci) = crate::paired::mean_ci(&finals);
             let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
             table += &format!(
                 "| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n",
@@ -288,7 +274,13 @@ impl Args {
         if variants.len() > 1 {
             table += &paired_table(&variants, &baseline, &results, &scores);
         }
-        for (v, seed, curve, _) in &results {
+        for Outcome {
+            variant: v,
+            seed,
+            curve,
+            ..
+        } in &results
+        {
             for (i, a) in curve.iter().enumerate() {
                 if let Some(a) = a {
                     csv += &format!("{v},{seed},{},{a:.4}\n", i + 1);
@@ -315,7 +307,7 @@ impl Args {
         // Per-iteration diagnostics of every run, side by side, when the report tool is built.
         let names: Vec<String> = results
             .iter()
-            .map(|(v, seed, ..)| run_name(&self.name, v, *seed))
+            .map(|r| run_name(&self.name, &r.variant, r.seed))
             .collect();
         if let Some(bin) = super::report::report_binary() {
             super::report::forward(&bin, runs, &names, Some(&folder), true)?;
@@ -354,8 +346,8 @@ fn curve_table(variants: &[String], results: &[Outcome], base: Option<f64>, iter
         let cell = |i: u32| {
             let xs: Vec<f64> = results
                 .iter()
-                .filter(|r| &r.0 == v)
-                .filter_map(|r| r.2.get(i as usize - 1).copied().flatten())
+                .filter(|r| &r.variant == v)
+                .filter_map(|r| r.curve.get(i as usize - 1).copied().flatten())
                 .collect();
             if xs.is_empty() {
                 return "–".to_string();
@@ -369,12 +361,10 @@ fn curve_table(variants: &[String], results: &[Outcome], base: Option<f64>, iter
     t
 }
 
-/// One run of the comparison: variant, seed, held-out accuracy per iteration, final.
-pub(super) type Outcome = (String, u64, Vec<Option<f64>>, f64);
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use super::outcome::outcome;
     use super::*;
 
     #[test]
@@ -410,8 +400,8 @@ mod tests {
     #[test]
     fn the_curve_table_means_seeds_at_evenly_spaced_iterations() {
         let results: Vec<Outcome> = vec![
-            ("dapo".into(), 1, vec![Some(0.5), Some(0.6), Some(0.7)], 0.7),
-            ("dapo".into(), 2, vec![Some(0.7), None, Some(0.8)], 0.8),
+            outcome("dapo", 1, vec![Some(0.5), Some(0.6), Some(0.7)], 0.7),
+            outcome("dapo", 2, vec![Some(0.7), None, Some(0.8)], 0.8),
         ];
         let t = curve_table(&["dapo".into()], &results, Some(0.45), 3);
         assert!(t.contains("| variant | 0 | 1 | 2 | 3 |"), "{t}");
@@ -426,15 +416,5 @@ mod tests {
             t.contains("| variant | 0 | 3 | 6 | 9 | 12 | 15 | 18 | 21 | 24 | 25 |"),
             "{t}"
         );
-    }
-
-    #[test]
-    fn mean_ci_by_hand() {
-        // 0.5, 0.6, 0.7: mean 0.6, sd 0.1, half-width t(2) * 0.1 / sqrt(3).
-        let (m, ci) = mean_ci(&[0.5, 0.6, 0.7]);
-        assert!((m - 0.6).abs() < 1e-12);
-        // t(2) = 4.302653 (tables print 4.303).
-        assert!((ci - 4.302653 * 0.1 / 3f64.sqrt()).abs() < 1e-6);
-        assert!(mean_ci(&[0.4]).1.is_nan());
     }
 }

@@ -1,13 +1,30 @@
-//! Evaluation: sample answers to benchmark problems, grade them, and summarise as
-//! avg@k, unbiased pass@k and maj@k with bootstrap confidence intervals over problems.
+//! The eval stage's core: sample answers to benchmark problems with the rollout core
+//! (seeds of the `eval` stage), grade them, and summarise as avg@k, unbiased pass@k and
+//! maj@k with bootstrap confidence intervals over problems ([`stats`]). The warm start
+//! grades its base with it too; reading benchmark files and writing `eval.parquet` is the
+//! application's.
 
-use anyhow::{Context, Result};
+pub mod stats;
+
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
-use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
 
-use crate::progress::Progress;
+pub use stats::{bootstrap, Estimate};
+
+/// Errors of the eval stage's core.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("sampling answers to {bench}: {source}")]
+    Sampling {
+        bench: String,
+        source: deltarl_rollout::Error,
+    },
+    #[error(transparent)]
+    Model(#[from] deltarl_model::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// How to sample for evaluation.
 #[derive(Clone, Debug)]
@@ -28,12 +45,13 @@ pub struct EvalSettings {
 }
 
 /// Generates `samples` answers per problem with the rollout core (seeds of the `eval`
-/// stage) and grades them (strict extraction).
+/// stage) and grades them (with `s.extract`). `progress(responses_done)`.
 pub fn evaluate(
     policy: &Policy,
     bench: &str,
     prompts: &[PromptRow],
     s: &EvalSettings,
+    progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<EvalRow>> {
     let core = deltarl_rollout::Settings {
         samples_per_prompt: s.samples,
@@ -56,12 +74,11 @@ pub fn evaluate(
         max_prompt_tokens: None,
         shard: deltarl_schemas::Shard::WHOLE,
     };
-    let progress = Progress::new("eval", prompts.len() as u64 * u64::from(s.samples));
-    let samples = deltarl_rollout::run(&core, policy, prompts, &mut |done, _| {
-        progress.set_position(done as u64)
-    })
-    .with_context(|| format!("sampling answers to {bench}"))?;
-    progress.finish();
+    let samples = deltarl_rollout::run(&core, policy, prompts, &mut |done, _| progress(done))
+        .map_err(|source| Error::Sampling {
+            bench: bench.to_string(),
+            source,
+        })?;
     let opts = s.extract.options();
     Ok(samples
         .into_iter()
@@ -166,42 +183,6 @@ pub fn majority_correct(samples: &Problem) -> bool {
     best.is_some_and(|g| g.2)
 }
 
-/// A metric's mean over problems and its bootstrap 95 % interval.
-#[derive(Clone, Copy, Debug)]
-pub struct Estimate {
-    pub mean: f64,
-    pub lo: f64,
-    pub hi: f64,
-}
-
-/// Mean of per-problem scores with a seeded percentile bootstrap over problems.
-pub fn bootstrap(scores: &[f64], seed: u64) -> Estimate {
-    let n = scores.len();
-    let mean = scores.iter().sum::<f64>() / n.max(1) as f64;
-    if n == 0 {
-        return Estimate {
-            mean: f64::NAN,
-            lo: f64::NAN,
-            hi: f64::NAN,
-        };
-    }
-    let mut rng = Rng::new(seed);
-    let mut means: Vec<f64> = (0..1000)
-        .map(|_| {
-            (0..n)
-                .map(|_| scores[rng.below(n as u64) as usize])
-                .sum::<f64>()
-                / n as f64
-        })
-        .collect();
-    means.sort_by(f64::total_cmp);
-    Estimate {
-        mean,
-        lo: means[25],
-        hi: means[974],
-    }
-}
-
 /// The summary of one benchmark.
 #[derive(Clone, Debug)]
 pub struct Summary {
@@ -215,6 +196,19 @@ pub struct Summary {
     pub truncated: f64,
 }
 
+/// Each problem's share of correct samples, by problem id.
+pub fn problem_accuracy(rows: &[EvalRow]) -> std::collections::BTreeMap<String, f64> {
+    let mut by: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for r in rows {
+        let e = by.entry(&r.problem_id).or_default();
+        e.0 += usize::from(r.correct);
+        e.1 += 1;
+    }
+    by.into_iter()
+        .map(|(k, (c, n))| (k.to_string(), c as f64 / n as f64))
+        .collect()
+}
+
 /// Summarises the rows of one benchmark.
 pub fn summarize(bench: &str, rows: &[EvalRow]) -> Summary {
     let mut by: std::collections::BTreeMap<&str, Problem> = Default::default();
@@ -224,10 +218,7 @@ pub fn summarize(bench: &str, rows: &[EvalRow]) -> Summary {
             .push((r.correct, r.extracted.clone()));
     }
     let k = by.values().map(Vec::len).min().unwrap_or(0);
-    let avg: Vec<f64> = by
-        .values()
-        .map(|p| p.iter().filter(|s| s.0).count() as f64 / p.len().max(1) as f64)
-        .collect();
+    let avg: Vec<f64> = problem_accuracy(rows).into_values().collect();
     let pass: Vec<f64> = by
         .values()
         .map(|p| pass_at_k(p.len(), p.iter().filter(|s| s.0).count(), k))
@@ -301,15 +292,5 @@ mod tests {
             (true, Some("2".to_string())),
         ];
         assert!(!majority_correct(&q));
-    }
-
-    #[test]
-    fn bootstrap_brackets_the_mean() {
-        let xs: Vec<f64> = (0..100).map(|i| f64::from(u8::from(i % 3 == 0))).collect();
-        let e = bootstrap(&xs, 7);
-        assert!(
-            e.lo < e.mean && e.mean < e.hi && e.hi - e.lo < 0.25,
-            "{e:?}"
-        );
     }
 }

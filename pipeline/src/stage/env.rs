@@ -1,0 +1,82 @@
+//! What a stage run sees besides its settings: the run, the device, the iteration, its
+//! policies and, among several processes, its share.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use deltarl_dist::Group;
+use deltarl_model::{Dtype, Policy};
+use deltarl_schemas::{FileMeta, Shard, Stage};
+use tch::Device;
+
+use crate::rundir::RunDir;
+
+/// What a stage run sees besides its settings.
+pub struct Env<'a> {
+    pub run: &'a RunDir,
+    pub device: Device,
+    /// The iteration (0 for the warm start).
+    pub iter: u32,
+    /// The base policy folder: the run's `base/`, or `model.source`.
+    pub base: &'a Path,
+    /// The stage's hash, written into its files' metadata.
+    pub hash: String,
+    pub stage: Stage,
+    /// The process group when several processes share the stage ([`shared`]).
+    pub ranks: Option<&'a Group>,
+}
+
+impl Env<'_> {
+    /// This process's share of the stage's work.
+    pub fn shard(&self) -> Shard {
+        crate::ranks::shard(self.ranks)
+    }
+
+    /// Whether this process writes the stage's files (rank 0, or the only process).
+    pub fn writes(&self) -> bool {
+        self.ranks.is_none_or(|g| g.rank() == 0)
+    }
+
+    /// The output file of `stage` in this iteration.
+    pub fn file(&self, stage: Stage) -> PathBuf {
+        self.run.output(self.iter, stage)
+    }
+
+    /// Opens the output file of `stage` in this iteration, with its name for errors.
+    pub fn open(&self, stage: Stage) -> Result<(std::fs::File, String)> {
+        let p = self.file(stage);
+        let f = std::fs::File::open(&p).with_context(|| format!("cannot open {}", p.display()))?;
+        Ok((f, p.display().to_string()))
+    }
+
+    /// The file metadata of this stage's outputs.
+    pub fn meta(&self) -> FileMeta {
+        FileMeta::new(self.stage.name(), &self.hash)
+    }
+
+    /// The policy that samples this iteration: the previous iteration's, or the base.
+    pub fn previous_policy(&self) -> PathBuf {
+        policy_before(self.run, self.base, self.iter)
+    }
+
+    /// The policy this iteration's update writes.
+    pub fn this_policy(&self) -> PathBuf {
+        self.run.iter_dir(self.iter).join("policy")
+    }
+}
+
+/// The policy that samples iteration `iter`: the base for the first, else the policy the
+/// previous iteration's update wrote.
+pub fn policy_before(run: &RunDir, base: &Path, iter: u32) -> PathBuf {
+    if iter <= 1 {
+        base.to_path_buf()
+    } else {
+        run.iter_dir(iter - 1).join("policy")
+    }
+}
+
+/// Loads a policy folder.
+pub fn load_policy(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
+    deltarl_model::load(dir, device, dtype)
+        .with_context(|| format!("cannot load the policy in {}", dir.display()))
+}

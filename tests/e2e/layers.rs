@@ -1,0 +1,247 @@
+//! The workspace's layering, checked on its sources: crates are listed bottom up in the
+//! workspace's `Cargo.toml` and each depends only on crates listed before it; inside every
+//! crate, no module names one that (through `crate::`, `super::` or a parent declaring its
+//! child) leads back to it. Test modules (`#[cfg(test)] mod tests`) are left out: they sit
+//! below the module they test by construction.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn toml_at(p: &Path) -> toml::Table {
+    std::fs::read_to_string(p).unwrap().parse().unwrap()
+}
+
+/// Workspace members in the order they are listed.
+fn members() -> Vec<String> {
+    let ws = toml_at(&root().join("Cargo.toml"));
+    ws["workspace"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn each_crate_depends_only_on_crates_listed_before_it() {
+    let members = members();
+    assert!(members.len() > 10, "{members:?}");
+    let name_of = |m: &str| -> String {
+        toml_at(&root().join(m).join("Cargo.toml"))["package"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let names: Vec<String> = members.iter().map(|m| name_of(m)).collect();
+    let mut wrong = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let manifest = toml_at(&root().join(m).join("Cargo.toml"));
+        for table in ["dependencies", "build-dependencies"] {
+            let Some(deps) = manifest.get(table).and_then(|d| d.as_table()) else {
+                continue;
+            };
+            for dep in deps.keys().filter(|d| d.starts_with("deltarl")) {
+                match names.iter().position(|n| n == dep) {
+                    Some(j) if j < i => {}
+                    _ => wrong.push(format!("{} ({m}) -> {dep}", names[i])),
+                }
+            }
+        }
+    }
+    assert_eq!(
+        wrong,
+        Vec::<String>::new(),
+        "dependencies upward or unlisted"
+    );
+}
+
+/// A crate's modules: `a::b` -> its file.
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(src).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                parts.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                parts.pop();
+            }
+            out.insert(parts.join("::"), p);
+        }
+    }
+    out
+}
+
+/// The paths a source names after `prefix` (`crate::a::b`, `crate::{a, b::c}`), as
+/// `::`-joined words.
+fn paths_after(src: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let word = |c: char| c.is_alphanumeric() || c == '_' || c == ':';
+    let mut rest = src;
+    while let Some(i) = rest.find(prefix) {
+        // `xcrate::` or `my_super::` are other words.
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let item: String = item.trim().chars().take_while(|&c| word(c)).collect();
+                if !item.is_empty() {
+                    out.push(item);
+                }
+            }
+        } else {
+            let path: String = rest.chars().take_while(|&c| word(c)).collect();
+            let path = path.trim_end_matches(':');
+            // `super::*` names no module by itself.
+            if !path.is_empty() {
+                out.push(path.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Module -> the modules it names (test modules left out) and its children.
+fn edges(modules: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, file) in modules {
+        let text = std::fs::read_to_string(file).unwrap();
+        let text = match text.find("#[cfg(test)]\nmod tests") {
+            Some(i) => &text[..i],
+            None => &text[..],
+        };
+        let parent: Vec<&str> = m.split("::").filter(|s| !s.is_empty()).collect();
+        let parent = parent[..parent.len().saturating_sub(1)].join("::");
+        let mut named: Vec<String> = paths_after(text, "crate::");
+        named.extend(paths_after(text, "super::").into_iter().map(|p| {
+            if parent.is_empty() {
+                p
+            } else {
+                format!("{parent}::{p}")
+            }
+        }));
+        let e = edges.entry(m.clone()).or_default();
+        for path in named {
+            let parts: Vec<&str> = path.split("::").collect();
+            // The longest prefix that is a module (the crate root's items are named
+            // through the modules that define them).
+            if let Some(target) = (1..=parts.len())
+                .rev()
+                .map(|k| parts[..k].join("::"))
+                .find(|c| !c.is_empty() && modules.contains_key(c))
+            {
+                if &target != m {
+                    e.insert(target);
+                }
+            }
+        }
+        if !m.is_empty() {
+            edges.entry(parent).or_default().insert(m.clone());
+        }
+    }
+    edges
+}
+
+/// A cycle through `edges`, if there is one.
+fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        marks: &mut BTreeMap<String, Mark>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match marks.get(m) {
+            Some(Mark::Done) => return None,
+            Some(Mark::Open) => {
+                let start = path.iter().position(|p| p == m).unwrap_or(0);
+                let mut c = path[start..].to_vec();
+                c.push(m.to_string());
+                return Some(c);
+            }
+            None => {}
+        }
+        marks.insert(m.to_string(), Mark::Open);
+        path.push(m.to_string());
+        for n in edges.get(m).into_iter().flatten() {
+            if let Some(c) = visit(n, edges, marks, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        marks.insert(m.to_string(), Mark::Done);
+        None
+    }
+    let mut marks = BTreeMap::new();
+    edges
+        .keys()
+        .find_map(|m| visit(m, edges, &mut marks, &mut Vec::new()))
+}
+
+#[test]
+fn the_cycle_finder_finds_cycles() {
+    let e = |pairs: &[(&str, &str)]| {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (a, b) in pairs {
+            m.entry(a.to_string()).or_default().insert(b.to_string());
+        }
+        m
+    };
+    assert_eq!(cycle(&e(&[("a", "b"), ("b", "c")])), None);
+    assert_eq!(
+        cycle(&e(&[("a", "b"), ("b", "c"), ("c", "b")])),
+        Some(vec!["b".into(), "c".into(), "b".into()])
+    );
+    assert_eq!(
+        paths_after(
+            "use crate::{config::Resolved, progress};\nlet x = crate::stage::Env; xcrate::no",
+            "crate::"
+        ),
+        ["config::Resolved", "progress", "stage::Env"]
+    );
+}
+
+#[test]
+fn no_crate_has_an_import_cycle() {
+    let mut found = Vec::new();
+    let mut checked = 0;
+    for m in members() {
+        let src = root().join(&m).join("src");
+        let modules = modules(&src);
+        checked += modules.len();
+        if let Some(c) = cycle(&edges(&modules)) {
+            found.push(format!("{m}: {}", c.join(" -> ")));
+        }
+    }
+    assert!(checked > 100, "only {checked} modules found");
+    assert_eq!(found, Vec::<String>::new());
+}
