@@ -18,7 +18,7 @@ pub enum Error {
     #[error("sampling answers to {bench}: {source}")]
     Sampling {
         bench: String,
-        source: deltarl_rollout::Error,
+        source: Box<deltarl_rollout::Error>,
     },
     #[error(transparent)]
     Model(#[from] deltarl_model::Error),
@@ -77,7 +77,7 @@ pub fn evaluate(
     let samples = deltarl_rollout::run(&core, policy, prompts, &mut |done, _| progress(done))
         .map_err(|source| Error::Sampling {
             bench: bench.to_string(),
-            source,
+            source: Box::new(source),
         })?;
     let opts = s.extract.options();
     Ok(samples
