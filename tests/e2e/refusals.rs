@@ -121,6 +121,28 @@ fn bad_input_is_refused_clearly() {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("data.source"), "{err}");
     assert!(!runs.join("fresh/base").exists() && !runs.join("fresh/run.toml").exists());
+    // So is a benchmark file that exists but the eval stage could not read: it is read
+    // before the configuration is recorded, not after the warm start and an iteration.
+    let garbled = dir.path().join("bench.jsonl");
+    std::fs::write(&garbled, "{\"problem\": \"1+1\"\nnot json\n").unwrap();
+    let bad_bench = variant(
+        &cfg,
+        "bench.toml",
+        &format!(
+            "[eval]\nbenchmarks = [{:?}]\n",
+            garbled.display().to_string()
+        ),
+    );
+    let out = iterate(&runs, &bad_bench, "r", &["--iters", "0", "--force"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && err.contains("eval.benchmarks") && err.contains("bench.jsonl"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(runs.join("r/run.hash")).unwrap(), recorded);
+    let out = iterate(&runs, &bad_bench, "fresh2", &[]);
+    assert!(!out.status.success());
+    assert!(!runs.join("fresh2/base").exists() && !runs.join("fresh2/run.toml").exists());
     // So is a run name longer than a file name may be, by name.
     let long = "r".repeat(300);
     let out = deltarl(&runs, &["iterate", "--config", c, "--run", &long]);

@@ -202,3 +202,55 @@ fn pruned_checkpoints_keep_the_run_complete() {
         "{err}"
     );
 }
+
+/// A sharded tiny policy (`shard_mb = 1`) with pruning: the next iteration finds the
+/// previous policy's index, a rerun that needs pruned shards is refused by name, and a
+/// garbled record of pruned files is an error naming it, never an empty record.
+#[test]
+fn sharded_pruned_policies_resume_refuse_and_keep_their_record() {
+    let dir = tempfile::tempdir().unwrap();
+    // ~1.3 M parameters in f32: about 5 MB, written as 1 MB shards.
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "sharded.toml",
+        "[model.tiny]\nhidden_size = 256\nintermediate_size = 512\n[checkpoint]\nshard_mb = 1\n\
+         keep_last = 1\n[eval]\nevery = 0\n",
+    );
+    let runs = dir.path().join("runs");
+    ok(iterate(&runs, &cfg, "s", &["--iters", "2"]));
+    let root = runs.join("s");
+    let policy = |i: u32| root.join(format!("iter-{i:04}/policy"));
+    assert!(policy(2).join("model.safetensors.index.json").exists());
+    assert!(!policy(2).join("model.safetensors").exists());
+    let shards = |i: u32| {
+        std::fs::read_dir(policy(i))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
+            .count()
+    };
+    assert!(shards(2) > 1, "iteration 2's policy is sharded");
+    // Iteration 1's shards were pruned; its index stays.
+    assert_eq!(shards(1), 0);
+    assert!(policy(1).join("model.safetensors.index.json").exists());
+    // Iteration 2 sampled from iteration 1's (pruned) policy.
+    let out = deltarl(
+        &runs,
+        &["stage", "rollout", "--run", "s", "--iter", "2", "--force"],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pruned") && err.contains("keep_last = 1"),
+        "{err}"
+    );
+    // The run is complete; with its record garbled, status says which file.
+    ok(deltarl(&runs, &["status", "--run", "s"]));
+    std::fs::write(root.join("pruned.json"), b"{\"iter-0001/policy/model-00001").unwrap();
+    let out = deltarl(&runs, &["status", "--run", "s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("pruned.json"),
+        "{err}"
+    );
+}

@@ -460,4 +460,37 @@ mod tests {
         );
         Resolved::load_with(&base, &["rollout.kv_cache_tokens=41".into()]).unwrap();
     }
+
+    #[test]
+    fn absurd_learning_rates_decay_and_fractions_are_refused_by_key() {
+        let base = configs().join("tiny-arith.toml");
+        for (set, rule) in [
+            ("update.lr=1e308", "(0, 1]"),
+            ("update.lr=0", "(0, 1]"),
+            ("warmstart.lr=2", "(0, 1]"),
+            ("update.weight_decay=1e308", "[0, 1]"),
+            ("update.weight_decay=-0.1", "[0, 1]"),
+            // Refused even when the estimator is not top-entropy (tiny-arith runs DelTA).
+            ("coeffs.top_entropy_keep=1e308", "(0, 1]"),
+            ("coeffs.top_entropy_keep=0", "(0, 1]"),
+        ] {
+            let err = format!(
+                "{:#}",
+                Resolved::load_with(&base, &[set.into()]).unwrap_err()
+            );
+            let key = set.split('=').next().unwrap();
+            assert!(
+                err.contains(&format!("`{key}`")) && err.contains(rule),
+                "{set}: {err}"
+            );
+        }
+        for ok in [
+            "update.lr=1",
+            "warmstart.lr=1",
+            "update.weight_decay=1",
+            "coeffs.top_entropy_keep=1",
+        ] {
+            Resolved::load_with(&base, &[ok.into()]).unwrap();
+        }
+    }
 }
