@@ -33,6 +33,31 @@ fn numbers(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, f64)>) {
     }
 }
 
+/// Appends `line` to the JSON-lines file `path`. A last record a killed process left
+/// without its newline is ended first, so it stays one unreadable line (readers skip it)
+/// instead of swallowing the new record.
+fn append_line(path: &Path, line: &str) -> Result<()> {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let len = f
+        .metadata()
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    let mut last = [b'\n'];
+    if len > 0 {
+        use std::io::{Read, Seek, SeekFrom};
+        f.seek(SeekFrom::Start(len - 1))
+            .and_then(|_| f.read_exact(&mut last))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+    }
+    let sep = if last[0] == b'\n' { "" } else { "\n" };
+    write!(f, "{sep}{line}\n").with_context(|| format!("cannot append to {}", path.display()))
+}
+
 /// Appends one stage's metrics to both logs of the run in `root`, with the process's
 /// resident memory at the stage's start and peak when it was measured.
 pub fn record(root: &Path, stage: Stage, m: &Manifest, mem: Option<Usage>) -> Result<()> {
@@ -55,13 +80,7 @@ pub fn record(root: &Path, stage: Stage, m: &Manifest, mem: Option<Usage>) -> Re
             .map(|(k, x)| (k.clone(), serde_json::Value::from(*x)))
             .collect::<serde_json::Map<String, serde_json::Value>>(),
     });
-    let path = root.join("metrics.jsonl");
-    let mut f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    writeln!(f, "{line}").with_context(|| format!("cannot append to {}", path.display()))?;
+    append_line(&root.join("metrics.jsonl"), &line.to_string())?;
     let tb = root.join("tb");
     std::fs::create_dir_all(&tb).with_context(|| format!("cannot create {}", tb.display()))?;
     tensorboard::append(&tb, wall, i64::from(m.iter), &scalars)
@@ -189,5 +208,30 @@ mod tensorboard {
             assert_eq!(crc32c(b"123456789"), 0xE306_9283);
             assert_eq!(crc32c(b""), 0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_truncated_last_record_does_not_swallow_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("metrics.jsonl");
+        append_line(&p, "{\"a\":1}").unwrap();
+        // A process killed mid-write left half a record.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        write!(f, "{{\"b\":").unwrap();
+        drop(f);
+        append_line(&p, "{\"c\":3}").unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text, "{\"a\":1}\n{\"b\":\n{\"c\":3}\n");
+        let parsed: Vec<bool> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+            .collect();
+        assert_eq!(parsed, [true, false, true]);
     }
 }
