@@ -55,7 +55,7 @@ fn append_line(path: &Path, line: &str) -> Result<()> {
             .with_context(|| format!("cannot read {}", path.display()))?;
     }
     let sep = if last[0] == b'\n' { "" } else { "\n" };
-    write!(f, "{sep}{line}\n").with_context(|| format!("cannot append to {}", path.display()))
+    writeln!(f, "{sep}{line}").with_context(|| format!("cannot append to {}", path.display()))
 }
 
 /// Appends one stage's metrics to both logs of the run in `root`, with the process's
