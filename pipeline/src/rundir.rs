@@ -174,10 +174,48 @@ pub enum StageState {
     Done(Box<Manifest>),
     /// Finished once, but its inputs or configuration changed, or a stage it depends on
     /// was rerun or is not done.
-    Stale(String),
+    Stale(Stale),
     Missing,
     /// Not run here: the base policy is the model folder named by `model.source`.
     External(PathBuf),
+}
+
+/// Why a finished stage will rerun.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stale {
+    UpstreamRerun,
+    ConfigChanged,
+    /// An input (relative to the run, or a path outside it) is gone.
+    InputMissing(String),
+    InputsChanged,
+    /// A recorded output (relative to the run) is gone or its bytes changed.
+    OutputChanged(String),
+    /// A stage it reads (`the base`, `update of iteration 3`) is not done.
+    DependencyNotDone(String),
+}
+
+impl Stale {
+    /// Whether files the run recorded changed under it (damage, or edits outside deltarl),
+    /// as opposed to a rerun or a configuration that asks for one.
+    pub fn is_damage(&self) -> bool {
+        match self {
+            Stale::InputMissing(_) | Stale::InputsChanged | Stale::OutputChanged(_) => true,
+            Stale::UpstreamRerun | Stale::ConfigChanged | Stale::DependencyNotDone(_) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stale::UpstreamRerun => f.write_str("an upstream stage was rerun"),
+            Stale::ConfigChanged => f.write_str("configuration changed"),
+            Stale::InputMissing(p) => write!(f, "input {p} is missing"),
+            Stale::InputsChanged => f.write_str("inputs changed"),
+            Stale::OutputChanged(p) => write!(f, "output {p} is missing or changed"),
+            Stale::DependencyNotDone(at) => write!(f, "{at} is not done"),
+        }
+    }
 }
 
 /// Whether a stage's own record is complete for the given configuration hash and input
@@ -191,31 +229,26 @@ pub fn stage_state(
 ) -> Result<StageState> {
     let Some(m) = Manifest::read(&run.manifest_path(iter, stage))? else {
         if run.stale_path(iter, stage).exists() {
-            return Ok(StageState::Stale("an upstream stage was rerun".into()));
+            return Ok(StageState::Stale(Stale::UpstreamRerun));
         }
         return Ok(StageState::Missing);
     };
     if m.config_hash != config_hash {
-        return Ok(StageState::Stale("configuration changed".into()));
+        return Ok(StageState::Stale(Stale::ConfigChanged));
     }
     for p in inputs {
         if !p.exists() && !run.is_pruned(p)? {
-            return Ok(StageState::Stale(format!(
-                "input {} is missing",
-                run.rel(p)
-            )));
+            return Ok(StageState::Stale(Stale::InputMissing(run.rel(p))));
         }
     }
     let now = run.hash_inputs(inputs)?;
     if now != m.inputs {
-        return Ok(StageState::Stale("inputs changed".into()));
+        return Ok(StageState::Stale(Stale::InputsChanged));
     }
     for (out, hash) in &m.outputs {
         let p = run.root.join(out);
         if !(p.exists() || run.is_pruned(&p)?) || &run.hash(&p)? != hash {
-            return Ok(StageState::Stale(format!(
-                "output {out} is missing or changed"
-            )));
+            return Ok(StageState::Stale(Stale::OutputChanged(out.clone())));
         }
     }
     Ok(StageState::Done(Box::new(m)))

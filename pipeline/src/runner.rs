@@ -14,7 +14,9 @@ use deltarl_schemas::{Manifest, PolicyUse, Stage, TOOL_VERSION};
 
 use crate::context::Ctx;
 use crate::ranks::Command;
-use crate::rundir::{clean_temporaries, invalidate_downstream, stage_state, RunLock, StageState};
+use crate::rundir::{
+    clean_temporaries, invalidate_downstream, stage_state, RunLock, StageState, Stale,
+};
 use crate::stage::{self, policy_before, Env};
 
 /// How far `iterate` goes.
@@ -139,7 +141,7 @@ impl<'a> Runner<'a> {
                 } else {
                     format!("{dep} of iteration {i}")
                 };
-                return Ok(StageState::Stale(format!("{at} is not done")));
+                return Ok(StageState::Stale(Stale::DependencyNotDone(at)));
             }
         }
         Ok(own)

@@ -198,10 +198,16 @@ fn bad_input_is_refused_clearly() {
         .unwrap()
         .set_modified(mtime)
         .unwrap();
-    let text =
-        String::from_utf8_lossy(&ok(deltarl(&runs, &["status", "--run", "r", "--verify"])).stdout)
-            .to_string();
+    // `--verify` finds it and exits non-zero, naming it.
+    let out = deltarl(&runs, &["status", "--run", "r", "--verify"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{text}");
     assert!(text.contains("rollout stale (output"), "{text}");
+    assert!(
+        err.contains("rollout of iteration 1") && err.contains("rollouts.parquet"),
+        "{err}"
+    );
     ok(deltarl(
         &runs,
         &[

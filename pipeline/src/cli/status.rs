@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use deltarl_schemas::Stage;
 
 use crate::context::Ctx;
@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Re-read every file to check its hash, instead of trusting the hash cache's size and
-    /// modification-time stamps.
+    /// modification-time stamps; exits with an error when a recorded file changed.
     #[arg(long)]
     verify: bool,
 }
@@ -41,18 +41,37 @@ impl Args {
             ctx.run.verify_every_file();
         }
         let runner = Runner::new(&ctx);
+        let mut damaged = Vec::new();
+        let mut look = |it: u32, s: Stage| -> Result<String> {
+            let state = runner.state(it, s)?;
+            if let StageState::Stale(why) = &state {
+                if why.is_damage() {
+                    damaged.push(format!("{s} of iteration {it}: {why}"));
+                }
+            }
+            Ok(cell(s, &state))
+        };
         let mut text = format!(
             "run {}  base: {}\n",
             ctx.run.root.display(),
-            cell(Stage::Warmstart, &runner.state(0, Stage::Warmstart)?)
+            look(0, Stage::Warmstart)?
         );
         for it in ctx.run.iterations() {
             let mut cells = Vec::new();
             for s in runner.stages_of(it) {
-                cells.push(cell(s, &runner.state(it, s)?));
+                cells.push(look(it, s)?);
             }
             text += &format!("iter-{it:04}  {}\n", cells.join(" | "));
         }
-        crate::cli::stdout::print_stdout(&text)
+        crate::cli::stdout::print_stdout(&text)?;
+        if self.verify && !damaged.is_empty() {
+            bail!(
+                "{} stage(s) have recorded files that changed since they were written \
+                 (`iterate` reruns them): {}",
+                damaged.len(),
+                damaged.join("; ")
+            );
+        }
+        Ok(())
     }
 }
