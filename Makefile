@@ -124,10 +124,11 @@ lint: venv
 fmt:
 	$(CARGO) fmt --all
 
+# The rollout benchmark runs on the base `make iterate` warm-starts (runs/$(RUN)/base).
 bench: setup
 	bin/deltarl bench coeffs
 	bin/deltarl bench verify
-	bin/deltarl bench rollout
+	bin/deltarl bench rollout --model runs/$(RUN)/base
 
 clean-runs:
 	rm -rf runs
