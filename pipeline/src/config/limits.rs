@@ -16,6 +16,20 @@ fn at_most(key: &str, value: u64, max: u64) -> Result<()> {
     Ok(())
 }
 
+/// `value` in (0, 1], or in [0, 1] with `zero_ok`.
+fn unit(key: &str, value: f64, zero_ok: bool) -> Result<()> {
+    let ok = if zero_ok {
+        (0.0..=1.0).contains(&value)
+    } else {
+        value > 0.0 && value <= 1.0
+    };
+    if !ok {
+        let range = if zero_ok { "[0, 1]" } else { "(0, 1]" };
+        bail!("config key `{key}` = {value}: must be in {range}");
+    }
+    Ok(())
+}
+
 fn at_least_zero(key: &str, value: f64) -> Result<()> {
     if value < 0.0 {
         bail!("config key `{key}` = {value}: must be >= 0");
@@ -110,9 +124,15 @@ pub(super) fn check(o: &Options) -> Result<()> {
             up.tis_cap
         );
     }
-    if !(w.lr > 0.0 && w.lr <= 1.0) {
-        bail!("config key `warmstart.lr` = {}: must be in (0, 1]", w.lr);
-    }
+    // A learning rate above 1 has no use in fine-tuning and only makes the weights
+    // non-finite after the first step, once the iteration's work is spent.
+    unit("update.lr", up.lr, false)?;
+    unit("warmstart.lr", w.lr, false)?;
+    // Decoupled decay shrinks the weights by lr * weight_decay a step: above 1 it is a
+    // typo, not a setting (AdamW's default is 0.01, DAPO's 0.1).
+    unit("update.weight_decay", up.weight_decay, true)?;
+    // A fraction, checked whatever the estimator so a typo is never carried silently.
+    unit("coeffs.top_entropy_keep", o.coeffs.top_entropy_keep, false)?;
     if !(w.digit_weight > 0.0 && w.digit_weight.is_finite()) {
         bail!(
             "config key `warmstart.digit_weight` = {}: must be a positive number",
@@ -207,5 +227,39 @@ mod tests {
         assert!(e.contains("update.entropy_coef"), "{e}");
         let e = refused(|o| o.score.overlong_factor = -1.0);
         assert!(e.contains("score.overlong_factor"), "{e}");
+    }
+
+    #[test]
+    fn absurd_learning_rates_decay_and_fractions_are_refused_by_key() {
+        let base =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/tiny-arith.toml");
+        for (set, rule) in [
+            ("update.lr=1e308", "(0, 1]"),
+            ("update.lr=0", "(0, 1]"),
+            ("warmstart.lr=2", "(0, 1]"),
+            ("update.weight_decay=1e308", "[0, 1]"),
+            ("update.weight_decay=-0.1", "[0, 1]"),
+            // Refused even when the estimator is not top-entropy (tiny-arith runs DelTA).
+            ("coeffs.top_entropy_keep=1e308", "(0, 1]"),
+            ("coeffs.top_entropy_keep=0", "(0, 1]"),
+        ] {
+            let err = format!(
+                "{:#}",
+                crate::config::Resolved::load_with(&base, &[set.into()]).unwrap_err()
+            );
+            let key = set.split('=').next().unwrap();
+            assert!(
+                err.contains(&format!("`{key}`")) && err.contains(rule),
+                "{set}: {err}"
+            );
+        }
+        for ok in [
+            "update.lr=1",
+            "warmstart.lr=1",
+            "update.weight_decay=1",
+            "coeffs.top_entropy_keep=1",
+        ] {
+            crate::config::Resolved::load_with(&base, &[ok.into()]).unwrap();
+        }
     }
 }

@@ -234,14 +234,6 @@ impl Resolved {
             "rollout",
             "must be recompute with rollout.engine = vllm (the sampler's numbers are never the old policy)",
         )?;
-        // A learning rate above 1 has no use in fine-tuning and only makes the weights
-        // non-finite after the first step, once the iteration's work is spent.
-        check(
-            u.lr > 0.0 && u.lr <= 1.0,
-            "update.lr",
-            u.lr,
-            "must be in (0, 1]",
-        )?;
         check(
             (0.0..1.0).contains(&u.eps_low),
             "update.eps_low",
@@ -254,21 +246,6 @@ impl Resolved {
             "update.dual_clip",
             u.dual_clip,
             "must be 0 (off) or > 1",
-        )?;
-        // Decoupled decay shrinks the weights by lr * weight_decay a step: above 1 it is
-        // a typo, not a setting (AdamW's default is 0.01, DAPO's 0.1).
-        check(
-            (0.0..=1.0).contains(&u.weight_decay),
-            "update.weight_decay",
-            u.weight_decay,
-            "must be in [0, 1]",
-        )?;
-        // A fraction, checked whatever the estimator so a typo is never carried silently.
-        check(
-            o.coeffs.top_entropy_keep > 0.0 && o.coeffs.top_entropy_keep <= 1.0,
-            "coeffs.top_entropy_keep",
-            o.coeffs.top_entropy_keep,
-            "must be in (0, 1]",
         )?;
         check(
             u.optimizer_steps > 0,
@@ -459,38 +436,5 @@ mod tests {
             "{err}"
         );
         Resolved::load_with(&base, &["rollout.kv_cache_tokens=41".into()]).unwrap();
-    }
-
-    #[test]
-    fn absurd_learning_rates_decay_and_fractions_are_refused_by_key() {
-        let base = configs().join("tiny-arith.toml");
-        for (set, rule) in [
-            ("update.lr=1e308", "(0, 1]"),
-            ("update.lr=0", "(0, 1]"),
-            ("warmstart.lr=2", "(0, 1]"),
-            ("update.weight_decay=1e308", "[0, 1]"),
-            ("update.weight_decay=-0.1", "[0, 1]"),
-            // Refused even when the estimator is not top-entropy (tiny-arith runs DelTA).
-            ("coeffs.top_entropy_keep=1e308", "(0, 1]"),
-            ("coeffs.top_entropy_keep=0", "(0, 1]"),
-        ] {
-            let err = format!(
-                "{:#}",
-                Resolved::load_with(&base, &[set.into()]).unwrap_err()
-            );
-            let key = set.split('=').next().unwrap();
-            assert!(
-                err.contains(&format!("`{key}`")) && err.contains(rule),
-                "{set}: {err}"
-            );
-        }
-        for ok in [
-            "update.lr=1",
-            "warmstart.lr=1",
-            "update.weight_decay=1",
-            "coeffs.top_entropy_keep=1",
-        ] {
-            Resolved::load_with(&base, &[ok.into()]).unwrap();
-        }
     }
 }
