@@ -27,8 +27,12 @@
 //! to start 7*13=91. next 45+91=136. therefore the answer is \boxed{136}
 //! ```
 
+mod tokenizer;
+
 use deltarl_schemas::seed::{hash_str, Rng};
 use deltarl_schemas::PromptRow;
+
+pub use tokenizer::{task_tokenizer_json, tokenizer_config_json, tokenizer_json};
 
 /// The characters of the tiny task, in vocabulary order after the special tokens.
 pub const CHARS: &str = "0123456789+-*=?:{}\\ \nQAboxed";
@@ -247,6 +251,28 @@ pub fn prompt_rows(task: Task, problems: &[Problem]) -> Vec<PromptRow> {
         .collect()
 }
 
+/// Fixed seed of the generated training problems, so every run sees the same problems.
+const TRAIN_SEED: u64 = 20_260_101;
+/// Fixed seed of the held-out problems.
+const TEST_SEED: u64 = 7;
+
+impl Task {
+    /// The task's first `n` training prompts (the same problems for every task).
+    pub fn train_prompts(self, n: usize) -> Vec<PromptRow> {
+        prompt_rows(self, &problems(Split::Train, n, TRAIN_SEED))
+    }
+
+    /// The task's first `n` held-out prompts (the same problems for every task).
+    pub fn test_prompts(self, n: usize) -> Vec<PromptRow> {
+        prompt_rows(self, &problems(Split::Test, n, TEST_SEED))
+    }
+
+    /// The name of the task's held-out benchmark (`tiny-arith-test`).
+    pub fn heldout_name(self) -> String {
+        format!("{}-test", self.source())
+    }
+}
+
 /// A warm-start example of `task`: prompt text and target text (solution, EOS added by the
 /// caller). With probability `wrong_frac` one step is off by 1..=3 (either sign).
 pub fn warmstart_example(
@@ -275,57 +301,6 @@ pub fn warmstart_example(
         deltarl_schemas::render_template(template, &p.question()),
         task.phrased(&p, wrong, pick),
     )
-}
-
-/// The compact task's character-level tokenizer ([`task_tokenizer_json`]).
-pub fn tokenizer_json() -> String {
-    task_tokenizer_json(Task::Arith)
-}
-
-/// A task's character-level tokenizer as a Hugging Face `tokenizer.json`: a BPE model with
-/// one token per character and no merges, plus a `Fuse` decoder, so it loads in both
-/// the `tokenizers` crate and `transformers`.
-pub fn task_tokenizer_json(task: Task) -> String {
-    let mut vocab = serde_json::Map::new();
-    for (i, t) in [PAD, EOS, UNK].iter().enumerate() {
-        vocab.insert((*t).to_string(), serde_json::json!(i));
-    }
-    for (i, c) in task.chars().chars().enumerate() {
-        vocab.insert(c.to_string(), serde_json::json!(i + 3));
-    }
-    let special = |id: u32, content: &str| {
-        serde_json::json!({
-            "id": id, "content": content, "single_word": false, "lstrip": false,
-            "rstrip": false, "normalized": false, "special": true
-        })
-    };
-    let tok = serde_json::json!({
-        "version": "1.0",
-        "truncation": null,
-        "padding": null,
-        "added_tokens": [special(PAD_ID, PAD), special(EOS_ID, EOS), special(UNK_ID, UNK)],
-        "normalizer": null,
-        "pre_tokenizer": null,
-        "post_processor": null,
-        "decoder": {"type": "Fuse"},
-        "model": {
-            "type": "BPE", "dropout": null, "unk_token": UNK,
-            "continuing_subword_prefix": null, "end_of_word_suffix": null,
-            "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-            "vocab": vocab, "merges": []
-        }
-    });
-    serde_json::to_string_pretty(&tok).unwrap_or_default()
-}
-
-/// `tokenizer_config.json` for transformers (special tokens, no chat template).
-pub fn tokenizer_config_json() -> String {
-    serde_json::to_string_pretty(&serde_json::json!({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": EOS, "pad_token": PAD, "unk_token": UNK,
-        "model_max_length": 256
-    }))
-    .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -5,29 +5,16 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use deltarl_data::{problems, prompt_rows, Split, Task};
+use deltarl_data::Task;
 use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::PromptRow;
-
-/// Fixed seed of the generated tiny-arith dataset, so every run sees the same problems.
-const TINY_DATA_SEED: u64 = 20_260_101;
-/// Fixed seed of the held-out problems.
-const TINY_TEST_SEED: u64 = 7;
 
 /// Loads the training prompts named by `data.source`: a built-in task or a file.
 pub fn load_prompts(source: &str, train_size: usize) -> Result<Vec<PromptRow>> {
     if let Some(task) = Task::from_source(source) {
-        return Ok(prompt_rows(
-            task,
-            &problems(Split::Train, train_size, TINY_DATA_SEED),
-        ));
+        return Ok(task.train_prompts(train_size));
     }
     read_prompt_file(Path::new(source))
-}
-
-/// Held-out problems of a built-in task (the same problems for every task).
-pub fn tiny_test_prompts(task: Task, n: usize) -> Vec<PromptRow> {
-    prompt_rows(task, &problems(Split::Test, n, TINY_TEST_SEED))
 }
 
 /// The benchmark a file holds: its name without the extension (`aime24.jsonl` -> `aime24`).
@@ -35,11 +22,6 @@ pub fn benchmark_name(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The name of a built-in task's held-out benchmark (`tiny-arith-test`).
-pub fn heldout_name(task: Task) -> String {
-    format!("{}-test", task.source())
 }
 
 fn json_str(v: &serde_json::Value) -> Option<String> {

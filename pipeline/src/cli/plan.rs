@@ -42,10 +42,10 @@ fn model_config(cfg: &Resolved, explicit: Option<&Path>) -> Result<Qwen3Config> 
     }
     let source = &cfg.opts.model.source;
     if source == "tiny" {
-        return crate::stage::warmstart::tiny_config(
+        return Ok(deltarl_warmstart::tiny_config(
             &cfg.opts.model.tiny,
             crate::stage::warmstart::tiny_task(cfg),
-        );
+        )?);
     }
     let dir = Path::new(source);
     if !dir.join("config.json").exists() {

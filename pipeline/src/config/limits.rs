@@ -146,15 +146,15 @@ pub(super) fn check(o: &Options) -> Result<()> {
     if builtin.is_none() && o.eval.every > 0 && o.eval.benchmarks.is_empty() {
         bail!(
             "config key `eval.every` = {}: in-loop evaluation needs benchmark files \
-             (`eval.benchmarks`) or data.source = \"tiny-arith\" (the only dataset with a \
-             held-out split); or set it to 0 and evaluate with `deltarl eval --bench FILE`",
+             (`eval.benchmarks`) or a built-in data.source (the datasets with a held-out \
+             split); or set it to 0 and evaluate with `deltarl eval --bench FILE`",
             o.eval.every
         );
     }
     let mut names: Vec<String> = Vec::new();
     for b in &o.eval.benchmarks {
         let name = crate::data::benchmark_name(std::path::Path::new(b));
-        let heldout = builtin.map(crate::data::heldout_name);
+        let heldout = builtin.map(deltarl_data::Task::heldout_name);
         if name.is_empty() || names.contains(&name) || Some(&name) == heldout.as_ref() {
             bail!(
                 "config key `eval.benchmarks`: {b:?} names benchmark {name:?}, which is empty \

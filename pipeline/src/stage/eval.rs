@@ -14,51 +14,20 @@ use deltarl_schemas::{atomic_write, write_table, Stage};
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
 use crate::config::Resolved;
-use deltarl_eval::{accuracy_by_source, fitting, summarize, EvalSettings};
+use deltarl_eval::{accuracy_by_source, fitting, summarize, EvalSettings, Sampling};
 use deltarl_schemas::{EvalRow, PromptRow};
 
-/// How held-out answers are sampled: the rollout's prompt and length limits.
-#[derive(Clone, Debug, Serialize)]
-pub struct Sampling {
-    pub seed: u64,
-    pub template: String,
-    pub max_new_tokens: usize,
-    pub stop: Vec<String>,
-    pub max_batch_rows: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_cache_tokens: Option<usize>,
-}
-
-impl Sampling {
-    pub fn new(cfg: &Resolved) -> Self {
-        let o = &cfg.opts;
-        Sampling {
-            seed: o.seed,
-            template: o.data.template.clone(),
-            max_new_tokens: o.rollout.max_new_tokens,
-            stop: o.rollout.stop.clone(),
-            max_batch_rows: o.rollout.max_batch_rows,
-            max_cache_tokens: crate::config::zero_is_off(o.rollout.kv_cache_tokens),
-        }
-    }
-
-    /// Evaluation settings for `samples` answers per problem at `temperature` with the
-    /// policy of iteration `iter` (0 = the base).
-    pub fn at(&self, samples: u32, temperature: f64, iter: u32) -> EvalSettings {
-        EvalSettings {
-            template: self.template.clone(),
-            samples,
-            temperature,
-            top_p: 1.0,
-            max_new_tokens: self.max_new_tokens,
-            stop: self.stop.clone(),
-            max_batch_rows: self.max_batch_rows,
-            max_cache_tokens: self.max_cache_tokens,
-            // Held-out accuracy is graded as training rewards are: strictly.
-            extract: deltarl_verify::Policy::Boxed,
-            seed: self.seed,
-            iter,
-        }
+/// How held-out answers are sampled under this configuration: the rollout's prompt and
+/// length limits.
+pub fn sampling(cfg: &Resolved) -> Sampling {
+    let o = &cfg.opts;
+    Sampling {
+        seed: o.seed,
+        template: o.data.template.clone(),
+        max_new_tokens: o.rollout.max_new_tokens,
+        stop: o.rollout.stop.clone(),
+        max_batch_rows: o.rollout.max_batch_rows,
+        max_cache_tokens: crate::config::zero_is_off(o.rollout.kv_cache_tokens),
     }
 }
 
@@ -88,7 +57,7 @@ impl Settings {
             problems: o.eval.problems,
             samples: o.eval.samples,
             temperature: o.eval.temperature,
-            sampling: Sampling::new(cfg),
+            sampling: sampling(cfg),
             dtype: o.model.dtype,
             benchmarks: o.eval.benchmarks.clone(),
             chat_template: o.data.chat_template && !o.eval.benchmarks.is_empty(),
@@ -125,14 +94,9 @@ pub fn heldout_rows(
     s: &Settings,
     iter: u32,
 ) -> Result<Vec<deltarl_schemas::EvalRow>> {
-    let prompts = crate::data::tiny_test_prompts(task, s.problems);
+    let prompts = task.test_prompts(s.problems);
     let settings = s.sampling.at(s.samples, s.temperature, iter);
-    evaluate(
-        policy,
-        &crate::data::heldout_name(task),
-        &prompts,
-        &settings,
-    )
+    evaluate(policy, &task.heldout_name(), &prompts, &settings)
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
@@ -165,7 +129,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         }
         benchmarks.insert(name.to_string(), v);
     };
-    let heldout = task.map(crate::data::heldout_name);
+    let heldout = task.map(deltarl_data::Task::heldout_name);
     if let (Some(task), Some(name)) = (task, &heldout) {
         let part = heldout_rows(&policy, task, s, env.iter)?;
         summarise(name, &part, 0);

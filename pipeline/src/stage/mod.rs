@@ -46,7 +46,7 @@ fn hash_of<T: Serialize>(stage: Stage, settings: &T) -> Result<String> {
 /// The hash of a stage's settings under this configuration.
 pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
     match stage {
-        Stage::Warmstart => hash_of(stage, &warmstart::Settings::new(cfg)),
+        Stage::Warmstart => hash_of(stage, &warmstart::settings(cfg)),
         Stage::Rollout => hash_of(stage, &rollout::Settings::new(cfg)),
         Stage::Score => hash_of(stage, &score::Settings::new(cfg)),
         Stage::Features => hash_of(stage, &features::Settings::new(cfg)),
@@ -70,7 +70,7 @@ pub fn shared(stage: Stage, cfg: &Resolved) -> bool {
 /// Runs a stage with its settings from this configuration.
 pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
     match stage {
-        Stage::Warmstart => warmstart::run(env, &warmstart::Settings::new(cfg)),
+        Stage::Warmstart => warmstart::run(env, &warmstart::settings(cfg)),
         Stage::Rollout => rollout::run(env, &rollout::Settings::new(cfg)),
         Stage::Score => score::run(env, &score::Settings::new(cfg)),
         Stage::Features => features::run(env, &features::Settings::new(cfg)),

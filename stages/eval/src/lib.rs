@@ -4,12 +4,14 @@
 //! grades its base with it too; reading benchmark files and writing `eval.parquet` is the
 //! application's.
 
+mod sampling;
 pub mod stats;
 
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
 use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
 
+pub use sampling::{EvalSettings, Sampling};
 pub use stats::{bootstrap, Estimate};
 
 /// Errors of the eval stage's core.
@@ -25,24 +27,6 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// How to sample for evaluation.
-#[derive(Clone, Debug)]
-pub struct EvalSettings {
-    pub template: String,
-    pub samples: u32,
-    pub temperature: f64,
-    pub top_p: f64,
-    pub max_new_tokens: usize,
-    pub stop: Vec<String>,
-    pub max_batch_rows: usize,
-    /// The KV-cache budget in positions (None = no limit).
-    pub max_cache_tokens: Option<usize>,
-    /// How answers are extracted from the responses.
-    pub extract: deltarl_verify::Policy,
-    pub seed: u64,
-    pub iter: u32,
-}
 
 /// Generates `samples` answers per problem with the rollout core (seeds of the `eval`
 /// stage) and grades them (with `s.extract`). `progress(responses_done)`.

@@ -1,9 +1,8 @@
 //! The update stage: the clipped policy-gradient loss family (GRPO, DAPO, Dr.GRPO, DelTA),
-//! AdamW with persistent state, and the supervised warm start.
+//! and AdamW with persistent state (which the warm start trains with too).
 
 mod adamw;
 mod loss;
-pub mod sft;
 pub mod shell;
 mod train;
 

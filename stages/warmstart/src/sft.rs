@@ -4,7 +4,7 @@ use deltarl_features::token_stats;
 use deltarl_model::Policy;
 use tch::{Kind, Tensor};
 
-use crate::AdamW;
+use deltarl_update::AdamW;
 
 /// Warm-start schedule.
 #[derive(Clone, Debug)]

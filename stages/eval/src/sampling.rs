@@ -1,0 +1,56 @@
+//! How evaluation samples: the configured part ([`Sampling`], hashed into the stages that
+//! evaluate) and one evaluation's full settings ([`EvalSettings`]).
+
+use serde::Serialize;
+
+/// How held-out answers are sampled: the rollout's prompt and length limits. The eval
+/// stage and the warm start (which grades its base) both hash it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sampling {
+    pub seed: u64,
+    pub template: String,
+    pub max_new_tokens: usize,
+    pub stop: Vec<String>,
+    pub max_batch_rows: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cache_tokens: Option<usize>,
+}
+
+impl Sampling {
+    /// Evaluation settings for `samples` answers per problem at `temperature` with the
+    /// policy of iteration `iter` (0 = the base).
+    pub fn at(&self, samples: u32, temperature: f64, iter: u32) -> EvalSettings {
+        EvalSettings {
+            template: self.template.clone(),
+            samples,
+            temperature,
+            top_p: 1.0,
+            max_new_tokens: self.max_new_tokens,
+            stop: self.stop.clone(),
+            max_batch_rows: self.max_batch_rows,
+            max_cache_tokens: self.max_cache_tokens,
+            // Held-out accuracy is graded as training rewards are: strictly.
+            extract: deltarl_verify::Policy::Boxed,
+            seed: self.seed,
+            iter,
+        }
+    }
+}
+
+/// How to sample for evaluation.
+#[derive(Clone, Debug)]
+pub struct EvalSettings {
+    pub template: String,
+    pub samples: u32,
+    pub temperature: f64,
+    pub top_p: f64,
+    pub max_new_tokens: usize,
+    pub stop: Vec<String>,
+    pub max_batch_rows: usize,
+    /// The KV-cache budget in positions (None = no limit).
+    pub max_cache_tokens: Option<usize>,
+    /// How answers are extracted from the responses.
+    pub extract: deltarl_verify::Policy,
+    pub seed: u64,
+    pub iter: u32,
+}
