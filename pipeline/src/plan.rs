@@ -108,7 +108,8 @@ pub struct Plan {
     pub weights: u64,
     /// f32 master copy (bf16 only).
     pub master: u64,
-    /// Gradients, in the parameters' dtype.
+    /// Gradients: in the parameters' dtype as the backward pass writes them, plus, for
+    /// bf16, their f32 sum over the micro-batches (`AdamW::accumulate`).
     pub grads: u64,
     /// AdamW's two f32 moments.
     pub moments: u64,
@@ -155,7 +156,11 @@ impl Plan {
             parameters: p,
             weights: b * p,
             master: if w.dtype == Dtype::F32 { 0 } else { 4 * p },
-            grads: b * p,
+            grads: if w.dtype == Dtype::F32 {
+                4 * p
+            } else {
+                (b + 4) * p
+            },
             moments: 8 * p,
             activations_full,
             activations_checkpointed,

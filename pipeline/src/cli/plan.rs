@@ -174,7 +174,12 @@ impl Args {
         );
         line(&format!("weights ({dtype})"), human(plan.weights));
         line("master weights (f32)", human(plan.master));
-        line(&format!("gradients ({dtype})"), human(plan.grads));
+        let sums = if w.dtype == Dtype::F32 {
+            ""
+        } else {
+            " + f32 sums"
+        };
+        line(&format!("gradients ({dtype}{sums})"), human(plan.grads));
         line("AdamW moments (f32)", human(plan.moments));
         line(
             "activations, checkpointing off",

@@ -7,6 +7,13 @@
 //! significant bits, so a 1e-6 step on a weight of size 0.02 rounds away, and weight decay
 //! of lr * wd = 1e-7 never changes a weight at all.
 //!
+//! Gradients of such a parameter are accumulated in f32 too ([`AdamW::accumulate`], after
+//! each micro-batch's backward): libtorch gives a bf16 parameter a bf16 `.grad`, and
+//! summing micro-batches there would round every partial sum to 8 significant bits, so
+//! small contributions (small-advantage tokens) vanish next to large ones. The micro-batch's
+//! bf16 gradient is added to an f32 buffer and cleared; the norm, the clipping, the
+//! all-reduce and the step read the f32 sum (as FSDP reduces f32 gradients of f32 masters).
+//!
 //! With several processes the gradients are summed over them ([`AdamW::all_reduce_grads`])
 //! and every process takes the same step. Sharded state (ZeRO-1, as torch's
 //! `ZeroRedundancyOptimizer` partitions): each parameter has one owner process, which
@@ -40,6 +47,10 @@ struct Slot {
     param: Tensor,
     /// f32 master weights when the parameter is not f32.
     master: Option<Tensor>,
+    /// The f32 sum of the micro-batch gradients when the parameter is not f32 (every
+    /// process holds it whole: each accumulates its own micro-batches before the sum over
+    /// processes). An f32 parameter accumulates in its own `.grad`.
+    grad32: Option<Tensor>,
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
     /// The process that keeps this parameter's state and steps it (0 unsharded).
@@ -50,6 +61,27 @@ impl Slot {
     /// The f32 weights the step is taken on.
     fn weights(&mut self) -> &mut Tensor {
         self.master.as_mut().unwrap_or(&mut self.param)
+    }
+
+    /// Moves a pending bf16 gradient into the f32 sum (exactly: bf16 widens to f32 without
+    /// rounding; only the f32 addition rounds) and clears it.
+    fn accumulate(&mut self) {
+        let Some(sum) = &mut self.grad32 else { return };
+        let mut g = self.param.grad();
+        if g.defined() {
+            tch::no_grad(|| {
+                let _ = sum.g_add_(&g.to_kind(Kind::Float));
+                let _ = g.zero_();
+            });
+        }
+    }
+
+    /// The f32 gradient (undefined when an f32 parameter has none yet).
+    fn grad(&self) -> Tensor {
+        match &self.grad32 {
+            Some(sum) => sum.shallow_clone(),
+            None => self.param.grad(),
+        }
     }
 }
 
@@ -104,7 +136,10 @@ impl AdamW {
                 };
                 let master = (mine && param.kind() != Kind::Float)
                     .then(|| tch::no_grad(|| param.detach().to_kind(Kind::Float)));
+                let grad32 =
+                    (param.kind() != Kind::Float).then(|| param.zeros_like().to_kind(Kind::Float));
                 Slot {
+                    grad32,
                     exp_avg: f32_zeros(),
                     exp_avg_sq: f32_zeros(),
                     master,
@@ -134,16 +169,34 @@ impl AdamW {
             .sum()
     }
 
+    /// Adds the gradients the last backward left in non-f32 parameters to their f32 sums and
+    /// clears them. Call it after every micro-batch's backward; the norm, clipping, the
+    /// all-reduce and the step call it too, so a pending gradient is never lost.
+    pub fn accumulate(&mut self) {
+        for s in &mut self.params {
+            s.accumulate();
+        }
+    }
+
+    /// f32 elements of gradient sums this process holds (non-f32 parameters only).
+    pub fn grad_sum_elements(&self) -> usize {
+        self.params
+            .iter()
+            .map(|s| s.grad32.as_ref().map_or(0, Tensor::numel))
+            .sum()
+    }
+
     /// Sums the gradients over the processes of `g`, in f32, in place. Each process's loss
     /// already divides by the whole mini-batch's token count (or response count), so the
     /// sum is the gradient one process computes over the whole mini-batch. A parameter
     /// this process gave no gradient (no micro-batch of this mini-batch was its) adds zeros.
     pub fn all_reduce_grads(&mut self, g: &Group) -> Result<()> {
+        self.accumulate();
         let missing: Vec<&Tensor> = self
             .params
             .iter()
+            .filter(|s| s.grad32.is_none() && !s.param.grad().defined())
             .map(|s| &s.param)
-            .filter(|p| !p.grad().defined())
             .collect();
         if !missing.is_empty() {
             // d(0 * sum p)/dp = 0: defines the gradients without changing any.
@@ -156,15 +209,8 @@ impl AdamW {
             }
         }
         for s in &self.params {
-            let mut grad = s.param.grad();
-            if grad.kind() == Kind::Float {
-                g.all_reduce_sum(&mut grad)?;
-            } else {
-                // bf16 gradients are summed in f32, then rounded once.
-                let mut f = grad.to_kind(Kind::Float);
-                g.all_reduce_sum(&mut f)?;
-                tch::no_grad(|| grad.copy_(&f));
-            }
+            let mut grad = s.grad();
+            g.all_reduce_sum(&mut grad)?;
         }
         Ok(())
     }
@@ -184,14 +230,18 @@ impl AdamW {
     pub fn zero_grad(&mut self) {
         for s in &mut self.params {
             s.param.zero_grad();
+            if let Some(sum) = &mut s.grad32 {
+                let _ = tch::no_grad(|| sum.zero_());
+            }
         }
     }
 
-    /// L2 norm of all gradients.
-    pub fn grad_norm(&self) -> f64 {
+    /// L2 norm of all gradients (the f32 sums).
+    pub fn grad_norm(&mut self) -> f64 {
+        self.accumulate();
         let mut sq = 0.0;
         for s in &self.params {
-            let g = s.param.grad();
+            let g = s.grad();
             if g.defined() {
                 sq += g
                     .to_kind(Kind::Double)
@@ -210,7 +260,7 @@ impl AdamW {
             let scale = max_norm / (norm + 1e-6);
             tch::no_grad(|| {
                 for s in &mut self.params {
-                    let mut g = s.param.grad();
+                    let mut g = s.grad();
                     if g.defined() {
                         let _ = g.g_mul_scalar_(scale);
                     }
@@ -223,6 +273,7 @@ impl AdamW {
     /// One step at learning rate `lr`, on the f32 master weights where there are any; the
     /// working copies are then refreshed from them.
     pub fn step(&mut self, lr: f64) {
+        self.accumulate();
         self.step += 1;
         let s = self.settings;
         let t = self.step as i32;
@@ -231,11 +282,10 @@ impl AdamW {
         let rank = self.sharded_rank;
         tch::no_grad(|| {
             for slot in &mut self.params {
-                let g = slot.param.grad();
+                let g = slot.grad();
                 if !g.defined() || rank.is_some_and(|r| r != slot.owner) {
                     continue;
                 }
-                let g = g.to_kind(Kind::Float);
                 // Decoupled weight decay, then the Adam moments, all in f32.
                 let (m, v) = (&mut slot.exp_avg, &mut slot.exp_avg_sq);
                 let _ = m.g_mul_scalar_(s.beta1);
@@ -253,6 +303,16 @@ impl AdamW {
                 }
             }
         });
+    }
+
+    /// The f32 gradient of a parameter as the step reads it: for a non-f32 parameter the
+    /// f32 sum of its micro-batch gradients (for tests and diagnostics).
+    pub fn grad(&self, name: &str) -> Option<Tensor> {
+        self.params
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.grad())
+            .filter(Tensor::defined)
     }
 
     /// The f32 master weights of a parameter that is not f32 itself (for tests and plans).

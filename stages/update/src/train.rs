@@ -180,6 +180,8 @@ pub fn run(
             if let Some(pass) = ckpt {
                 pass.backward()?;
             }
+            // Into the f32 gradient sums (bf16 parameters; see `AdamW::accumulate`).
+            opt.accumulate();
             loss_sum += loss.double_value(&[]);
             let tw = mb_tokens.max(1) as f64;
             clip_sum += tl.clipped.sum(Kind::Double).double_value(&[]) / tw;
