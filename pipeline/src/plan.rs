@@ -23,7 +23,10 @@
 //! buffers beside it (forward: the logits scaled by the temperature while the log-softmax
 //! is formed, plus the compute-dtype logits in bf16; backward: the scattered gradient of
 //! the gathered log-probs and the log-softmax's input gradient). An entropy bonus adds its
-//! saved `exp` and product (`8V`).
+//! saved `exp` and product (`8V`). A pass of more response tokens than the head's chunk
+//! (`model.head_chunk_mb`, `deltarl_features::ChunkedHead`) holds those `[tokens, V]`
+//! buffers for one chunk only, plus the states' gradient (`bH` a token) it gathers
+//! chunk by chunk.
 
 use deltarl_model::{Dtype, Qwen3Config};
 use serde::Serialize;
@@ -98,6 +101,8 @@ pub struct Workload {
     pub kv_cache_tokens: u64,
     /// Rows decoded together (their last-position logits are live each step).
     pub decode_rows: u64,
+    /// Most bytes of one `[tokens, V]` f32 buffer of the LM head (0 = whole passes).
+    pub head_chunk_bytes: u64,
 }
 
 /// Bytes per device, by what holds them.
@@ -137,7 +142,13 @@ impl Plan {
         let final_norm = (4 * h + b * h) * t;
         let logits_dtype = if b == 4 { 0 } else { b };
         let entropy = if w.entropy_grad { 8 } else { 0 };
-        let head = b * h * n + (4 + 2 * 4 + logits_dtype + entropy) * v * n;
+        // Tokens the head's [tokens, V] buffers hold at once: a chunk, or the whole pass
+        // (whose states' gradient then flows through autograd, not gathered by chunk).
+        let chunk = deltarl_features::head_chunk_tokens(w.head_chunk_bytes, v as usize) as u64;
+        let head_tokens = |n: u64| n.min(chunk);
+        let gathered = |n: u64| if n > chunk { b * h * n } else { 0 };
+        let head =
+            b * h * n + gathered(n) + (4 + 2 * 4 + logits_dtype + entropy) * v * head_tokens(n);
         let layer = s.layer_activation_bytes(b) * t;
         let activations_full = s.layers * layer + final_norm + head;
         // Checkpointed: every block's input, then the larger of the head's peak and one
@@ -150,7 +161,7 @@ impl Plan {
         // (the same three [tokens, V] f32 buffers as above, entropy taken after).
         let (ft, fn_) = (w.features_rows * seq, w.features_rows * w.response_tokens);
         let block = (b * (3 * h + 3 * s.intermediate) + 4 * h) * ft;
-        let features_head = (b * h + (3 * 4 + logits_dtype) * v) * fn_;
+        let features_head = b * h * fn_ + (3 * 4 + logits_dtype) * v * head_tokens(fn_);
         let features = b * h * ft + block.max(features_head);
         Plan {
             parameters: p,

@@ -99,6 +99,7 @@ fn workload(cfg: &Resolved, devices: u64, prompt_tokens: Option<u64>) -> Result<
         entropy_grad: u.entropy_coef != 0.0,
         kv_cache_tokens: decode_rows * seq,
         decode_rows,
+        head_chunk_bytes: o.model.head_chunk_bytes(),
     })
 }
 

@@ -122,6 +122,31 @@ pub struct ModelOptions {
     pub threads: usize,
     /// Shape of the tiny model (used when source = "tiny").
     pub tiny: TinyOptions,
+    /// Most MB (10^6 bytes) of one `[tokens, vocabulary]` f32 buffer of the LM head in the
+    /// features and update passes: a pass with more response tokens computes the head
+    /// over chunks of tokens, the backward recomputing each chunk, so no buffer of the
+    /// whole pass exists (0 = always the whole pass). Results equal the whole pass's to
+    /// round-off (the head weight's gradient is summed in another order).
+    #[serde(
+        default = "default_head_chunk_mb",
+        skip_serializing_if = "is_default_head_chunk_mb"
+    )]
+    pub head_chunk_mb: u64,
+}
+
+fn default_head_chunk_mb() -> u64 {
+    deltarl_features::DEFAULT_HEAD_CHUNK_BYTES / 1_000_000
+}
+
+fn is_default_head_chunk_mb(mb: &u64) -> bool {
+    *mb == default_head_chunk_mb()
+}
+
+impl ModelOptions {
+    /// The head chunk budget in bytes.
+    pub fn head_chunk_bytes(&self) -> u64 {
+        self.head_chunk_mb.saturating_mul(1_000_000)
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -30,6 +30,8 @@ pub struct Settings {
     pub temperature: f64,
     pub chunk_rows: usize,
     pub chunk_tokens: Option<usize>,
+    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
+    pub head_chunk_bytes: u64,
     pub dtype: Dtype,
 }
 
@@ -43,6 +45,7 @@ impl Settings {
             temperature: logprob_temperature(o.rollout.temperature),
             chunk_rows: o.features.chunk_rows,
             chunk_tokens: crate::config::zero_is_off(o.features.chunk_tokens),
+            head_chunk_bytes: o.model.head_chunk_bytes(),
             dtype: o.model.dtype,
         }
     }
@@ -59,6 +62,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         temperature: s.temperature,
         chunk_rows: s.chunk_rows,
         chunk_tokens: s.chunk_tokens,
+        head_chunk_bytes: s.head_chunk_bytes,
         shard: env.shard(),
     };
     let progress = Progress::new("features", rollouts.len() as u64);

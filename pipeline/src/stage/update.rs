@@ -38,6 +38,8 @@ pub struct Settings {
     pub grad_clip: f64,
     /// The rollout temperature the log-probs are measured at.
     pub temperature: f64,
+    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
+    pub head_chunk_bytes: u64,
     pub dtype: Dtype,
     /// Shard the optimizer state over the processes (ZeRO-1): the same step, so not hashed.
     #[serde(skip)]
@@ -84,6 +86,7 @@ impl Settings {
             weight_decay: u.weight_decay,
             grad_clip: u.grad_clip,
             temperature: logprob_temperature(o.rollout.temperature),
+            head_chunk_bytes: o.model.head_chunk_bytes(),
             dtype: o.model.dtype,
             shard_bytes: o.checkpoint.shard_mb.saturating_mul(1_000_000),
         }
@@ -101,6 +104,7 @@ impl Settings {
             warmup_steps: self.warmup_steps,
             lr: self.lr,
             grad_clip: self.grad_clip,
+            head_chunk_bytes: self.head_chunk_bytes,
             temperature: self.temperature,
             seed: seed_for(self.seed, iter, Stage::Update.name(), "", 0),
         }

@@ -7,7 +7,9 @@
 //! dropped as in the reference), hence the default proxy `v_t = (1 - p_t) h_t`.
 
 mod batching;
+mod head;
 pub use batching::budget_chunks;
+pub use head::{head_chunk_tokens, ChunkedHead, DEFAULT_HEAD_CHUNK_BYTES};
 
 use std::io::Write;
 
@@ -41,10 +43,20 @@ pub struct Settings {
     pub chunk_rows: usize,
     /// And at most this many tokens (prompt + response) per forward pass (None = no limit).
     pub chunk_tokens: Option<usize>,
+    /// Most bytes of one `[tokens, vocabulary]` f32 buffer of the LM head
+    /// ([`head_chunk_tokens`]; 0 = the whole pass).
+    #[serde(skip_serializing_if = "is_default_head_chunk")]
+    pub head_chunk_bytes: u64,
     /// The chunks this process computes: which process does what changes no row, so it is
     /// not a setting of the file.
     #[serde(skip)]
     pub shard: Shard,
+}
+
+/// Whether a head chunk budget is the default (left out of serialised settings, so files
+/// and hashes from before the setting existed stay the same).
+pub fn is_default_head_chunk(bytes: &u64) -> bool {
+    *bytes == DEFAULT_HEAD_CHUNK_BYTES
 }
 
 /// Errors of the features stage.
@@ -90,6 +102,19 @@ pub struct TokenStats {
     pub entropy: Tensor,
     /// Number of response tokens per row.
     pub lengths: Vec<usize>,
+    /// When the head ran in chunks: its pending backward ([`TokenStats::backward_head`]).
+    head: Option<ChunkedHead>,
+}
+
+impl TokenStats {
+    /// Call after back-propagating a loss built on `logprob` / `entropy`: when the head
+    /// ran in chunks, their backward ([`ChunkedHead::backward`]), `after_chunk()` after
+    /// each; when it ran whole, the loss's backward already went through it (a no-op).
+    pub fn backward_head(&self, model: &Qwen3, after_chunk: &mut dyn FnMut()) {
+        if let Some(head) = &self.head {
+            head.backward(model, after_chunk);
+        }
+    }
 }
 
 /// One teacher-forced batch: prompt + response rows right-padded into [B, T] (causal
@@ -137,52 +162,55 @@ impl TeacherForced {
     }
 
     /// The per-token statistics from the final normed hidden states [B, T, H] of
-    /// [`TeacherForced::input`] (a plain or a checkpointed pass). The entropy gets a
-    /// graph only with `entropy_grad`: otherwise its [N, V] buffers would stay saved for
-    /// a backward that never comes.
+    /// [`TeacherForced::input`] (a plain or a checkpointed pass), the head computed over
+    /// chunks of at most `chunk` tokens ([`head_chunk_tokens`]; a pass that fits runs
+    /// whole, as one graph). The entropy gets a graph only with `entropy_grad`.
     pub fn stats(
         &self,
         model: &Qwen3,
         hidden: &Tensor,
         temperature: f64,
         entropy_grad: bool,
+        chunk: usize,
     ) -> TokenStats {
         // 1. The predicting positions: [B, T, H] -> [N, H].
         let hdim = hidden.size()[2];
         let h = hidden.view([-1, hdim]).index_select(0, &self.gather);
-        // 2. Log-probs at the rollout temperature: [N, V] -> [N]. One expression, so the
-        //    logits and their f32 copy are freed as soon as the log-softmax exists.
-        let logp_all =
-            (model.logits(&h).to_kind(Kind::Float) / temperature).log_softmax(-1, Kind::Float);
-        let logprob = logp_all
-            .gather(1, &self.targets.unsqueeze(1), false)
-            .squeeze_dim(1);
-        // 3. Entropy of the next-token distribution: [N].
-        let entropy_of = || -(logp_all.exp() * &logp_all).sum_dim_intlist(-1, false, Kind::Float);
-        let entropy = if entropy_grad {
-            entropy_of()
+        // 2. Log-probs at the rollout temperature and entropies: [N] each.
+        let n = self.lengths.iter().sum::<usize>();
+        let (logprob, entropy, head) = if n <= chunk {
+            let (lp, ent) = head::whole(model, &h, &self.targets, temperature, entropy_grad);
+            (lp, ent, None)
         } else {
-            tch::no_grad(entropy_of)
+            let head = ChunkedHead::new(model, &h, &self.targets, temperature, chunk, entropy_grad);
+            (
+                head.logprob.shallow_clone(),
+                head.entropy.shallow_clone(),
+                Some(head),
+            )
         };
         TokenStats {
             hidden: h,
             logprob,
             entropy,
             lengths: self.lengths.clone(),
+            head,
         }
     }
 }
 
-/// Teacher-forced forward over `rows` (see [`TeacherForced`]); the entropy without graph.
+/// Teacher-forced forward over `rows` (see [`TeacherForced`]), the head over chunks of at
+/// most `chunk` tokens; the entropy without graph.
 pub fn token_stats(
     model: &Qwen3,
     rows: &[(&[u32], &[u32])],
     temperature: f64,
+    chunk: usize,
     device: Device,
 ) -> TokenStats {
     let batch = TeacherForced::new(rows, device);
     let hidden = model.hidden(&batch.input, None);
-    batch.stats(model, &hidden, temperature, false)
+    batch.stats(model, &hidden, temperature, false, chunk)
 }
 
 fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
@@ -228,6 +256,7 @@ pub fn run(
             });
         }
     }
+    let head_chunk = head_chunk_tokens(s.head_chunk_bytes, model.config.vocab_size);
     let mut out = Vec::with_capacity(rollouts.len());
     let refs: Vec<&RolloutRow> = rollouts.iter().collect();
     let row_tokens = |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
@@ -246,7 +275,7 @@ pub fn run(
                     )
                 })
                 .collect();
-            let st = token_stats(model, &pairs, s.temperature, device);
+            let st = token_stats(model, &pairs, s.temperature, head_chunk, device);
             let p = st.logprob.exp();
             // 3. The proxy: [N, H].
             let v = match s.proxy {

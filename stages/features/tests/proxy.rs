@@ -48,6 +48,7 @@ fn settings(chunk: usize) -> Settings {
         temperature: 1.0,
         chunk_rows: chunk,
         chunk_tokens: None,
+        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         shard: deltarl_schemas::Shard::WHOLE,
     }
 }
@@ -126,6 +127,38 @@ fn chunking_changes_nothing_but_round_off() {
             .fold(0.0f32, f32::max);
         let scale = x.features.iter().map(|u| u.abs()).fold(1.0f32, f32::max);
         assert!(d <= 1e-5 * scale, "{d} (scale {scale})");
+    }
+    // The LM head in chunks of 1 and 4 tokens (whole passes of 5 rows hold 20 response
+    // tokens): the head's per-token arithmetic is the whole pass's, but a product of one
+    // row runs another kernel than one of twenty, so the rows agree to f32 round-off of
+    // logits of size ~10 (log-probs within 1e-5, probabilities within 1e-5 relative).
+    let vocab = p.model.config.vocab_size as u64;
+    for tokens in [1, 4] {
+        let s = Settings {
+            head_chunk_bytes: 4 * vocab * tokens,
+            ..settings(5)
+        };
+        let chunked = run(&s, &p.model, &rs, &mut |_| {}).unwrap();
+        assert_eq!(chunked.len(), b.len());
+        for (x, y) in chunked.iter().zip(&b) {
+            let close = |u: &[f32], v: &[f32]| {
+                u.len() == v.len()
+                    && u.iter()
+                        .zip(v)
+                        .all(|(a, b)| (a - b).abs() <= 1e-5 * a.abs().max(1.0))
+            };
+            assert!(
+                close(&x.logprob, &y.logprob)
+                    && close(&x.entropy, &y.entropy)
+                    && close(&x.token_prob, &y.token_prob)
+                    && x.token_prob
+                        .iter()
+                        .zip(&y.token_prob)
+                        .all(|(a, b)| (a - b).abs() <= 1e-5 * a)
+                    && close(&x.features, &y.features),
+                "head in chunks of {tokens}: {x:?} vs {y:?}"
+            );
+        }
     }
     // A projection to fewer dimensions is seeded and recorded in the rows' dim.
     let s = Settings {

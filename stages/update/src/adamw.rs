@@ -178,6 +178,15 @@ impl AdamW {
         }
     }
 
+    /// [`AdamW::accumulate`] for one parameter (the same tensor as the model's), when only
+    /// it can have a pending gradient: cheaper than visiting every parameter.
+    pub fn accumulate_param(&mut self, param: &Tensor) {
+        let ptr = param.data_ptr();
+        if let Some(s) = self.params.iter_mut().find(|s| s.param.data_ptr() == ptr) {
+            s.accumulate();
+        }
+    }
+
     /// f32 elements of gradient sums this process holds (non-f32 parameters only).
     pub fn grad_sum_elements(&self) -> usize {
         self.params

@@ -2,7 +2,7 @@
 //! normalisation choices commented where the division happens.
 
 use deltarl_dist::Group;
-use deltarl_features::{budget_chunks, token_stats, TeacherForced};
+use deltarl_features::{budget_chunks, head_chunk_tokens, token_stats, TeacherForced};
 use deltarl_model::{Policy, Qwen3};
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{Shard, UpdateRow};
@@ -31,6 +31,10 @@ pub struct Settings {
     pub lr: f64,
     /// Gradient clipping by global norm (0 = off).
     pub grad_clip: f64,
+    /// Most bytes of one `[tokens, vocabulary]` f32 buffer of the LM head: longer passes
+    /// run the head in chunks (`deltarl_features::ChunkedHead`; 0 = the whole pass).
+    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
+    pub head_chunk_bytes: u64,
     /// The rollout temperature (log-probs are measured at it, like the old ones).
     pub temperature: f64,
     /// Seed of the mini-batch shuffle.
@@ -111,6 +115,7 @@ pub fn run(
         }
     }
     let device = policy.model.lm_head_weight().device();
+    let head_chunk = head_chunk_tokens(s.head_chunk_bytes, policy.model.config.vocab_size);
     // Empty responses have no tokens to train on.
     let rows: Vec<&TrainRow> = rows.iter().filter(|r| !r.response_ids.is_empty()).collect();
     let mut out = Vec::new();
@@ -132,7 +137,9 @@ pub fn run(
                 .map(|r| (r.prompt_ids.as_slice(), r.response_ids.as_slice()))
                 .collect();
             // 1. Current log-probs and entropy of every response token: [N]. With
-            //    checkpointing the blocks keep only their inputs until step 5's backward.
+            //    checkpointing the blocks keep only their inputs until step 4's backward;
+            //    a pass longer than `head_chunk` tokens runs the LM head in chunks, its
+            //    backward pending until then too.
             let tf = TeacherForced::new(&pairs, device);
             let ckpt = s
                 .activation_checkpointing
@@ -146,6 +153,7 @@ pub fn run(
                 &hidden,
                 s.temperature,
                 s.loss.entropy_coef != 0.0,
+                head_chunk,
             );
             let flat = |f: &dyn Fn(&TrainRow) -> Vec<f32>| -> Tensor {
                 let v: Vec<f32> = batch.iter().flat_map(|r| f(r)).collect();
@@ -162,8 +170,9 @@ pub fn run(
             }
             let mut kl_tok = None;
             if let (Some(base), true) = (reference, s.loss.kl_coef != 0.0) {
-                let base_lp =
-                    tch::no_grad(|| token_stats(base, &pairs, s.temperature, device).logprob);
+                let base_lp = tch::no_grad(|| {
+                    token_stats(base, &pairs, s.temperature, head_chunk, device).logprob
+                });
                 // k3 estimator: exp(ref - logp) - (ref - logp) - 1 >= 0.
                 let d = (&base_lp - &st.logprob).clamp(-20.0, 20.0);
                 let k3 = d.exp() - &d - 1.0;
@@ -177,6 +186,11 @@ pub fn run(
                 .to_device(device);
             let loss = (&per_token * &w).sum(Kind::Float);
             loss.backward();
+            // A chunked head back-propagates chunk by chunk; the head weight's bf16
+            // gradient goes into its f32 sum after each chunk (see `AdamW::accumulate`).
+            st.backward_head(&policy.model, &mut || {
+                opt.accumulate_param(policy.model.lm_head_weight())
+            });
             if let Some(pass) = ckpt {
                 pass.backward()?;
             }

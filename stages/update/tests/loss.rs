@@ -125,6 +125,7 @@ fn token_mean_settings(optimizer_steps: usize) -> Settings {
         warmup_steps: 0,
         lr: 1e-3,
         grad_clip: 1.0,
+        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 1,
     }
@@ -194,6 +195,7 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
         warmup_steps: 0,
         lr: 1e-2,
         grad_clip: 1.0,
+        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 5,
     };
@@ -253,6 +255,7 @@ fn micro_batching_does_not_change_the_objective() {
                 warmup_steps: 0,
                 lr: 1e-3,
                 grad_clip: 0.0,
+                head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
                 temperature: 1.0,
                 seed: 5,
             };

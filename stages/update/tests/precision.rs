@@ -158,6 +158,7 @@ fn gradients(rows: &[deltarl_update::TrainRow]) -> Vec<(String, Tensor)> {
         warmup_steps: 0,
         lr: ADAM.lr,
         grad_clip: 0.0,
+        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 2,
     };
