@@ -218,7 +218,9 @@ fn arithmetic(dir: &std::path::Path, name: &str, n: usize, sources: &[&str]) -> 
 
 /// `[eval] benchmarks` on a file dataset: both benchmarks evaluated in the loop, answers
 /// and training scores carry their `data_source`, and metrics.jsonl has avg@k / pass@k per
-/// benchmark and accuracy per source.
+/// benchmark and accuracy per source. Sampled at temperature 1 and top-p 0.7 (the authors'
+/// validation): eval.parquet records both, and a rerun draws the same answers. Run for one
+/// epoch (`--epochs 1`), which `status` shows.
 #[test]
 fn benchmarks_are_evaluated_in_the_loop_with_sources() {
     let dir = tempfile::tempdir().unwrap();
@@ -231,15 +233,22 @@ fn benchmarks_are_evaluated_in_the_loop_with_sources() {
         "bench.toml",
         &format!(
             "[data]\nsource = {:?}\n[eval]\nevery = 1\nsamples = 2\ntemperature = 1.0\n\
-             benchmarks = [{:?}, {:?}]\n",
+             top_p = 0.7\nbenchmarks = [{:?}, {:?}]\n",
             train.display().to_string(),
             b1.display().to_string(),
             b2.display().to_string()
         ),
     );
     let runs = dir.path().join("runs");
-    ok(iterate(&runs, &cfg, "b", &[]));
+    // 16 training prompts, 8 a batch: an epoch is two iterations.
+    ok(iterate(&runs, &cfg, "b", &["--epochs", "1"]));
     let run = runs.join("b");
+    assert!(run.join("iter-0002/eval.parquet").is_file());
+    assert!(!run.join("iter-0003").exists());
+    let status = ok(deltarl(&runs, &["status", "--run", "b"]));
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("[epoch 1 (batch 1 of 2)]"), "{status}");
+    assert!(status.contains("[epoch 1 (batch 2 of 2)]"), "{status}");
     run_python(
         r#"
 import sys, json, polars as pl
@@ -254,7 +263,7 @@ assert sorted(s["data_source"].unique().to_list()) == ["easy", "hard"], s
 r = pl.read_parquet(run + "/iter-0001/rollouts.parquet")
 assert r["data_source"].null_count() == 0
 lines = [json.loads(l) for l in open(run + "/metrics.jsonl")]
-ev = [l["metrics"] for l in lines if l["stage"] == "eval"][-1]
+ev = [l["metrics"] for l in lines if l["stage"] == "eval" and l["iter"] == 1][-1]
 for k in ["eval/benchmarks/mini/avg@k", "eval/benchmarks/mini/pass@k",
           "eval/benchmarks/other/avg@k", "eval/benchmarks/mini/by_source/s1/accuracy"]:
     assert k in ev, (k, ev)
@@ -265,6 +274,23 @@ sc = [l["metrics"] for l in lines if l["stage"] == "score"][-1]
 assert "score/by_source/easy/accuracy" in sc and "score/by_source/hard/accuracy" in sc, sc
 "#,
         &[&run],
+    );
+    let file = run.join("iter-0001/eval.parquet");
+    let meta = deltarl_schemas::read_meta(&file).unwrap();
+    let drawn: serde_json::Value = serde_json::from_str(&meta.extra["sampling"]).unwrap();
+    assert_eq!(
+        drawn,
+        serde_json::json!({"samples": 2, "temperature": 1.0, "top_p": 0.7, "top_k": 0})
+    );
+    let first = std::fs::read(&file).unwrap();
+    ok(deltarl(
+        &runs,
+        &["stage", "eval", "--run", "b", "--iter", "1", "--force"],
+    ));
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        first,
+        "a rerun draws the same answers"
     );
 }
 

@@ -216,6 +216,30 @@ mod tests {
         }
     }
 
+    /// Top-p 0.7 by hand, the authors' validation setting: probabilities 0.5, 0.3, 0.15,
+    /// 0.05 keep the first two (the mass before 0.3 is 0.5 < 0.7; before 0.15 it is 0.8),
+    /// renormalised to 0.625 / 0.375, so u < 0.625 draws token 0, any larger u token 1,
+    /// and tokens 2 and 3 never come. The log-prob is the full distribution's.
+    #[test]
+    fn top_p_0_7_by_hand() {
+        let probs = [0.5f64, 0.3, 0.15, 0.05];
+        let row: Vec<f32> = probs.iter().map(|p| p.ln() as f32).collect();
+        let uniforms = [0.0, 0.3, 0.62, 0.63, 0.9, 0.999_999];
+        let logits =
+            Tensor::from_slice(&row.repeat(uniforms.len())).view([uniforms.len() as i64, 4]);
+        let (toks, lps) = sample_on_device(&logits, &settings(1.0, 0.7, 0), &uniforms).unwrap();
+        assert_eq!(toks, vec![0, 0, 0, 1, 1, 1]);
+        for (t, lp) in toks.iter().zip(&lps) {
+            assert!(
+                (f64::from(*lp) - probs[*t as usize].ln()).abs() < 1e-6,
+                "{t} {lp}"
+            );
+        }
+        // Without top-p the same uniforms reach the tail.
+        let (toks, _) = sample_on_device(&logits, &settings(1.0, 1.0, 0), &uniforms).unwrap();
+        assert_eq!(toks, vec![0, 0, 1, 1, 2, 3]);
+    }
+
     #[test]
     fn non_finite_logits_are_refused_naming_the_row() {
         let logits = Tensor::zeros([3, 5], (Kind::Float, Device::Cpu));

@@ -24,8 +24,12 @@ pub struct Args {
     /// 0 = greedy.
     #[arg(long, default_value_t = 0.0)]
     temperature: f64,
+    /// Nucleus sampling (1 = off; the authors validate at 0.7 with temperature 1).
     #[arg(long, default_value_t = 1.0)]
     top_p: f64,
+    /// The k most probable tokens only (0 = off).
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
     #[arg(long, default_value_t = 1024)]
     max_new_tokens: usize,
     /// Prompt template with `{question}` (default: the DelTA template).
@@ -72,6 +76,7 @@ impl Args {
             samples: self.k,
             temperature: self.temperature,
             top_p: self.top_p,
+            top_k: self.top_k,
             max_new_tokens: self.max_new_tokens,
             stop: Vec::new(),
             max_batch_rows: self.max_batch_rows,
@@ -144,7 +149,9 @@ impl Args {
             let meta = deltarl_schemas::FileMeta::new("eval", "")
                 .with("model", self.model.display().to_string())
                 .with("k", self.k.to_string())
-                .with("temperature", self.temperature.to_string());
+                .with("temperature", self.temperature.to_string())
+                .with("top_p", self.top_p.to_string())
+                .with("top_k", self.top_k.to_string());
             deltarl_schemas::write_path(&out, &all, &meta)?;
         }
         Ok(())

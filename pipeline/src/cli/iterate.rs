@@ -15,11 +15,16 @@ pub struct Args {
     #[arg(long, default_value = "tiny-arith")]
     run: String,
     /// Iterations to run.
-    #[arg(long, default_value_t = 1, conflicts_with = "until")]
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["until", "epochs"])]
     iters: u32,
     /// Instead of --iters: run until iteration N is complete (a no-op when it is).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "epochs")]
     until: Option<u32>,
+    /// Instead of --iters: run until N epochs over the training prompts are complete (an
+    /// epoch is `training prompts / rollout.prompts_per_iter` iterations, the remainder
+    /// dropped; `status` shows each iteration's epoch).
+    #[arg(long)]
+    epochs: Option<u32>,
     /// Continue a run made with another configuration (changed stages rerun).
     #[arg(long)]
     force: bool,
@@ -40,9 +45,15 @@ impl Args {
             ctx.run.verify_every_file();
         }
         ctx.join_ranks()?;
-        let until = match self.until {
-            Some(n) => Until::Iteration(n),
-            None => Until::Count(self.iters),
+        let until = match (self.until, self.epochs) {
+            (Some(n), _) => Until::Iteration(n),
+            (None, Some(epochs)) => {
+                let o = &ctx.cfg.opts;
+                let n = crate::data::load_prompts(&o.data.source, o.data.train_size)?.len();
+                let per_epoch = crate::data::batches_per_epoch(n, o.rollout.prompts_per_iter);
+                Until::Iteration(epochs.saturating_mul(per_epoch))
+            }
+            (None, None) => Until::Count(self.iters),
         };
         // Under torchrun only rank 0 takes the lock and records the configuration.
         Runner::new(&ctx).lead_or_follow(|runner| {

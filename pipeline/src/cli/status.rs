@@ -61,7 +61,13 @@ impl Args {
             for s in runner.stages_of(it) {
                 cells.push(look(it, s)?);
             }
-            text += &format!("iter-{it:04}  {}\n", cells.join(" | "));
+            // The epoch the iteration's prompts came from, as its rollout recorded it.
+            let epoch = match runner.state(it, Stage::Rollout)? {
+                StageState::Done(m) => crate::stage::rollout::epoch(&m.summary),
+                _ => None,
+            };
+            let epoch = epoch.map_or(String::new(), |e| format!("  [{e}]"));
+            text += &format!("iter-{it:04}  {}{epoch}\n", cells.join(" | "));
         }
         crate::cli::stdout::print_stdout(&text)?;
         if self.verify && !damaged.is_empty() {

@@ -133,6 +133,7 @@ pub(super) fn check(o: &Options) -> Result<()> {
     unit("update.weight_decay", up.weight_decay, true)?;
     // A fraction, checked whatever the estimator so a typo is never carried silently.
     unit("coeffs.top_entropy_keep", o.coeffs.top_entropy_keep, false)?;
+    unit("eval.top_p", o.eval.top_p, false)?;
     if !(w.digit_weight > 0.0 && w.digit_weight.is_finite()) {
         bail!(
             "config key `warmstart.digit_weight` = {}: must be a positive number",

@@ -378,6 +378,18 @@ mod tests {
             (4096, 1.0)
         );
         assert_eq!(o.features.project_dim, 0, "full-width features");
+        // Validation as the authors run it: every 4 iterations, T = 1, top-p 0.7, n = 1.
+        assert_eq!(
+            (
+                o.eval.every,
+                o.eval.samples,
+                o.eval.temperature,
+                o.eval.top_p
+            ),
+            (4, 1, 1.0, 0.7)
+        );
+        assert_eq!(o.eval.benchmarks.len(), 7);
+        assert_eq!((o.checkpoint.keep_last, o.checkpoint.save_every), (4, 0));
         assert_eq!(
             r.estimator,
             Estimator::Delta(DeltaSettings {

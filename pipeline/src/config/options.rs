@@ -134,6 +134,21 @@ pub struct ModelOptions {
     pub head_chunk_mb: u64,
 }
 
+fn one() -> f64 {
+    1.0
+}
+
+/// A serde `skip_serializing_if`: a key left at 1 is left out of serialised settings (so
+/// it changes no existing hash).
+pub fn is_one(x: &f64) -> bool {
+    *x == 1.0
+}
+
+/// A serde `skip_serializing_if`: a key left at 0 is left out of serialised settings.
+pub fn is_zero(x: &usize) -> bool {
+    *x == 0
+}
+
 fn default_head_chunk_mb() -> u64 {
     deltarl_features::DEFAULT_HEAD_CHUNK_BYTES / 1_000_000
 }
@@ -364,6 +379,13 @@ pub struct EvalOptions {
     pub samples: u32,
     /// Sampling temperature (0 = greedy).
     pub temperature: f64,
+    /// Nucleus sampling: only the most probable tokens whose mass reaches top_p are drawn
+    /// from (1 = off). The authors validate at temperature 1.0, top_p 0.7, one sample.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub top_p: f64,
+    /// Only the k most probable tokens are drawn from (0 = off).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub top_k: usize,
     /// Benchmark files (JSONL or Parquet, in any layout `data.source` accepts) evaluated in
     /// the loop with the policy each update writes, `samples` answers a problem at
     /// `temperature`, graded strictly like rewards: avg@k and pass@k per benchmark (and per

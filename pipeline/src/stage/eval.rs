@@ -14,7 +14,7 @@ use deltarl_schemas::{atomic_write, write_table, Stage};
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
 use crate::config::Resolved;
-use deltarl_eval::{accuracy_by_source, fitting, summarize, EvalSettings, Sampling};
+use deltarl_eval::{accuracy_by_source, fitting, summarize, Draw, EvalSettings, Sampling};
 use deltarl_schemas::{EvalRow, PromptRow};
 
 /// How held-out answers are sampled under this configuration: the rollout's prompt and
@@ -39,6 +39,10 @@ pub struct Settings {
     pub problems: usize,
     pub samples: u32,
     pub temperature: f64,
+    #[serde(skip_serializing_if = "crate::config::is_one")]
+    pub top_p: f64,
+    #[serde(skip_serializing_if = "crate::config::is_zero")]
+    pub top_k: usize,
     pub sampling: Sampling,
     pub dtype: Dtype,
     /// Benchmark files (their contents are inputs of the stage, hashed as such).
@@ -57,10 +61,22 @@ impl Settings {
             problems: o.eval.problems,
             samples: o.eval.samples,
             temperature: o.eval.temperature,
+            top_p: o.eval.top_p,
+            top_k: o.eval.top_k,
             sampling: sampling(cfg),
             dtype: o.model.dtype,
             benchmarks: o.eval.benchmarks.clone(),
             chat_template: o.data.chat_template && !o.eval.benchmarks.is_empty(),
+        }
+    }
+
+    /// How the stage draws its answers.
+    pub fn draw(&self) -> Draw {
+        Draw {
+            samples: self.samples,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
         }
     }
 
@@ -95,7 +111,7 @@ pub fn heldout_rows(
     iter: u32,
 ) -> Result<Vec<deltarl_schemas::EvalRow>> {
     let prompts = task.test_prompts(s.problems);
-    let settings = s.sampling.at(s.samples, s.temperature, iter);
+    let settings = s.sampling.at(s.draw(), iter);
     evaluate(policy, &task.heldout_name(), &prompts, &settings)
 }
 
@@ -111,7 +127,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     }
     let dir = env.this_policy();
     let policy = load_policy(&dir, env.device, s.dtype)?;
-    let settings = s.sampling.at(s.samples, s.temperature, env.iter);
+    let settings = s.sampling.at(s.draw(), env.iter);
     let mut rows = Vec::new();
     let mut benchmarks = serde_json::Map::new();
     let mut summarise = |name: &str, part: &[deltarl_schemas::EvalRow], skipped: usize| {
@@ -148,9 +164,17 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         summarise(&name, &part, skipped);
         rows.extend(part);
     }
+    // How the answers were drawn, whatever the hash leaves out as a default.
+    let drawn = json!({
+        "samples": s.samples,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k,
+    });
     let meta = env
         .meta()
-        .with("settings", serde_json::to_string(s).unwrap_or_default());
+        .with("settings", serde_json::to_string(s).unwrap_or_default())
+        .with("sampling", drawn.to_string());
     atomic_write(&env.file(Stage::Eval), |w| write_table(w, &rows, &meta))?;
     let acc =
         |part: Vec<bool>| part.iter().filter(|&&c| c).count() as f64 / part.len().max(1) as f64;

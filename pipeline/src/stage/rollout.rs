@@ -176,6 +176,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     })?;
     let tokens: usize = rows.iter().map(|r| r.response_token_ids.len()).sum();
     let n = rows.len().max(1) as f64;
+    let at = data::epoch_of(prompts.len(), r.prompts_per_iter, env.iter);
     let truncated = rows
         .iter()
         .filter(|r| r.finish_reason == FinishReason::Length)
@@ -190,16 +191,34 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             "truncated_frac": truncated as f64 / n,
             "engine": r.engine,
             "engine_startup_s": startup,
+            "epoch": at.map(|a| a.epoch),
+            "epoch_batch": at.map(|a| a.batch),
+            "batches_per_epoch": at.map(|a| a.batches),
         }),
         outputs: Vec::new(),
     })
 }
 
 pub fn summary(s: &serde_json::Value) -> String {
-    format!(
+    let mut line = format!(
         "{:.0} tok/s, mean len {:.1}, truncated {:.1}%",
         num(s, "tokens_per_s"),
         num(s, "mean_response_len"),
         100.0 * num(s, "truncated_frac")
-    )
+    );
+    if let Some(e) = epoch(s) {
+        line.push_str(&format!(", {e}"));
+    }
+    line
+}
+
+/// "epoch E (batch b of B)" from a rollout manifest's summary (older manifests have none).
+pub fn epoch(s: &serde_json::Value) -> Option<String> {
+    let get = |k: &str| s.get(k).and_then(serde_json::Value::as_u64);
+    Some(format!(
+        "epoch {} (batch {} of {})",
+        get("epoch")?,
+        get("epoch_batch")?,
+        get("batches_per_epoch")?
+    ))
 }

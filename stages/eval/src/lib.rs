@@ -11,7 +11,7 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
 use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
 
-pub use sampling::{EvalSettings, Sampling};
+pub use sampling::{Draw, EvalSettings, Sampling};
 pub use stats::{bootstrap, Estimate};
 
 /// Errors of the eval stage's core.
@@ -43,7 +43,7 @@ pub fn evaluate(
         sampling: SampleSettings {
             temperature: s.temperature,
             top_p: s.top_p,
-            top_k: 0,
+            top_k: s.top_k,
             max_new_tokens: s.max_new_tokens,
             eos_ids: policy.eos_ids(),
             stop_strings: s.stop.clone(),

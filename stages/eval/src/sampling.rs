@@ -16,15 +16,40 @@ pub struct Sampling {
     pub max_cache_tokens: Option<usize>,
 }
 
-impl Sampling {
-    /// Evaluation settings for `samples` answers per problem at `temperature` with the
-    /// policy of iteration `iter` (0 = the base).
-    pub fn at(&self, samples: u32, temperature: f64, iter: u32) -> EvalSettings {
-        EvalSettings {
-            template: self.template.clone(),
+/// How many answers a problem gets and how each token is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Draw {
+    pub samples: u32,
+    /// 0 = greedy.
+    pub temperature: f64,
+    /// Nucleus sampling (1 = off).
+    pub top_p: f64,
+    /// The k most probable tokens only (0 = off).
+    pub top_k: usize,
+}
+
+impl Draw {
+    /// `samples` answers at `temperature` from the whole distribution.
+    pub fn plain(samples: u32, temperature: f64) -> Self {
+        Draw {
             samples,
             temperature,
             top_p: 1.0,
+            top_k: 0,
+        }
+    }
+}
+
+impl Sampling {
+    /// Evaluation settings for answers drawn as `draw` says with the policy of iteration
+    /// `iter` (0 = the base).
+    pub fn at(&self, draw: Draw, iter: u32) -> EvalSettings {
+        EvalSettings {
+            template: self.template.clone(),
+            samples: draw.samples,
+            temperature: draw.temperature,
+            top_p: draw.top_p,
+            top_k: draw.top_k,
             max_new_tokens: self.max_new_tokens,
             stop: self.stop.clone(),
             max_batch_rows: self.max_batch_rows,
@@ -44,6 +69,8 @@ pub struct EvalSettings {
     pub samples: u32,
     pub temperature: f64,
     pub top_p: f64,
+    /// 0 = off.
+    pub top_k: usize,
     pub max_new_tokens: usize,
     pub stop: Vec<String>,
     pub max_batch_rows: usize,

@@ -254,7 +254,7 @@ pub fn heldout_accuracy(
         policy,
         &s.task.heldout_name(),
         &prompts,
-        &s.heldout.at(1, temperature, 0),
+        &s.heldout.at(deltarl_eval::Draw::plain(1, temperature), 0),
         progress,
     )?;
     Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
