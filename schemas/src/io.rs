@@ -1,7 +1,7 @@
 //! Parquet writer and checked reader for [`Table`]s.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -9,13 +9,12 @@ use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use crate::{atomic_write, Error, Result, Table, SCHEMA_VERSION, TOOL_VERSION};
+use crate::{Error, Result, Table, SCHEMA_VERSION, TOOL_VERSION};
 
 const KEY_VERSION: &str = "deltarl.schema_version";
 const KEY_STAGE: &str = "deltarl.stage";
@@ -23,8 +22,12 @@ const KEY_CONFIG: &str = "deltarl.config_hash";
 const KEY_TOOL: &str = "deltarl.version";
 const PREFIX: &str = "deltarl.";
 
-/// Rows per row group: small enough that a reader can stream, large enough to compress.
-const ROW_GROUP_ROWS: usize = 2048;
+/// Rows per row group at most: small enough that a reader can stream, large enough to
+/// compress.
+pub const ROW_GROUP_ROWS: usize = 2048;
+
+/// Rows a reader decodes at a time by default.
+pub const READ_BATCH_ROWS: usize = 256;
 
 /// The key-value metadata of a deltarl file.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -90,29 +93,17 @@ impl FileMeta {
     }
 }
 
-/// Writes `rows` as one zstd-compressed Parquet file with deltarl metadata.
-pub fn write_table<T: Table, W: Write + Send>(w: W, rows: &[T], meta: &FileMeta) -> Result<()> {
-    let err = |e: parquet::errors::ParquetError| Error::Build {
-        table: T::NAME.into(),
+/// The writer settings of every deltarl file: zstd, bounded row groups, the metadata.
+pub(crate) fn writer_properties(meta: &FileMeta) -> Result<WriterProperties> {
+    let level = ZstdLevel::try_new(3).map_err(|e| Error::Build {
+        table: meta.stage.clone(),
         message: e.to_string(),
-    };
-    let schema = Arc::new(T::schema(T::dim(rows)?));
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(err)?))
+    })?;
+    Ok(WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_key_value_metadata(Some(meta.to_kv()))
-        .build();
-    let mut writer = ArrowWriter::try_new(w, schema, Some(props)).map_err(err)?;
-    for chunk in rows.chunks(ROW_GROUP_ROWS) {
-        writer.write(&T::to_batch(chunk)?).map_err(err)?;
-    }
-    writer.close().map_err(err)?;
-    Ok(())
-}
-
-/// Writes a table to `path` atomically (temporary name, fsync, rename).
-pub fn write_path<T: Table>(path: &Path, rows: &[T], meta: &FileMeta) -> Result<()> {
-    atomic_write(path, |f| write_table(f, rows, meta))
+        .build())
 }
 
 /// Refuses a file whose schema version is missing or not the one this build writes, naming
@@ -190,7 +181,7 @@ fn check_columns<T: Table>(file: &str, schema: &Schema) -> Result<()> {
     Ok(())
 }
 
-fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Result<RecordBatch> {
+pub(crate) fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Result<RecordBatch> {
     let mut fields = Vec::new();
     let mut cols: Vec<ArrayRef> = Vec::new();
     for field in T::fields(0) {
@@ -248,22 +239,37 @@ fn open<C: parquet::file::reader::ChunkReader + 'static>(
     Ok((builder, version, meta))
 }
 
-fn read_impl<T: Table>(data: Bytes, file: &str) -> Result<(Vec<T>, FileMeta)> {
-    let perr = |e: parquet::errors::ParquetError| Error::Parquet {
-        file: file.to_string(),
-        message: e.to_string(),
-    };
+/// A reader of `data` decoding only the table's own columns (a view such as `LogprobRow`
+/// skips the rest) in batches of `batch_rows`, after checking the schema version and the
+/// columns; with the file's metadata and row count.
+pub(crate) fn checked_reader<T: Table, C: parquet::file::reader::ChunkReader + 'static>(
+    data: C,
+    file: &str,
+    batch_rows: usize,
+) -> Result<(ParquetRecordBatchReader, FileMeta, usize)> {
     let (builder, version, meta) = open(data, file)?;
     check_version(file, version)?;
     check_columns::<T>(file, builder.schema())?;
-    // Decode only the table's own columns (a view such as `LogprobRow` skips the rest).
+    let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
     let roots: Vec<usize> = T::fields(0)
         .iter()
         .filter_map(|f| builder.schema().index_of(f.name()).ok())
         .collect();
     let mask = parquet::arrow::ProjectionMask::roots(builder.parquet_schema(), roots);
-    let reader = builder.with_projection(mask).build().map_err(perr)?;
-    let mut rows = Vec::new();
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(batch_rows.max(1))
+        .build()
+        .map_err(|e| Error::Parquet {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?;
+    Ok((reader, meta, rows))
+}
+
+fn read_impl<T: Table>(data: Bytes, file: &str) -> Result<(Vec<T>, FileMeta)> {
+    let (reader, meta, n) = checked_reader::<T, _>(data, file, READ_BATCH_ROWS)?;
+    let mut rows = Vec::with_capacity(n);
     for batch in reader {
         let batch = batch.map_err(|e| Error::Parquet {
             file: file.to_string(),
@@ -283,20 +289,6 @@ pub fn read_table<T: Table, R: Read>(mut r: R, file: &str) -> Result<(Vec<T>, Fi
         source,
     })?;
     read_impl(Bytes::from(buf), file)
-}
-
-fn load(path: &Path) -> Result<Bytes> {
-    std::fs::read(path)
-        .map(Bytes::from)
-        .map_err(|source| Error::Io {
-            file: path.display().to_string(),
-            source,
-        })
-}
-
-/// Reads a deltarl table from a path (version and columns checked).
-pub fn read_path<T: Table>(path: &Path) -> Result<(Vec<T>, FileMeta)> {
-    read_impl(load(path)?, &path.display().to_string())
 }
 
 /// Reads only the deltarl metadata of a file (its footer, not the data), checking its

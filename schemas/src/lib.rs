@@ -16,16 +16,18 @@ mod logprobs;
 mod manifest;
 pub mod seed;
 mod shard;
+mod stream;
 mod tables;
 
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
 pub use error::{Error, Result};
-pub use io::{read_meta, read_path, read_table, write_path, write_table, FileMeta};
+pub use io::{read_meta, read_table, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS};
 pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
 pub use logprobs::LogprobRow;
 pub use manifest::Manifest;
 pub use shard::Shard;
+pub use stream::{read_path, write_path, write_table, TableReader, TableWriter, ROW_GROUP_BYTES};
 pub use tables::{
     CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,
 };

@@ -316,3 +316,90 @@ fn a_file_from_before_data_source_reads_as_null_sources() {
     let (back, _) = read_table::<ScoreRow, _>(buf.as_slice(), "scores.parquet").unwrap();
     assert_eq!(back[0].data_source.as_deref(), Some("gsm8k"));
 }
+
+/// Written batch by batch (batches of 1, 3 and the rest) the file is the one a single call
+/// writes; read back a batch at a time it is the same rows, in batches of the asked size.
+#[test]
+fn streamed_writes_and_reads_equal_whole_ones() {
+    let rows: Vec<FeatureRow> = (0..40u32)
+        .map(|i| FeatureRow {
+            prompt_id: format!("p{}", i / 4),
+            sample_idx: i % 4,
+            dim: 2,
+            features: (0..2 * (i as usize % 5))
+                .map(|k| k as f32 + i as f32)
+                .collect(),
+            token_prob: vec![0.5; i as usize % 5],
+            logprob: vec![-0.7; i as usize % 5],
+            entropy: vec![1.0; i as usize % 5],
+        })
+        .collect();
+    let meta = FileMeta::new("features", "h");
+    let mut whole = Vec::new();
+    write_table(&mut whole, &rows, &meta).unwrap();
+    let mut w = TableWriter::new(Vec::new(), &meta);
+    w.write(&rows[..1]).unwrap();
+    w.write(&rows[1..4]).unwrap();
+    w.write_owned(rows[4..].to_vec()).unwrap();
+    assert_eq!(w.rows(), 40);
+    assert_eq!(w.finish().unwrap(), whole);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("features.parquet");
+    std::fs::write(&path, &whole).unwrap();
+    let reader = TableReader::<FeatureRow>::open(&path, 7).unwrap();
+    assert_eq!(
+        (reader.rows(), reader.meta().stage.as_str()),
+        (40, "features")
+    );
+    let batches: Vec<Vec<FeatureRow>> = reader.map(|b| b.unwrap()).collect();
+    assert_eq!(
+        batches.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![7, 7, 7, 7, 7, 5]
+    );
+    assert_eq!(batches.concat(), rows);
+    // A view reads its one column.
+    let lp: Vec<LogprobRow> = TableReader::<LogprobRow>::open(&path, 100)
+        .unwrap()
+        .flat_map(|b| b.unwrap())
+        .collect();
+    assert_eq!(lp.len(), 40);
+    assert!(lp.iter().zip(&rows).all(|(a, b)| a.logprob == b.logprob));
+}
+
+/// Row groups close at the byte budget: each is at most the budget plus one row, so a
+/// reader or writer never holds more than one group.
+#[test]
+fn row_groups_are_bounded_by_bytes() {
+    let rows: Vec<FeatureRow> = (0..10u32)
+        .map(|i| FeatureRow {
+            prompt_id: format!("p{i}"),
+            sample_idx: 0,
+            dim: 4,
+            features: vec![i as f32; 4 * 100],
+            token_prob: vec![0.5; 100],
+            logprob: vec![-0.7; 100],
+            entropy: vec![1.0; 100],
+        })
+        .collect();
+    // 2,802 bytes a row: a 6,000-byte budget closes a group every third row.
+    assert_eq!(rows[0].heap_bytes(), 4 * (400 + 300) + 2);
+    let mut w = TableWriter::with_limits(Vec::new(), &FileMeta::new("features", ""), 2048, 6000);
+    w.write(&rows).unwrap();
+    let bytes = w.finish().unwrap();
+    let meta = parquet::file::reader::FileReader::metadata(
+        &parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(
+            bytes.clone(),
+        ))
+        .unwrap(),
+    )
+    .clone();
+    let groups: Vec<i64> = meta.row_groups().iter().map(|g| g.num_rows()).collect();
+    assert_eq!(groups, vec![3, 3, 3, 1]);
+    assert_eq!(
+        read_table::<FeatureRow, _>(bytes.as_slice(), "f")
+            .unwrap()
+            .0,
+        rows
+    );
+}

@@ -66,49 +66,92 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         shard: env.shard(),
     };
     let progress = Progress::new("features", rollouts.len() as u64);
-    let rows = deltarl_features::run(&core, &policy.model, &rollouts, &mut |n| {
-        progress.inc(n as u64)
-    })
-    .with_context(|| format!("teacher-forced pass of the policy in {}", dir.display()))?;
-    progress.finish();
-    // Several processes: each computed its share of the chunks; rank 0 writes every row in
-    // the rollouts' order.
-    let rows = match env.ranks {
+    let hidden = policy.model.config.hidden_size;
+    let failed = || format!("teacher-forced pass of the policy in {}", dir.display());
+    let mut stats = Stats::default();
+    match env.ranks {
+        // One process: each pass's rows go to the file as they come (one row group held).
+        None => {
+            atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
+                let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
+                deltarl_features::run_each(
+                    &core,
+                    &policy.model,
+                    &rollouts,
+                    &mut |rows| {
+                        stats.add(&rows);
+                        out.write_owned(rows)?;
+                        Ok(())
+                    },
+                    &mut |n| progress.inc(n as u64),
+                )
+                .with_context(failed)?;
+                out.finish()?;
+                Ok(())
+            })?;
+        }
+        // Several processes: each computes its share of the passes; rank 0 writes every
+        // row in the rollouts' order.
         Some(g) => {
+            let rows = deltarl_features::run(&core, &policy.model, &rollouts, &mut |n| {
+                progress.inc(n as u64)
+            })
+            .with_context(failed)?;
             let at: HashMap<(&str, u32), usize> = rollouts
                 .iter()
                 .enumerate()
                 .map(|(i, r)| ((r.prompt_id.as_str(), r.sample_idx), i))
                 .collect();
-            crate::ranks::gather_rows(g, rows, |r| {
+            let rows = crate::ranks::gather_rows(g, rows, |r| {
                 at.get(&(r.prompt_id.as_str(), r.sample_idx)).copied()
-            })?
+            })?;
+            if env.writes() {
+                stats.add(&rows);
+                atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
+                    let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
+                    out.write_owned(rows)?;
+                    out.finish()?;
+                    Ok(())
+                })?;
+            }
         }
-        None => rows,
-    };
+    }
+    progress.finish();
     if !env.writes() {
         return Ok(Ran::default());
     }
-    let hidden = policy.model.config.hidden_size;
-    atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
-        deltarl_features::write(&core, hidden, &rows, w, env.meta())?;
-        Ok(())
-    })?;
-    let tokens: usize = rows.iter().map(FeatureRow::tokens).sum();
-    let entropy: f64 = rows
-        .iter()
-        .flat_map(|r| r.entropy.iter())
-        .map(|&e| f64::from(e))
-        .sum();
     Ok(Ran {
-        rows: rows.len(),
+        rows: stats.rows,
         summary: json!({
-            "tokens": tokens,
-            "dim": rows.first().map_or(0, |r| r.dim),
-            "entropy_mean": entropy / tokens.max(1) as f64,
+            "tokens": stats.tokens,
+            "dim": stats.dim,
+            "entropy_mean": stats.entropy / stats.tokens.max(1) as f64,
         }),
         outputs: Vec::new(),
     })
+}
+
+/// The manifest summary's sums, taken as rows pass by.
+#[derive(Default)]
+struct Stats {
+    rows: usize,
+    tokens: usize,
+    dim: u32,
+    entropy: f64,
+}
+
+impl Stats {
+    fn add(&mut self, rows: &[FeatureRow]) {
+        for r in rows {
+            self.rows += 1;
+            self.tokens += r.tokens();
+            self.dim = r.dim;
+            // Token by token, in file order: the sum the summary always took.
+            for &e in &r.entropy {
+                self.entropy += f64::from(e);
+            }
+        }
+    }
 }
 
 pub fn summary(s: &serde_json::Value) -> String {

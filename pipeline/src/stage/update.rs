@@ -132,13 +132,12 @@ pub fn optimizer_state(env: &Env) -> Result<Option<PathBuf>> {
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
-    let ((r, rn), (sc, sn), (f, fname), (c, cn)) = (
-        env.open(Stage::Rollout)?,
-        env.open(Stage::Score)?,
-        env.open(Stage::Features)?,
-        env.open(Stage::Coeffs)?,
-    );
-    let inputs = Inputs::read((r, &rn), (sc, &sn), (f, &fname), (c, &cn))?;
+    let inputs = Inputs::read(
+        &env.file(Stage::Rollout),
+        &env.file(Stage::Score),
+        &env.file(Stage::Features),
+        &env.file(Stage::Coeffs),
+    )?;
     let (rows, mismatch) = train_rows(&s.join, &inputs)?;
     drop(inputs);
     let src = env.previous_policy();

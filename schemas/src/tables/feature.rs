@@ -76,6 +76,10 @@ impl Table for FeatureRow {
         })
     }
 
+    fn heap_bytes(&self) -> usize {
+        4 * (self.features.len() + 3 * self.token_prob.len()) + self.prompt_id.len()
+    }
+
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         let dim = Self::dim(rows)?;
         batch(

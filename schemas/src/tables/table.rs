@@ -8,7 +8,7 @@ use arrow::record_batch::RecordBatch;
 use crate::{Error, Result};
 
 /// A table with a fixed Arrow schema and a typed row.
-pub trait Table: Sized + Send + Sync {
+pub trait Table: Sized + Send + Sync + Clone {
     /// The table's name, also the file stem (`rollouts` -> `rollouts.parquet`).
     const NAME: &'static str;
 
@@ -23,6 +23,12 @@ pub trait Table: Sized + Send + Sync {
     /// The vector dimension of these rows (0 for tables without vectors).
     fn dim(_rows: &[Self]) -> Result<i32> {
         Ok(0)
+    }
+
+    /// Bytes of row data, roughly (what bounds a row group of [`crate::TableWriter`]); 0
+    /// for tables whose rows are small.
+    fn heap_bytes(&self) -> usize {
+        0
     }
 
     fn schema(dim: i32) -> Schema {

@@ -15,7 +15,7 @@ use std::io::Write;
 
 use deltarl_model::Qwen3;
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::{write_table, FeatureRow, FileMeta, RolloutRow, Shard};
+use deltarl_schemas::{FeatureRow, FileMeta, RolloutRow, Shard, TableWriter};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
@@ -222,15 +222,39 @@ fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
     )?)
 }
 
-/// Pure core: one feature row per rollout row, in the same order (with a [`Shard`], the
-/// rows of its chunks only, in the same order). `progress` is told how many responses each
-/// forward pass finished.
+/// Pure core, collected: one feature row per rollout row, in the same order (with a
+/// [`Shard`], the rows of its chunks only, in the same order). `progress` is told how many
+/// responses each forward pass finished.
 pub fn run(
     s: &Settings,
     model: &Qwen3,
     rollouts: &[RolloutRow],
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<FeatureRow>> {
+    let mut out = Vec::with_capacity(rollouts.len());
+    run_each(
+        s,
+        model,
+        rollouts,
+        &mut |rows| {
+            out.extend(rows);
+            Ok(())
+        },
+        progress,
+    )?;
+    Ok(out)
+}
+
+/// Pure core, pass by pass: `emit` gets each forward pass's rows as soon as they are
+/// computed (in the order [`run`] returns them), so a caller can write them and hold no
+/// more than one pass.
+pub fn run_each(
+    s: &Settings,
+    model: &Qwen3,
+    rollouts: &[RolloutRow],
+    emit: &mut dyn FnMut(Vec<FeatureRow>) -> Result<()>,
+    progress: &mut dyn FnMut(usize),
+) -> Result<()> {
     let device = model.lm_head_weight().device();
     let hidden = model.config.hidden_size;
     let proj = projection(hidden, s).map(|p| p.to_device(device));
@@ -257,7 +281,6 @@ pub fn run(
         }
     }
     let head_chunk = head_chunk_tokens(s.head_chunk_bytes, model.config.vocab_size);
-    let mut out = Vec::with_capacity(rollouts.len());
     let refs: Vec<&RolloutRow> = rollouts.iter().collect();
     let row_tokens = |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
     let chunks = budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens);
@@ -317,27 +340,34 @@ pub fn run(
             }
             Ok(rows)
         })?;
-        out.extend(chunk_out);
+        emit(chunk_out)?;
         progress(chunk.len());
     }
-    Ok(out)
+    Ok(())
 }
 
-/// The stage's Parquet shell: writes features.parquet from rows of [`run`] (merged from
-/// several processes first, when there are several) of a model of hidden size `hidden`;
-/// records proxy, k and the projection seed.
-pub fn write<W: Write + Send>(
+/// The vector dimension of the rows for a model of hidden size `hidden`: `k` when the
+/// features are projected, else `hidden`.
+pub fn output_dim(hidden: usize, s: &Settings) -> usize {
+    match s.project_dim {
+        Some(k) if hidden > k => k,
+        _ => hidden,
+    }
+}
+
+/// The stage's Parquet shell: a writer of features.parquet for a model of hidden size
+/// `hidden` that takes rows as [`run_each`] emits them (one row group held at most);
+/// records the settings, k and whether the vectors are projected.
+pub fn writer<W: Write + Send>(
     s: &Settings,
     hidden: usize,
-    rows: &[FeatureRow],
     out: W,
     meta: FileMeta,
-) -> Result<()> {
-    let k = rows.first().map_or(0, |r| r.dim);
+) -> TableWriter<FeatureRow, W> {
+    let k = output_dim(hidden, s);
     let meta = meta
         .with("settings", serde_json::to_string(s).unwrap_or_default())
         .with("k", k.to_string())
-        .with("projected", (k as usize != hidden).to_string());
-    write_table(out, rows, &meta)?;
-    Ok(())
+        .with("projected", (k != hidden).to_string());
+    TableWriter::new(out, &meta)
 }

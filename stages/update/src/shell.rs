@@ -1,10 +1,11 @@
 //! The update stage's Parquet shell: join rollouts, scores, the trainer's log-probs and the
 //! coefficients on (`prompt_id`, `sample_idx`) into training rows, and write update.parquet.
 
-use std::io::{Read, Write};
+use std::io::Write;
+use std::path::Path;
 
 use deltarl_schemas::{
-    read_table, write_table, CoeffRow, FileMeta, Index, Keyed, LogprobRow, RolloutRow, ScoreRow,
+    read_path, write_table, CoeffRow, FileMeta, Index, Keyed, LogprobRow, RolloutRow, ScoreRow,
     UpdateRow,
 };
 use serde::{Deserialize, Serialize};
@@ -43,19 +44,14 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// Reads the four tables (of features.parquet only the log-probs); errors name the
-    /// file (and the column or version).
-    pub fn read<R1: Read, R2: Read, R3: Read, R4: Read>(
-        rollouts: (R1, &str),
-        scores: (R2, &str),
-        features: (R3, &str),
-        coeffs: (R4, &str),
-    ) -> Result<Self> {
+    /// Reads the four tables; of features.parquet only the `logprob` column is read from
+    /// disk (never the feature vectors). Errors name the file (and the column or version).
+    pub fn read(rollouts: &Path, scores: &Path, features: &Path, coeffs: &Path) -> Result<Self> {
         Ok(Inputs {
-            rollouts: read_table(rollouts.0, rollouts.1)?.0,
-            scores: read_table(scores.0, scores.1)?.0,
-            logprobs: read_table(features.0, features.1)?.0,
-            coeffs: read_table(coeffs.0, coeffs.1)?.0,
+            rollouts: read_path(rollouts)?.0,
+            scores: read_path(scores)?.0,
+            logprobs: read_path(features)?.0,
+            coeffs: read_path(coeffs)?.0,
         })
     }
 }
