@@ -12,8 +12,10 @@ mod delta;
 mod error;
 pub mod shell;
 mod summary;
+mod vectors;
 
 pub use delta::{delta_coefficients, DeltaStats};
+pub use vectors::{InMemory, Vectors};
 pub use error::{Error, Result};
 pub use summary::{Quantiles, Summary, TokenRef};
 
@@ -142,31 +144,24 @@ pub struct Output {
     pub summary: Summary,
 }
 
-/// Checks the inputs (finite values, consistent lengths) and names the offending response.
+/// Checks the inputs held in memory (finite values, consistent lengths) and names the
+/// offending response.
 fn validate(dim: usize, responses: &[Response<'_>]) -> Result<()> {
     for r in responses {
+        vectors::check(dim, r, r.features)?;
+    }
+    validate_scalars(responses)
+}
+
+/// Checks what stays in memory while vectors stream: finite advantages and entropies.
+fn validate_scalars(responses: &[Response<'_>]) -> Result<()> {
+    for r in responses {
         let at = || r.key().to_string();
-        if r.features.len() != r.tokens() * dim {
-            return Err(Error::Input(format!(
-                "{}: {} feature floats for {} tokens of dimension {dim}",
-                at(),
-                r.features.len(),
-                r.tokens()
-            )));
-        }
         if !r.advantage.is_finite() {
             return Err(Error::Input(format!(
                 "{}: advantage is {}",
                 at(),
                 r.advantage
-            )));
-        }
-        if let Some(i) = r.features.iter().position(|x| !x.is_finite()) {
-            return Err(Error::Input(format!(
-                "{}: feature of token {} is {}",
-                at(),
-                i / dim.max(1),
-                r.features[i]
             )));
         }
         if let Some(i) = r.entropy.iter().position(|x| !x.is_finite()) {
@@ -180,12 +175,24 @@ fn validate(dim: usize, responses: &[Response<'_>]) -> Result<()> {
     Ok(())
 }
 
-/// Estimates the coefficient of every response token.
+/// Estimates the coefficient of every response token, the vectors in memory.
 ///
 /// Returns one vector per response, in the order given, each as long as the response.
 pub fn estimate(settings: &Settings, dim: usize, responses: &[Response<'_>]) -> Result<Output> {
     validate(dim, responses)?;
-    // Fixed processing order: (prompt_id, sample_idx).
+    let order = fixed_order(responses)?;
+    let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
+    let (sorted_coeffs, summary) = estimate_sorted(settings, dim, &sorted, &mut InMemory(&sorted))?;
+    let mut coeffs = vec![Vec::new(); responses.len()];
+    for (c, &i) in sorted_coeffs.into_iter().zip(&order) {
+        coeffs[i] = c;
+    }
+    Ok(Output { coeffs, summary })
+}
+
+/// The fixed processing order, (`prompt_id`, `sample_idx`), as indices into `responses`;
+/// a response given twice is an error.
+pub fn fixed_order(responses: &[Response<'_>]) -> Result<Vec<usize>> {
     let mut order: Vec<usize> = (0..responses.len()).collect();
     order.sort_by(|&a, &b| {
         (responses[a].prompt_id, responses[a].sample_idx)
@@ -197,52 +204,57 @@ pub fn estimate(settings: &Settings, dim: usize, responses: &[Response<'_>]) -> 
             return Err(Error::Input(format!("duplicate response {}", a.key())));
         }
     }
-    let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
+    Ok(order)
+}
 
-    let (sorted_coeffs, stats) = match settings.estimator {
-        Estimator::Uniform => (
-            sorted
+/// Estimates the coefficients of responses already in the fixed order ([`fixed_order`])
+/// whose vectors come from `src`, pass by pass (their `features` are not read): the
+/// estimator holds one `dim`-vector a response and a few scalars a token, never the
+/// vectors. DelTA reads `refine_steps + 4` passes (its own and one for the summary's
+/// "after" cosine), the baselines one. Coefficients are in the given order.
+pub fn estimate_sorted(
+    settings: &Settings,
+    dim: usize,
+    sorted: &[Response<'_>],
+    src: &mut dyn Vectors,
+) -> Result<(Vec<Vec<f32>>, Summary)> {
+    validate_scalars(sorted)?;
+    let (coeffs, stats, initial) = match settings.estimator {
+        Estimator::Uniform => {
+            let c = sorted
                 .iter()
                 .map(|r| vec![if r.kept { 1.0 } else { 0.0 }; r.tokens()])
-                .collect(),
-            Vec::new(),
-        ),
-        Estimator::TopEntropy { keep } => (top_entropy(keep, &sorted), Vec::new()),
-        Estimator::Delta(d) => match d.scope {
-            Scope::Batch => {
-                let (c, s) = delta_coefficients(&d, dim, &sorted);
-                (c, vec![s])
-            }
-            Scope::Group => {
-                use rayon::prelude::*;
-                let mut bounds = vec![0];
-                for i in 1..sorted.len() {
-                    if sorted[i].prompt_id != sorted[i - 1].prompt_id {
-                        bounds.push(i);
+                .collect();
+            (c, Vec::new(), None)
+        }
+        Estimator::TopEntropy { keep } => (top_entropy(keep, sorted), Vec::new(), None),
+        Estimator::Delta(d) => {
+            let scopes = match d.scope {
+                Scope::Batch => vec![0..sorted.len()],
+                Scope::Group => {
+                    let mut bounds = vec![0];
+                    for i in 1..sorted.len() {
+                        if sorted[i].prompt_id != sorted[i - 1].prompt_id {
+                            bounds.push(i);
+                        }
                     }
+                    bounds.push(sorted.len());
+                    bounds.windows(2).map(|w| w[0]..w[1]).collect()
                 }
-                bounds.push(sorted.len());
-                let parts: Vec<(Vec<Vec<f32>>, DeltaStats)> = bounds
-                    .par_windows(2)
-                    .map(|w| delta_coefficients(&d, dim, &sorted[w[0]..w[1]]))
-                    .collect();
-                let mut coeffs = Vec::with_capacity(sorted.len());
-                let mut stats = Vec::with_capacity(parts.len());
-                for (c, s) in parts {
-                    coeffs.extend(c);
-                    stats.push(s);
-                }
-                (coeffs, stats)
-            }
-        },
+            };
+            let (c, passes) = delta::delta_passes(&d, dim, sorted, &scopes, src)?;
+            (c, passes.stats, Some(passes.initial))
+        }
     };
-
-    let summary = summary::summarize(dim, &sorted, &sorted_coeffs, &stats);
-    let mut coeffs = vec![Vec::new(); responses.len()];
-    for (c, &i) in sorted_coeffs.into_iter().zip(&order) {
-        coeffs[i] = c;
-    }
-    Ok(Output { coeffs, summary })
+    // The summary's centroids: the initial ones (from DelTA's first pass when it ran) and
+    // those weighted by the coefficients.
+    let (first, weighted) =
+        delta::summary_partials(dim, sorted, &coeffs, src, initial.is_none())?;
+    let initial = initial.unwrap_or(first);
+    let before = delta::batch_centroids(dim, sorted, &initial);
+    let after = delta::batch_centroids(dim, sorted, &weighted);
+    let summary = summary::summarize(sorted, &coeffs, &stats, before, after);
+    Ok((coeffs, summary))
 }
 
 /// The "80/20" baseline: the top `keep` fraction of valid tokens by entropy get `1/keep`.

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::delta::{initial_centroids, side, weighted_centroids, DeltaStats, Side};
+use crate::delta::{side, DeltaStats, Side};
 use crate::Response;
 
 /// How many highest- and lowest-coefficient tokens the summary lists.
@@ -86,14 +86,15 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
     }
 }
 
+/// The summary of coefficients `coeffs` of `sorted`, with the batch-wide centroids before
+/// (advantage-weighted) and after (also coefficient-weighted) reweighting.
 pub(crate) fn summarize(
-    dim: usize,
     sorted: &[Response<'_>],
     coeffs: &[Vec<f32>],
     stats: &[DeltaStats],
+    (p0, n0): (Vec<f64>, Vec<f64>),
+    (p1, n1): (Vec<f64>, Vec<f64>),
 ) -> Summary {
-    let (p0, n0) = initial_centroids(dim, sorted);
-    let (p1, n1) = weighted_centroids(dim, sorted, coeffs);
     let mean = |f: &dyn Fn(&DeltaStats) -> f64| {
         if stats.is_empty() {
             0.0

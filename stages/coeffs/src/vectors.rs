@@ -1,0 +1,75 @@
+//! Where the estimators read the token vectors from: memory, or a features file read once
+//! a pass. Everything else they need (advantages, entropies, lengths) stays in memory; the
+//! vectors, `tokens x dim` floats a response, are the one thing too large to hold at the
+//! paper's scale (10 M tokens x 4,096 dims).
+
+use rayon::prelude::*;
+
+use crate::{Error, Response, Result};
+
+/// The token vectors of the responses, read once a pass.
+pub trait Vectors {
+    /// One pass: `visit` gets batches of (index of the response in the estimator's order,
+    /// its token-major vectors); every response comes exactly once, in any order.
+    fn pass(&mut self, visit: &mut dyn FnMut(&[(usize, &[f32])]) -> Result<()>) -> Result<()>;
+}
+
+/// The vectors of responses held in memory ([`Response::features`]): one batch a pass.
+pub struct InMemory<'r, 'a>(pub &'r [Response<'a>]);
+
+impl Vectors for InMemory<'_, '_> {
+    fn pass(&mut self, visit: &mut dyn FnMut(&[(usize, &[f32])]) -> Result<()>) -> Result<()> {
+        let all: Vec<(usize, &[f32])> = self.0.iter().map(|r| r.features).enumerate().collect();
+        visit(&all)
+    }
+}
+
+/// Runs one pass of `src` and computes `f(index, vectors)` for every response (each batch
+/// in parallel), giving the results in index order. A response missing from the pass or
+/// given twice is an error naming it.
+pub(crate) fn each<T: Send>(
+    src: &mut dyn Vectors,
+    rs: &[Response<'_>],
+    f: impl Fn(usize, &[f32]) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let mut out: Vec<Option<T>> = (0..rs.len()).map(|_| None).collect();
+    src.pass(&mut |batch| {
+        let results: Vec<(usize, Result<T>)> =
+            batch.par_iter().map(|&(i, v)| (i, f(i, v))).collect();
+        for (i, r) in results {
+            let slot = out.get_mut(i).ok_or_else(|| {
+                Error::Input(format!("vectors of response {i} of {}", rs.len()))
+            })?;
+            if slot.is_some() {
+                return Err(Error::Input(format!("{}: vectors given twice", rs[i].key())));
+            }
+            *slot = Some(r?);
+        }
+        Ok(())
+    })?;
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| r.ok_or_else(|| Error::Input(format!("{}: no feature vectors", rs[i].key()))))
+        .collect()
+}
+
+/// The vectors of one response are as long as its tokens say and finite.
+pub(crate) fn check(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<()> {
+    if v.len() != r.tokens() * dim {
+        return Err(Error::Input(format!(
+            "{}: {} feature floats for {} tokens of dimension {dim}",
+            r.key(),
+            v.len(),
+            r.tokens()
+        )));
+    }
+    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+        return Err(Error::Input(format!(
+            "{}: feature of token {} is {}",
+            r.key(),
+            i / dim.max(1),
+            v[i]
+        )));
+    }
+    Ok(())
+}
