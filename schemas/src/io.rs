@@ -246,11 +246,18 @@ pub(crate) fn checked_reader<T: Table, C: parquet::file::reader::ChunkReader + '
     data: C,
     file: &str,
     batch_rows: usize,
-) -> Result<(ParquetRecordBatchReader, FileMeta, usize)> {
+) -> Result<(ParquetRecordBatchReader, FileMeta, usize, usize)> {
     let (builder, version, meta) = open(data, file)?;
     check_version(file, version)?;
     check_columns::<T>(file, builder.schema())?;
     let rows = usize::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
+    let bytes: i64 = builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| g.total_byte_size())
+        .sum();
+    let bytes = usize::try_from(bytes).unwrap_or(0);
     let roots: Vec<usize> = T::fields(0)
         .iter()
         .filter_map(|f| builder.schema().index_of(f.name()).ok())
@@ -264,11 +271,11 @@ pub(crate) fn checked_reader<T: Table, C: parquet::file::reader::ChunkReader + '
             file: file.to_string(),
             message: e.to_string(),
         })?;
-    Ok((reader, meta, rows))
+    Ok((reader, meta, rows, bytes))
 }
 
 fn read_impl<T: Table>(data: Bytes, file: &str) -> Result<(Vec<T>, FileMeta)> {
-    let (reader, meta, n) = checked_reader::<T, _>(data, file, READ_BATCH_ROWS)?;
+    let (reader, meta, n, _) = checked_reader::<T, _>(data, file, READ_BATCH_ROWS)?;
     let mut rows = Vec::with_capacity(n);
     for batch in reader {
         let batch = batch.map_err(|e| Error::Parquet {
@@ -302,4 +309,29 @@ pub fn read_meta(path: &Path) -> Result<FileMeta> {
     let (_, version, meta) = open(handle, &file)?;
     check_version(&file, version)?;
     Ok(meta)
+}
+
+/// The vector dimension of a file's `column` (a list of fixed-size lists, as the features
+/// column), from its schema alone; None when the column has no such type.
+pub fn vector_dim(path: &Path, column: &str) -> Result<Option<usize>> {
+    let file = path.display().to_string();
+    let handle = std::fs::File::open(path).map_err(|source| Error::Io {
+        file: file.clone(),
+        source,
+    })?;
+    let (builder, version, _) = open(handle, &file)?;
+    check_version(&file, version)?;
+    Ok(
+        match builder
+            .schema()
+            .field_with_name(column)
+            .map(|f| f.data_type())
+        {
+            Ok(DataType::List(inner) | DataType::LargeList(inner)) => match inner.data_type() {
+                DataType::FixedSizeList(_, n) => usize::try_from(*n).ok(),
+                _ => None,
+            },
+            _ => None,
+        },
+    )
 }

@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use crate::{CoeffRow, FeatureRow, LogprobRow, RolloutRow, ScoreRow};
+use crate::{
+    CoeffRow, FeatureRow, FeatureScalars, FeatureVectors, LogprobRow, RolloutRow, ScoreRow,
+};
 
 /// A response's key, shown the way every message names a response:
 /// `prompt_id "p3", sample_idx 2`.
@@ -50,7 +52,15 @@ macro_rules! keyed {
         }
     )*};
 }
-keyed!(RolloutRow, ScoreRow, FeatureRow, CoeffRow, LogprobRow);
+keyed!(
+    RolloutRow,
+    ScoreRow,
+    FeatureRow,
+    CoeffRow,
+    LogprobRow,
+    FeatureScalars,
+    FeatureVectors
+);
 
 /// The rows of a table indexed by key, for lookups in the order of another table.
 pub struct Index<'a, T>(HashMap<(&'a str, u32), &'a T>);

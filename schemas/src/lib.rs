@@ -18,10 +18,11 @@ pub mod seed;
 mod shard;
 mod stream;
 mod tables;
+mod views;
 
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
 pub use error::{Error, Result};
-pub use io::{read_meta, read_table, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS};
+pub use io::{read_meta, read_table, vector_dim, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS};
 pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
 pub use logprobs::LogprobRow;
@@ -31,6 +32,7 @@ pub use stream::{read_path, write_path, write_table, TableReader, TableWriter, R
 pub use tables::{
     CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,
 };
+pub use views::{FeatureScalars, FeatureVectors};
 
 /// The schema version written into every file and required by every reader.
 pub const SCHEMA_VERSION: &str = "1";

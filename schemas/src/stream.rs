@@ -30,6 +30,8 @@ pub struct TableReader<T: Table> {
     file: String,
     meta: FileMeta,
     rows: usize,
+    /// Uncompressed bytes of the file's row groups.
+    bytes: usize,
     reader: ParquetRecordBatchReader,
     table: PhantomData<T>,
 }
@@ -42,14 +44,25 @@ impl<T: Table> TableReader<T> {
             file: file.clone(),
             source,
         })?;
-        let (reader, meta, rows) = checked_reader::<T, _>(handle, &file, batch_rows)?;
+        let (reader, meta, rows, bytes) = checked_reader::<T, _>(handle, &file, batch_rows)?;
         Ok(TableReader {
             file,
             meta,
             rows,
+            bytes,
             reader,
             table: PhantomData,
         })
+    }
+
+    /// Opens `path` with batches of about `max_bytes` of (uncompressed) row data, going by
+    /// the file's average row (at least one row a batch).
+    pub fn open_bounded(path: &Path, max_bytes: usize) -> Result<Self> {
+        let probe = Self::open(path, READ_BATCH_ROWS)?;
+        let rows = probe.rows.max(1);
+        let bytes = probe.bytes.max(1);
+        let per_row = bytes.div_ceil(rows);
+        Self::open(path, (max_bytes / per_row).max(1))
     }
 
     /// The file's deltarl metadata.

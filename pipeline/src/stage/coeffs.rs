@@ -21,16 +21,13 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let tok_path = env.previous_policy().join("tokenizer.json");
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)?;
     let decode = |ids: &[u32]| tokenizer.decode(ids);
-    let (r, rn) = env.open(Stage::Rollout)?;
-    let (sc, sn) = env.open(Stage::Score)?;
-    let (f, fname) = env.open(Stage::Features)?;
     let mut written = (0, Default::default());
     atomic_write(&env.file(Stage::Coeffs), |w| -> Result<()> {
         written = deltarl_coeffs::shell::run_io(
             s,
-            (r, &rn),
-            (sc, &sn),
-            (f, &fname),
+            &env.file(Stage::Rollout),
+            &env.file(Stage::Score),
+            &env.file(Stage::Features),
             w,
             env.meta(),
             &decode,

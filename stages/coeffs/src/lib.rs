@@ -15,9 +15,9 @@ mod summary;
 mod vectors;
 
 pub use delta::{delta_coefficients, DeltaStats};
-pub use vectors::{InMemory, Vectors};
 pub use error::{Error, Result};
 pub use summary::{Quantiles, Summary, TokenRef};
+pub use vectors::{InMemory, Vectors};
 
 use serde::{Deserialize, Serialize};
 
@@ -248,8 +248,7 @@ pub fn estimate_sorted(
     };
     // The summary's centroids: the initial ones (from DelTA's first pass when it ran) and
     // those weighted by the coefficients.
-    let (first, weighted) =
-        delta::summary_partials(dim, sorted, &coeffs, src, initial.is_none())?;
+    let (first, weighted) = delta::summary_partials(dim, sorted, &coeffs, src, initial.is_none())?;
     let initial = initial.unwrap_or(first);
     let before = delta::batch_centroids(dim, sorted, &initial);
     let after = delta::batch_centroids(dim, sorted, &weighted);

@@ -1,49 +1,68 @@
 //! The coeffs stage's Parquet shell: join rollouts, scores and features on
 //! (`prompt_id`, `sample_idx`), estimate, write coeffs.parquet.
 
-use std::io::{Read, Write};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
 
 use deltarl_schemas::{
-    read_table, write_table, CoeffRow, FeatureRow, FileMeta, Index, Keyed, RolloutRow, ScoreRow,
+    read_path, vector_dim, write_table, CoeffRow, FeatureScalars, FeatureVectors, FileMeta, Index,
+    Keyed, RolloutRow, ScoreRow, TableReader, ROW_GROUP_BYTES,
 };
 
-use crate::{estimate, Error, Response, Result, Settings, Summary};
+use crate::{
+    estimate_sorted, fixed_order, Error, Output, Response, Result, Settings, Summary, Vectors,
+};
 
-/// The stage's inputs, already read.
-pub struct Inputs {
-    pub rollouts: Vec<RolloutRow>,
-    pub scores: Vec<ScoreRow>,
-    pub features: Vec<FeatureRow>,
+/// The vectors of features.parquet, streamed from the file once a pass; the rows are
+/// placed by key at their position in the estimator's order.
+struct FileVectors<'a> {
+    path: &'a Path,
+    position: &'a HashMap<(&'a str, u32), usize>,
 }
 
-/// Pure core: coefficient rows in rollout order plus the summary. `decode` turns token ids
-/// into text for the extreme-token table.
+impl Vectors for FileVectors<'_> {
+    fn pass(&mut self, visit: &mut dyn FnMut(&[(usize, &[f32])]) -> Result<()>) -> Result<()> {
+        for batch in TableReader::<FeatureVectors>::open_bounded(self.path, ROW_GROUP_BYTES)? {
+            let batch = batch?;
+            let items: Vec<(usize, &[f32])> = batch
+                .iter()
+                .filter_map(|r| {
+                    let at = self.position.get(&(r.prompt_id.as_str(), r.sample_idx));
+                    at.map(|&k| (k, r.features.as_slice()))
+                })
+                .collect();
+            visit(&items)?;
+        }
+        Ok(())
+    }
+}
+
+/// Pure core: coefficient rows in rollout order plus the summary, the vectors read from
+/// `features` pass by pass (`features_scalars` are its entropies, `dim` its vector
+/// dimension). `decode` turns token ids into text for the extreme-token table.
 pub fn run(
     settings: &Settings,
-    inputs: &Inputs,
+    rollouts: &[RolloutRow],
+    scores: &[ScoreRow],
+    features_scalars: &[FeatureScalars],
+    dim: usize,
+    features: &mut dyn Vectors,
     decode: &dyn Fn(&[u32]) -> String,
 ) -> Result<(Vec<CoeffRow>, Summary)> {
-    let scores = Index::new(&inputs.scores);
-    let feats = Index::new(&inputs.features);
-    let dim = inputs.features.first().map_or(0, |f| f.dim as usize);
-    let mut responses = Vec::with_capacity(inputs.rollouts.len());
-    for r in &inputs.rollouts {
+    let score_of = Index::new(scores);
+    let feats = Index::new(features_scalars);
+    let mut responses = Vec::with_capacity(rollouts.len());
+    for r in rollouts {
         let at = || r.response().to_string();
-        let s = scores.get(r, "scores").map_err(Error::Input)?;
+        let s = score_of.get(r, "scores").map_err(Error::Input)?;
         let f = feats.get(r, "features").map_err(Error::Input)?;
-        if f.tokens() != r.response_token_ids.len() {
+        if f.entropy.len() != r.response_token_ids.len() {
             return Err(Error::Input(format!(
                 "{}: {} feature vectors for {} response tokens",
                 at(),
-                f.tokens(),
+                f.entropy.len(),
                 r.response_token_ids.len()
-            )));
-        }
-        if f.dim as usize != dim {
-            return Err(Error::Input(format!(
-                "{}: feature dimension {} differs from {dim}",
-                at(),
-                f.dim
             )));
         }
         responses.push(Response {
@@ -51,13 +70,20 @@ pub fn run(
             sample_idx: r.sample_idx,
             advantage: s.advantage,
             kept: s.kept,
-            features: &f.features,
+            features: &[],
             entropy: &f.entropy,
         });
     }
-    let out = estimate(settings, dim, &responses)?;
+    let order = fixed_order(&responses)?;
+    let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
+    let (sorted_coeffs, summary) = estimate_sorted(settings, dim, &sorted, features)?;
+    let mut coeffs = vec![Vec::new(); responses.len()];
+    for (c, &i) in sorted_coeffs.into_iter().zip(&order) {
+        coeffs[i] = c;
+    }
+    let out = Output { coeffs, summary };
     // Never a result: a non-finite coefficient (from non-finite features or advantages).
-    for (r, c) in inputs.rollouts.iter().zip(&out.coeffs) {
+    for (r, c) in rollouts.iter().zip(&out.coeffs) {
         if c.iter().any(|x| !x.is_finite()) {
             return Err(Error::Input(format!(
                 "{}: non-finite coefficients",
@@ -67,7 +93,7 @@ pub fn run(
     }
     let mut summary = out.summary;
     let index: std::collections::HashMap<(&str, u32), &RolloutRow> =
-        inputs.rollouts.iter().map(|r| (r.key(), r)).collect();
+        rollouts.iter().map(|r| (r.key(), r)).collect();
     for t in summary.top.iter_mut().chain(summary.bottom.iter_mut()) {
         if let Some(r) = index.get(&(t.prompt_id.as_str(), t.sample_idx)) {
             let ids = &r.response_token_ids;
@@ -75,8 +101,7 @@ pub fn run(
             t.context = decode(&ids[t.position.saturating_sub(8)..=t.position]);
         }
     }
-    let rows = inputs
-        .rollouts
+    let rows = rollouts
         .iter()
         .zip(out.coeffs)
         .zip(&responses)
@@ -90,23 +115,45 @@ pub fn run(
     Ok((rows, summary))
 }
 
-/// Thin Parquet shell around [`run`]. The summary and settings go into the file metadata.
-/// Returns the number of rows written and the summary.
-pub fn run_io<R1: Read, R2: Read, R3: Read, W: Write + Send>(
+/// Thin Parquet shell around [`run`]: rollouts and scores read whole, of features.parquet
+/// the entropies read whole and the vectors streamed, a bounded batch at a time, once a
+/// pass (never the whole file in memory). The summary and settings go into the file
+/// metadata. Returns the number of rows written and the summary.
+pub fn run_io<W: Write + Send>(
     settings: &Settings,
-    rollouts: (R1, &str),
-    scores: (R2, &str),
-    features: (R3, &str),
+    rollouts: &Path,
+    scores: &Path,
+    features: &Path,
     out: W,
     meta: FileMeta,
     decode: &dyn Fn(&[u32]) -> String,
 ) -> Result<(usize, Summary)> {
-    let inputs = Inputs {
-        rollouts: read_table(rollouts.0, rollouts.1)?.0,
-        scores: read_table(scores.0, scores.1)?.0,
-        features: read_table(features.0, features.1)?.0,
+    let rollouts: Vec<RolloutRow> = read_path(rollouts)?.0;
+    let scores: Vec<ScoreRow> = read_path(scores)?.0;
+    let scalars: Vec<FeatureScalars> = read_path(features)?.0;
+    let dim = vector_dim(features, "features")?.unwrap_or(0);
+    let position: HashMap<(&str, u32), usize> = {
+        // Positions in the estimator's order: (prompt_id, sample_idx).
+        let mut keys: Vec<(&str, u32)> = rollouts.iter().map(Keyed::key).collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .enumerate()
+            .map(|(k, key)| (key, k))
+            .collect()
     };
-    let (rows, summary) = run(settings, &inputs, decode)?;
+    let mut vectors = FileVectors {
+        path: features,
+        position: &position,
+    };
+    let (rows, summary) = run(
+        settings,
+        &rollouts,
+        &scores,
+        &scalars,
+        dim,
+        &mut vectors,
+        decode,
+    )?;
     let meta = meta
         .with(
             "settings",

@@ -37,11 +37,14 @@ pub(crate) fn each<T: Send>(
         let results: Vec<(usize, Result<T>)> =
             batch.par_iter().map(|&(i, v)| (i, f(i, v))).collect();
         for (i, r) in results {
-            let slot = out.get_mut(i).ok_or_else(|| {
-                Error::Input(format!("vectors of response {i} of {}", rs.len()))
-            })?;
+            let slot = out
+                .get_mut(i)
+                .ok_or_else(|| Error::Input(format!("vectors of response {i} of {}", rs.len())))?;
             if slot.is_some() {
-                return Err(Error::Input(format!("{}: vectors given twice", rs[i].key())));
+                return Err(Error::Input(format!(
+                    "{}: vectors given twice",
+                    rs[i].key()
+                )));
             }
             *slot = Some(r?);
         }

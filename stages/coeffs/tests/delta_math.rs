@@ -3,7 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use deltarl_coeffs::{
-    delta_coefficients, estimate, DeltaSettings, Estimator, Response, Scope, Settings,
+    delta_coefficients, estimate, estimate_sorted, fixed_order, DeltaSettings, Estimator, Response,
+    Scope, Settings, Vectors,
 };
 
 fn resp<'a>(pid: &'a str, idx: u32, adv: f32, f: &'a [f32], e: &'a [f32]) -> Response<'a> {
@@ -225,6 +226,82 @@ fn independent_of_row_order_and_threads() {
             let out = pool.install(|| estimate(&s, dim, &rs).unwrap().coeffs);
             assert_eq!(out, base, "{threads} threads, {scope:?}");
         }
+    }
+}
+
+/// Vectors streamed one response a batch, last first (as a file in another order gives
+/// them), counting passes; `skip` leaves one response out of every pass.
+struct Streamed<'r, 'a> {
+    rs: &'r [Response<'a>],
+    passes: usize,
+    skip: Option<usize>,
+}
+
+impl Vectors for Streamed<'_, '_> {
+    fn pass(
+        &mut self,
+        visit: &mut dyn FnMut(&[(usize, &[f32])]) -> deltarl_coeffs::Result<()>,
+    ) -> deltarl_coeffs::Result<()> {
+        self.passes += 1;
+        for i in (0..self.rs.len()).rev() {
+            if Some(i) != self.skip {
+                visit(&[(i, self.rs[i].features)])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Streamed pass by pass, in another order and one response a batch, every estimator gives
+/// the in-memory coefficients and summary bit for bit: DelTA in K + 4 passes (K + 3 of its
+/// own, one for the summary), the baselines in one. A response missing from a pass is an
+/// error naming it.
+#[test]
+fn streamed_vectors_give_the_in_memory_result() {
+    let dim = 8;
+    let b = batch(120, 8, dim);
+    let rs = as_responses(&b);
+    let order = fixed_order(&rs).unwrap();
+    let sorted: Vec<Response<'_>> = order.iter().map(|&i| rs[i]).collect();
+    let delta = |k: u32, scope| {
+        Estimator::Delta(DeltaSettings {
+            refine_steps: k,
+            scope,
+            ..DeltaSettings::default()
+        })
+    };
+    for (estimator, passes) in [
+        (delta(1, Scope::Batch), 5),
+        (delta(2, Scope::Group), 6),
+        (delta(0, Scope::Batch), 4),
+        (Estimator::Uniform, 1),
+        (Estimator::TopEntropy { keep: 0.3 }, 1),
+    ] {
+        let s = Settings::new(estimator).unwrap();
+        let whole = estimate(&s, dim, &rs).unwrap();
+        let mut src = Streamed {
+            rs: &sorted,
+            passes: 0,
+            skip: None,
+        };
+        let (coeffs, summary) = estimate_sorted(&s, dim, &sorted, &mut src).unwrap();
+        assert_eq!(src.passes, passes, "{estimator:?}");
+        for (c, &i) in coeffs.iter().zip(&order) {
+            assert_eq!(c, &whole.coeffs[i], "{estimator:?}");
+        }
+        assert_eq!(
+            serde_json::to_string(&summary).unwrap(),
+            serde_json::to_string(&whole.summary).unwrap()
+        );
+        let mut missing = Streamed {
+            rs: &sorted,
+            passes: 0,
+            skip: Some(7),
+        };
+        let err = estimate_sorted(&s, dim, &sorted, &mut missing)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&sorted[7].key().to_string()), "{err}");
     }
 }
 
