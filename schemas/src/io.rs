@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
@@ -93,17 +93,38 @@ impl FileMeta {
     }
 }
 
-/// The writer settings of every deltarl file: zstd, bounded row groups, the metadata.
-pub(crate) fn writer_properties(meta: &FileMeta) -> Result<WriterProperties> {
-    let level = ZstdLevel::try_new(3).map_err(|e| Error::Build {
+/// The metadata key saying a file's vectors hold bf16 values (in f32 columns).
+pub const VECTOR_PRECISION: &str = "vector_precision";
+
+/// The writer settings of every deltarl file: zstd, bounded row groups, the metadata. A
+/// file whose `features` hold bf16 values ([`VECTOR_PRECISION`] = `bf16`) writes them
+/// with the byte-stream-split encoding: each f32 is split into its four bytes, stored as
+/// four streams, and the two low streams of a bf16 value are all zeros, which zstd
+/// compresses to nothing; the column stays f32 for every reader.
+pub(crate) fn writer_properties(meta: &FileMeta, schema: &Schema) -> Result<WriterProperties> {
+    let build = |e: String| Error::Build {
         table: meta.stage.clone(),
-        message: e.to_string(),
-    })?;
-    Ok(WriterProperties::builder()
+        message: e,
+    };
+    let level = ZstdLevel::try_new(3).map_err(|e| build(e.to_string()))?;
+    let mut props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(level))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_key_value_metadata(Some(meta.to_kv()))
-        .build())
+        .set_key_value_metadata(Some(meta.to_kv()));
+    if meta.extra.get(VECTOR_PRECISION).map(String::as_str) == Some("bf16") {
+        let parquet = parquet::arrow::ArrowSchemaConverter::new()
+            .convert(schema)
+            .map_err(|e| build(e.to_string()))?;
+        for col in parquet.columns() {
+            let vectors = col.path().parts().first().map(String::as_str) == Some("features");
+            if vectors && col.physical_type() == parquet::basic::Type::FLOAT {
+                props = props
+                    .set_column_dictionary_enabled(col.path().clone(), false)
+                    .set_column_encoding(col.path().clone(), Encoding::BYTE_STREAM_SPLIT);
+            }
+        }
+    }
+    Ok(props.build())
 }
 
 /// Refuses a file whose schema version is missing or not the one this build writes, naming

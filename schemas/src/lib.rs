@@ -22,7 +22,9 @@ mod views;
 
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
 pub use error::{Error, Result};
-pub use io::{read_meta, read_table, vector_dim, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS};
+pub use io::{
+    read_meta, read_table, vector_dim, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS, VECTOR_PRECISION,
+};
 pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
 pub use logprobs::LogprobRow;

@@ -178,8 +178,8 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
             };
             self.dim = dim;
             let schema = std::sync::Arc::new(T::schema(dim));
-            let w = ArrowWriter::try_new(out, schema, Some(writer_properties(&meta)?))
-                .map_err(Self::err)?;
+            let props = writer_properties(&meta, &schema)?;
+            let w = ArrowWriter::try_new(out, schema, Some(props)).map_err(Self::err)?;
             self.writer = Some(w);
         }
         self.writer.as_mut().ok_or_else(|| Error::Build {

@@ -75,6 +75,20 @@ every = 0
         .iter()
         .flat_map(|r| &r.response_token_ids)
         .any(|&t| t > 70_000));
+    // A bf16 model's features are stored at bf16 precision (byte-stream split, 2 bytes a
+    // value on disk) in f32 columns that polars reads as it reads any.
+    let meta = deltarl_schemas::read_meta(&it.join("features.parquet")).unwrap();
+    assert_eq!(meta.extra[deltarl_schemas::VECTOR_PRECISION], "bf16");
+    run_python(
+        r#"
+import sys, numpy as np, polars as pl
+f = pl.read_parquet(sys.argv[1])
+v = f["features"].explode().explode().drop_nulls().to_numpy().astype(np.float32)
+assert v.size > 0 and np.isfinite(v).all()
+assert ((v.view(np.uint32) & 0xFFFF) == 0).all(), "values are not bf16"
+"#,
+        &[&it.join("features.parquet")],
+    );
     // bf16 sampler and bf16 trainer disagree more than f32 ones, but boundedly.
     let m = deltarl_schemas::Manifest::read(&it.join("manifest/update.json"))
         .unwrap()

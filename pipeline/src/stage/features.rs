@@ -63,6 +63,8 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         chunk_rows: s.chunk_rows,
         chunk_tokens: s.chunk_tokens,
         head_chunk_bytes: s.head_chunk_bytes,
+        // A bf16 model's vectors are stored at its precision (2 bytes a value on disk).
+        bf16_vectors: s.dtype == Dtype::Bf16,
         shard: env.shard(),
     };
     let progress = Progress::new("features", rollouts.len() as u64);

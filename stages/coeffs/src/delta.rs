@@ -354,7 +354,8 @@ pub fn delta_coefficients(
     dim: usize,
     rs: &[Response<'_>],
 ) -> (Vec<Vec<f32>>, DeltaStats) {
-    match delta_passes(s, dim, rs, &[0..rs.len()], &mut InMemory(rs)) {
+    let whole = std::iter::once(0..rs.len()).collect::<Vec<_>>();
+    match delta_passes(s, dim, rs, &whole, &mut InMemory(rs)) {
         Ok((c, mut p)) => (c, p.stats.pop().unwrap_or_default()),
         // In memory the vectors cannot go missing; unchecked vectors give the uniform
         // answer rather than a panic (`estimate` checks them first).

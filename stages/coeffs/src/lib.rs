@@ -17,7 +17,7 @@ mod vectors;
 pub use delta::{delta_coefficients, DeltaStats};
 pub use error::{Error, Result};
 pub use summary::{Quantiles, Summary, TokenRef};
-pub use vectors::{InMemory, Vectors};
+pub use vectors::{Batch, InMemory, Vectors, Visit};
 
 use serde::{Deserialize, Serialize};
 
@@ -229,8 +229,8 @@ pub fn estimate_sorted(
         }
         Estimator::TopEntropy { keep } => (top_entropy(keep, sorted), Vec::new(), None),
         Estimator::Delta(d) => {
-            let scopes = match d.scope {
-                Scope::Batch => vec![0..sorted.len()],
+            let scopes: Vec<std::ops::Range<usize>> = match d.scope {
+                Scope::Batch => std::iter::once(0..sorted.len()).collect(),
                 Scope::Group => {
                     let mut bounds = vec![0];
                     for i in 1..sorted.len() {

@@ -12,6 +12,7 @@ use deltarl_schemas::{
 
 use crate::{
     estimate_sorted, fixed_order, Error, Output, Response, Result, Settings, Summary, Vectors,
+    Visit,
 };
 
 /// The vectors of features.parquet, streamed from the file once a pass; the rows are
@@ -22,7 +23,7 @@ struct FileVectors<'a> {
 }
 
 impl Vectors for FileVectors<'_> {
-    fn pass(&mut self, visit: &mut dyn FnMut(&[(usize, &[f32])]) -> Result<()>) -> Result<()> {
+    fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()> {
         for batch in TableReader::<FeatureVectors>::open_bounded(self.path, ROW_GROUP_BYTES)? {
             let batch = batch?;
             let items: Vec<(usize, &[f32])> = batch

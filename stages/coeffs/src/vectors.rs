@@ -7,18 +7,24 @@ use rayon::prelude::*;
 
 use crate::{Error, Response, Result};
 
+/// A batch of a pass: (index of the response in the estimator's order, its token-major
+/// vectors).
+pub type Batch<'a> = [(usize, &'a [f32])];
+
+/// What a pass calls with each batch.
+pub type Visit<'v> = dyn FnMut(&Batch<'_>) -> Result<()> + 'v;
+
 /// The token vectors of the responses, read once a pass.
 pub trait Vectors {
-    /// One pass: `visit` gets batches of (index of the response in the estimator's order,
-    /// its token-major vectors); every response comes exactly once, in any order.
-    fn pass(&mut self, visit: &mut dyn FnMut(&[(usize, &[f32])]) -> Result<()>) -> Result<()>;
+    /// One pass: `visit` gets batches; every response comes exactly once, in any order.
+    fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()>;
 }
 
 /// The vectors of responses held in memory ([`Response::features`]): one batch a pass.
 pub struct InMemory<'r, 'a>(pub &'r [Response<'a>]);
 
 impl Vectors for InMemory<'_, '_> {
-    fn pass(&mut self, visit: &mut dyn FnMut(&[(usize, &[f32])]) -> Result<()>) -> Result<()> {
+    fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()> {
         let all: Vec<(usize, &[f32])> = self.0.iter().map(|r| r.features).enumerate().collect();
         visit(&all)
     }

@@ -4,7 +4,7 @@
 
 use deltarl_coeffs::{
     delta_coefficients, estimate, estimate_sorted, fixed_order, DeltaSettings, Estimator, Response,
-    Scope, Settings, Vectors,
+    Scope, Settings, Vectors, Visit,
 };
 
 fn resp<'a>(pid: &'a str, idx: u32, adv: f32, f: &'a [f32], e: &'a [f32]) -> Response<'a> {
@@ -238,10 +238,7 @@ struct Streamed<'r, 'a> {
 }
 
 impl Vectors for Streamed<'_, '_> {
-    fn pass(
-        &mut self,
-        visit: &mut dyn FnMut(&[(usize, &[f32])]) -> deltarl_coeffs::Result<()>,
-    ) -> deltarl_coeffs::Result<()> {
+    fn pass(&mut self, visit: &mut Visit<'_>) -> deltarl_coeffs::Result<()> {
         self.passes += 1;
         for i in (0..self.rs.len()).rev() {
             if Some(i) != self.skip {

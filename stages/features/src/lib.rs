@@ -47,6 +47,11 @@ pub struct Settings {
     /// ([`head_chunk_tokens`]; 0 = the whole pass).
     #[serde(skip_serializing_if = "is_default_head_chunk")]
     pub head_chunk_bytes: u64,
+    /// Store the vectors at bf16 precision (a bf16 model's compute precision): each value
+    /// rounded to bf16 and written so it costs 2 bytes on disk (`deltarl_schemas`'s
+    /// byte-stream split), the columns still f32.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bf16_vectors: bool,
     /// The chunks this process computes: which process does what changes no row, so it is
     /// not a setting of the file.
     #[serde(skip)]
@@ -310,6 +315,13 @@ pub fn run_each(
                 Some(m) => v.matmul(m),
                 None => v,
             };
+            // 5. At the model's bf16 precision when asked (the hidden state is bf16 there
+            //    already; this rounds the product with 1 - p once more).
+            let v = if s.bf16_vectors {
+                v.to_kind(Kind::BFloat16).to_kind(Kind::Float)
+            } else {
+                v
+            };
             let (feats, probs) = (to_vec(&v)?, to_vec(&p)?);
             let (logp, ent) = (to_vec(&st.logprob)?, to_vec(&st.entropy)?);
             let mut rows = Vec::with_capacity(chunk.len());
@@ -365,9 +377,12 @@ pub fn writer<W: Write + Send>(
     meta: FileMeta,
 ) -> TableWriter<FeatureRow, W> {
     let k = output_dim(hidden, s);
-    let meta = meta
+    let mut meta = meta
         .with("settings", serde_json::to_string(s).unwrap_or_default())
         .with("k", k.to_string())
         .with("projected", (k != hidden).to_string());
+    if s.bf16_vectors {
+        meta = meta.with(deltarl_schemas::VECTOR_PRECISION, "bf16");
+    }
     TableWriter::new(out, &meta)
 }

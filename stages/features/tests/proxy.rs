@@ -49,6 +49,7 @@ fn settings(chunk: usize) -> Settings {
         chunk_rows: chunk,
         chunk_tokens: None,
         head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        bf16_vectors: false,
         shard: deltarl_schemas::Shard::WHOLE,
     }
 }

@@ -1,0 +1,153 @@
+//! Compact features of a bf16 model: the vectors stored at bf16 precision cost at most
+//! 2 H + 16 bytes a token on disk, and the DelTA coefficients from them are no farther from
+//! the coefficients of an f32 file of the same pass than the reference's own coefficients
+//! (its hidden state is bf16) are from those of an f32 model with the same weights.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response, Settings};
+use deltarl_features::{run, writer, Proxy};
+use deltarl_model::synthetic::{random_checkpoint, Shape};
+use deltarl_model::Dtype;
+use deltarl_schemas::{FeatureRow, FileMeta, FinishReason, RolloutRow};
+
+const HIDDEN: usize = 512;
+
+fn shape() -> Shape {
+    Shape {
+        vocab_size: 300,
+        hidden_size: HIDDEN,
+        intermediate_size: 1024,
+        num_hidden_layers: 2,
+        num_attention_heads: 8,
+        num_key_value_heads: 4,
+        max_position_embeddings: 128,
+        tie_word_embeddings: false,
+    }
+}
+
+/// Eight responses of 40..=61 tokens to four prompts.
+fn rollouts() -> Vec<RolloutRow> {
+    (0..8u32)
+        .map(|i| {
+            let n = 40 + 3 * i as usize;
+            RolloutRow {
+                prompt_id: format!("p{}", i / 2),
+                sample_idx: i % 2,
+                prompt: String::new(),
+                prompt_token_ids: vec![3, 4 + i, 5, 6],
+                response_token_ids: (0..n)
+                    .map(|k| 7 + ((k * 13 + i as usize * 7) % 280) as u32)
+                    .collect(),
+                response_text: String::new(),
+                old_logprobs: vec![0.0; n],
+                finish_reason: FinishReason::Length,
+                policy_iter: 0,
+                gold: String::new(),
+                data_source: None,
+            }
+        })
+        .collect()
+}
+
+fn features(dtype: Dtype, bf16_vectors: bool) -> Vec<FeatureRow> {
+    let dir = tempfile::tempdir().unwrap();
+    // The same seed gives the same weights; in bf16 they are those weights rounded.
+    let p = random_checkpoint(dir.path(), &shape(), Dtype::F32, 5).unwrap();
+    let p = if dtype == Dtype::Bf16 {
+        deltarl_model::load(dir.path(), tch::Device::Cpu, Dtype::Bf16).unwrap()
+    } else {
+        p
+    };
+    let s = deltarl_features::Settings {
+        proxy: Proxy::LmHeadRow,
+        project_dim: None,
+        projection_seed: 0,
+        temperature: 1.0,
+        chunk_rows: 8,
+        chunk_tokens: None,
+        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        bf16_vectors,
+        shard: deltarl_schemas::Shard::WHOLE,
+    };
+    run(&s, &p.model, &rollouts(), &mut |_| {}).unwrap()
+}
+
+fn file_bytes(rows: &[FeatureRow], bf16_vectors: bool) -> usize {
+    let s = deltarl_features::Settings {
+        proxy: Proxy::LmHeadRow,
+        project_dim: None,
+        projection_seed: 0,
+        temperature: 1.0,
+        chunk_rows: 8,
+        chunk_tokens: None,
+        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        bf16_vectors,
+        shard: deltarl_schemas::Shard::WHOLE,
+    };
+    let mut w = writer(&s, HIDDEN, Vec::new(), FileMeta::new("features", ""));
+    w.write(rows).unwrap();
+    w.finish().unwrap().len()
+}
+
+/// DelTA coefficients of the rows (advantages +1 / -1 alternating by prompt).
+fn coefficients(rows: &[FeatureRow]) -> Vec<f32> {
+    let rs: Vec<Response<'_>> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Response {
+            prompt_id: &r.prompt_id,
+            sample_idx: r.sample_idx,
+            advantage: if i % 3 == 0 { 1.0 } else { -0.5 },
+            kept: true,
+            features: &r.features,
+            entropy: &r.entropy,
+        })
+        .collect();
+    let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+    estimate(&s, HIDDEN, &rs).unwrap().coeffs.concat()
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f64::from((x - y).abs()))
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn compact_features_cost_two_bytes_a_value_and_keep_the_coefficients() {
+    tch::set_num_threads(1);
+    let f32_file = features(Dtype::Bf16, false);
+    let compact = features(Dtype::Bf16, true);
+    let f32_model = features(Dtype::F32, false);
+    let tokens: usize = compact.iter().map(FeatureRow::tokens).sum();
+    // Every stored value is a bf16 value: its low 16 bits are zero.
+    assert!(compact
+        .iter()
+        .flat_map(|r| &r.features)
+        .all(|x| x.to_bits() & 0xffff == 0));
+    let (full, small) = (file_bytes(&f32_file, false), file_bytes(&compact, true));
+    let per_token = small as f64 / tokens as f64;
+    eprintln!(
+        "{tokens} tokens of dim {HIDDEN}: f32 file {:.0} bytes a token, compact {per_token:.0} \
+         (bound 2 H + 16 = {})",
+        full as f64 / tokens as f64,
+        2 * HIDDEN + 16
+    );
+    assert!(per_token <= (2 * HIDDEN + 16) as f64, "{per_token}");
+
+    let (c_f32, c_compact, c_model) = (
+        coefficients(&f32_file),
+        coefficients(&compact),
+        coefficients(&f32_model),
+    );
+    let ours = max_diff(&c_compact, &c_f32);
+    let reference = max_diff(&c_f32, &c_model);
+    eprintln!(
+        "coefficients: compact vs f32 file of the same pass {ours:.2e}; the bf16 pass vs an \
+         f32 model with the same weights (the reference's own distance) {reference:.2e}"
+    );
+    assert!(ours > 0.0, "the compact file rounds");
+    assert!(ours <= reference, "{ours} > {reference}");
+}
