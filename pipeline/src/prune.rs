@@ -1,7 +1,8 @@
-//! Pruning old policies (`[checkpoint] keep_last`, `save_every`): an 8B run writes ~16 GB
-//! of weights and ~100 GB of optimizer state an iteration. After an iteration completes,
-//! the weights and optimizer state of iterations older than the last `keep_last` go (every
-//! `save_every`-th iteration's stay). The run's record of completion does not: each removed
+//! Pruning old policies (`[checkpoint] keep_last`, `save_every`) and features files
+//! (`keep_features`): an 8B run writes ~16 GB of weights, ~100 GB of optimizer state and
+//! ~84 GB of features an iteration. After an iteration completes, the weights and optimizer
+//! state of iterations older than the last `keep_last` go (every `save_every`-th
+//! iteration's stay), and the features of iterations older than the last `keep_features`. The run's record of completion does not: each removed
 //! file's hash is kept in `runs/<run>/pruned.json`, written before anything is deleted, and
 //! the run's hashing answers from it for a file that is gone — so `status` and `iterate`
 //! still see those iterations done, and a rerun that needs a pruned policy is refused by
@@ -11,6 +12,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
+use deltarl_schemas::Stage;
+
+use crate::config::CheckpointOptions;
 use crate::rundir::RunDir;
 
 /// The weights and optimizer files of iteration `iter`'s update.
@@ -31,21 +35,32 @@ fn checkpoint_files(run: &RunDir, iter: u32) -> Vec<PathBuf> {
     files
 }
 
-/// Prunes what `keep_last` / `save_every` let go once iteration `done` is complete;
-/// returns the files removed. `keep_last = 0` keeps everything.
-pub fn prune(run: &RunDir, done: u32, keep_last: u32, save_every: u32) -> Result<Vec<String>> {
-    if keep_last == 0 {
-        return Ok(Vec::new());
-    }
+/// Prunes what `c` lets go once iteration `done` is complete; returns the files removed.
+/// `keep_last = 0` keeps every checkpoint, `keep_features = 0` every features file.
+pub fn prune(run: &RunDir, done: u32, c: &CheckpointOptions) -> Result<Vec<String>> {
     let mut rec = crate::pruned::Entries::new();
     let mut doomed = Vec::new();
-    for iter in 1..=done.saturating_sub(keep_last) {
-        if save_every > 0 && iter % save_every == 0 {
-            continue;
+    let mut drop = |f: PathBuf| -> Result<()> {
+        rec.insert(run.rel(&f), run.hash(&f)?);
+        doomed.push(f);
+        Ok(())
+    };
+    if c.keep_last > 0 {
+        for iter in 1..=done.saturating_sub(c.keep_last) {
+            if c.save_every > 0 && iter % c.save_every == 0 {
+                continue;
+            }
+            for f in checkpoint_files(run, iter) {
+                drop(f)?;
+            }
         }
-        for f in checkpoint_files(run, iter) {
-            rec.insert(run.rel(&f), run.hash(&f)?);
-            doomed.push(f);
+    }
+    if c.keep_features > 0 {
+        for iter in 1..=done.saturating_sub(c.keep_features) {
+            let f = run.iter_dir(iter).join(Stage::Features.output());
+            if f.exists() {
+                drop(f)?;
+            }
         }
     }
     if doomed.is_empty() {

@@ -190,13 +190,23 @@ impl<'a> Runner<'a> {
                 && self.ctx.run.pruned_under(p.parent().unwrap_or(p))?;
             if self.ctx.run.is_pruned(p)? || index_of_pruned {
                 let c = &self.ctx.cfg.opts.checkpoint;
+                let why = if p.ends_with(Stage::Features.output()) {
+                    format!(
+                        "keep_features = {}); only the last iterations' features can be \
+                         reread",
+                        c.keep_features
+                    )
+                } else {
+                    format!(
+                        "keep_last = {}, save_every = {}); only the last iterations' \
+                         policies can be rerun from",
+                        c.keep_last, c.save_every
+                    )
+                };
                 bail!(
-                    "stage {stage} of {} needs {}, which was pruned ([checkpoint] keep_last = \
-                     {}, save_every = {}); only the last iterations' policies can be rerun from",
+                    "stage {stage} of {} needs {}, which was pruned ([checkpoint] {why}",
                     where_(iter, stage),
                     p.display(),
-                    c.keep_last,
-                    c.save_every
                 );
             }
             if !p.exists() {
@@ -301,11 +311,10 @@ impl<'a> Runner<'a> {
                 let outcome = self.run_stage(it, stage, false)?;
                 eprintln!("{}", summary_line(stage, &outcome));
             }
-            let c = &self.ctx.cfg.opts.checkpoint;
-            let pruned = crate::prune::prune(&self.ctx.run, it, c.keep_last, c.save_every)?;
+            let pruned = crate::prune::prune(&self.ctx.run, it, &self.ctx.cfg.opts.checkpoint)?;
             if !pruned.is_empty() {
                 eprintln!(
-                    "  pruned {} checkpoint files of earlier iterations",
+                    "  pruned {} checkpoint and features files of earlier iterations",
                     pruned.len()
                 );
             }

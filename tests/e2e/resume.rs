@@ -203,6 +203,45 @@ fn pruned_checkpoints_keep_the_run_complete() {
     );
 }
 
+/// `keep_features = 1`: older iterations' features files go once the next completes, their
+/// hashes kept, so the run stays complete and continues; rerunning a stage that reads a
+/// pruned features file is refused by name.
+#[test]
+fn pruned_features_keep_the_run_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "features.toml",
+        "[checkpoint]\nkeep_features = 1\n[eval]\nevery = 0\n",
+    );
+    let runs = dir.path().join("runs");
+    ok(iterate(&runs, &cfg, "f", &["--iters", "2"]));
+    let root = runs.join("f");
+    let features = |i: u32| root.join(format!("iter-{i:04}/features.parquet"));
+    assert!(!features(1).exists() && features(2).exists());
+    assert!(root.join("iter-0001/coeffs.parquet").exists());
+    let pruned = std::fs::read_to_string(root.join("pruned.json")).unwrap();
+    assert!(pruned.contains("iter-0001/features.parquet"), "{pruned}");
+    let status = ok(deltarl(&runs, &["status", "--run", "f", "--verify"]));
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        !text.contains("stale") && !text.contains("missing"),
+        "{text}"
+    );
+    ok(iterate(&runs, &cfg, "f", &["--iters", "1"]));
+    assert!(!features(2).exists() && features(3).exists());
+    let out = deltarl(
+        &runs,
+        &["stage", "coeffs", "--run", "f", "--iter", "1", "--force"],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("features.parquet") && err.contains("keep_features = 1"),
+        "{err}"
+    );
+}
+
 /// A sharded tiny policy (`shard_mb = 1`) with pruning: the next iteration finds the
 /// previous policy's index, a rerun that needs pruned shards is refused by name, and a
 /// garbled record of pruned files is an error naming it, never an empty record.

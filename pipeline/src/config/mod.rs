@@ -389,7 +389,14 @@ mod tests {
             (4, 1, 1.0, 0.7)
         );
         assert_eq!(o.eval.benchmarks.len(), 7);
-        assert_eq!((o.checkpoint.keep_last, o.checkpoint.save_every), (4, 0));
+        assert_eq!(
+            (
+                o.checkpoint.keep_last,
+                o.checkpoint.save_every,
+                o.checkpoint.keep_features
+            ),
+            (4, 0, 2)
+        );
         assert_eq!(
             r.estimator,
             Estimator::Delta(DeltaSettings {

@@ -91,6 +91,16 @@ pub struct CheckpointOptions {
     pub keep_last: u32,
     /// And always keep every this-many-th iteration's (0 = none beyond keep_last).
     pub save_every: u32,
+    /// Keep the features file (features.parquet, an iteration's bulk: ~84 GB at the 8B
+    /// setting in bf16) of only the last this many iterations (0 = all). Older ones are
+    /// deleted once an iteration completes, their hashes kept with the pruned weights', so
+    /// the run stays complete; rerunning coeffs or update of such an iteration is refused.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub keep_features: u32,
+}
+
+fn is_zero_u32(x: &u32) -> bool {
+    *x == 0
 }
 
 impl Default for CheckpointOptions {
@@ -99,6 +109,7 @@ impl Default for CheckpointOptions {
             shard_mb: 5000,
             keep_last: 0,
             save_every: 0,
+            keep_features: 0,
         }
     }
 }
