@@ -4,7 +4,7 @@
 //! workspace's layering test finds any cycle):
 //! 1. leaves: `data` and `chat` (prompts, benchmark names), `progress`, `failure` (how an
 //!    error is shown), `hashcache`, `pruned` (the record of pruned files), `memory`,
-//!    `plan`, `paired`;
+//!    `plan` and `host_plan` (device and host memory, disk), `paired`;
 //! 2. `config` (options, validated once into `Resolved`), `ranks` (several processes),
 //!    `rundir` (the run's files), `metrics` (metrics.jsonl, TensorBoard);
 //! 3. `vllm` (the rollout's vLLM engine), `prune` (checkpoint pruning), `context` (an
@@ -20,6 +20,7 @@ pub mod context;
 pub mod data;
 pub mod failure;
 mod hashcache;
+pub mod host_plan;
 pub mod memory;
 pub mod metrics;
 pub mod paired;

@@ -159,6 +159,47 @@ pub fn gather_rows<T: Table, K: Ord>(
     Ok(all)
 }
 
+/// The rows of `chunks` pieces of work dealt out as [`Shard::owns`] deals them (piece `c`
+/// to rank `c % world`), passed to `sink` on rank 0 in piece order: each piece goes from
+/// its owner to the others (a broadcast of its Parquet bytes) and rank 0 keeps it, so rank
+/// 0 holds one piece of the others' at a time and never the whole batch. `own` are this
+/// rank's pieces in increasing order. The others' `sink` is never called.
+pub fn stream_to_rank0<T: Table>(
+    g: &Group,
+    chunks: usize,
+    own: Vec<Vec<T>>,
+    sink: &mut dyn FnMut(Vec<T>) -> Result<()>,
+) -> Result<()> {
+    let world = g.shard().world.max(1);
+    let mut own = own.into_iter();
+    for c in 0..chunks {
+        let owner = c % world;
+        let mine = owner == g.rank();
+        let rows = if mine {
+            own.next().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if owner == 0 {
+            // Rank 0's own piece needs nothing from the others.
+            if mine {
+                sink(rows)?;
+            }
+            continue;
+        }
+        let mut bytes = Vec::new();
+        if mine {
+            write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
+        }
+        let received = g.broadcast_bytes(&bytes, owner)?;
+        if g.rank() == 0 {
+            let file = format!("piece {c} from rank {owner}");
+            sink(read_table::<T, _>(received.as_slice(), &file)?.0)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -233,6 +233,26 @@ impl Group {
         ffi::barrier(&self.raw).map_err(self.err("barrier"))
     }
 
+    /// Rank `root`'s bytes on every rank (`bytes` is read on `root` only): the length, then
+    /// the payload, so the others need not know its size.
+    pub fn broadcast_bytes(&self, bytes: &[u8], root: usize) -> Result<Vec<u8>> {
+        let mut len = Tensor::from_slice(&[bytes.len() as i64]);
+        self.broadcast(&mut len, root)?;
+        let n = len.int64_value(&[0]).max(0) as usize;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut payload = if self.rank == root {
+            Tensor::from_slice(bytes)
+        } else {
+            Tensor::zeros([n as i64], (Kind::Uint8, tch::Device::Cpu))
+        };
+        self.broadcast(&mut payload, root)?;
+        let mut v = vec![0u8; n];
+        payload.copy_data_u8(&mut v, n);
+        Ok(v)
+    }
+
     /// Every rank's bytes, in rank order.
     pub fn all_gather_bytes(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
         // Lengths first, then payloads padded to the longest (all-gather moves equal shapes).

@@ -4,6 +4,7 @@ use anyhow::{bail, Context, Result};
 use deltarl_model::{Dtype, Qwen3Config};
 
 use crate::config::Resolved;
+use crate::host_plan::{HostPlan, HostWorkload};
 use crate::plan::{human, parse_bytes, Plan, Shape, Workload};
 
 /// Memory per device for a configuration: weights, master weights, gradients, AdamW
@@ -28,9 +29,34 @@ pub struct Args {
     /// The longest prompt in tokens (default: rollout.max_prompt_tokens).
     #[arg(long)]
     prompt_tokens: Option<u64>,
+    /// Iterations of the run whose disk (after `[checkpoint]` pruning) is printed.
+    #[arg(long, default_value_t = 100)]
+    iters: u32,
     /// Print the numbers as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// The host side of the configuration's workload (all responses of an iteration: the
+/// files are one process's whatever the device count).
+fn host_workload(cfg: &Resolved, shape: &Shape, w: &Workload) -> HostWorkload {
+    let o = &cfg.opts;
+    let k = match o.features.project_dim as u64 {
+        0 => shape.hidden,
+        k => k.min(shape.hidden),
+    };
+    HostWorkload {
+        dtype: w.dtype,
+        parameters: shape.parameters(),
+        vector_dim: k,
+        responses: o.rollout.prompts_per_iter as u64 * u64::from(o.rollout.samples_per_prompt),
+        prompt_tokens: w.prompt_tokens,
+        response_tokens: w.response_tokens,
+        features_rows: w.features_rows,
+        keep_last: o.checkpoint.keep_last,
+        save_every: o.checkpoint.save_every,
+        keep_features: o.checkpoint.keep_features,
+    }
 }
 
 fn model_config(cfg: &Resolved, explicit: Option<&Path>) -> Result<Qwen3Config> {
@@ -132,6 +158,8 @@ impl Args {
         } else {
             plan.update_peak(ckpt)
         };
+        let hw = host_workload(&cfg, &shape, &w);
+        let host = HostPlan::new(&hw);
         let peaks = [
             ("update", update_peak),
             ("features", plan.features_peak()),
@@ -151,6 +179,10 @@ impl Args {
                     "update_sharded": sharded_state + act,
                     "update_zero1": zero1,
                 },
+                "host": host,
+                "host_workload": hw,
+                "per_iteration": host.per_iteration(),
+                "run_disk": {"iterations": self.iters, "bytes": host.run_disk(&hw, self.iters)},
             });
             return crate::cli::stdout::print_stdout(&format!(
                 "{}\n",
@@ -219,6 +251,36 @@ impl Args {
         line(
             "rollout peak (weights, cache, logits)",
             human(plan.rollout_peak()),
+        );
+        line("host, rollout process", human(host.rollout_resident));
+        line("host, features process", human(host.features_resident));
+        line("host, coeffs process", human(host.coeffs_resident));
+        line(
+            "host, update process (besides the model)",
+            human(host.update_resident),
+        );
+        line("written an iteration: rollouts", human(host.rollouts_file));
+        line(
+            &format!(
+                "  features ({} values of {} bytes a token)",
+                hw.vector_dim,
+                if hw.dtype == Dtype::Bf16 { 2 } else { 4 }
+            ),
+            human(host.features_file),
+        );
+        line(
+            "  coeffs and scores",
+            human(host.coeffs_file + host.scores_file),
+        );
+        line("  policy and optimizer state", human(host.checkpoint));
+        line("  in all", human(host.per_iteration()));
+        let c = &cfg.opts.checkpoint;
+        line(
+            &format!(
+                "disk after {} iterations (keep_last {}, save_every {}, keep_features {})",
+                self.iters, c.keep_last, c.save_every, c.keep_features
+            ),
+            human(host.run_disk(&hw, self.iters)),
         );
         print!("{t}");
         if let Some(mem) = self.memory {

@@ -2,8 +2,6 @@
 //! giving the per-token gradient proxy `v = (1 - p) h`, log-probs and entropies; writes
 //! features.parquet.
 
-use std::collections::HashMap;
-
 use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::json;
@@ -92,29 +90,41 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
                 Ok(())
             })?;
         }
-        // Several processes: each computes its share of the passes; rank 0 writes every
-        // row in the rollouts' order.
+        // Several processes: each computes its share of the passes (pass c on rank
+        // c % world) and keeps it; then, pass by pass in order, rank 0 takes each from its
+        // owner and writes it, so no rank holds more than its share and one pass.
         Some(g) => {
-            let rows = deltarl_features::run(&core, &policy.model, &rollouts, &mut |n| {
-                progress.inc(n as u64)
-            })
+            let refs: Vec<&RolloutRow> = rollouts.iter().collect();
+            let row_tokens =
+                |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
+            let passes =
+                deltarl_features::budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens)
+                    .len();
+            let mut own = Vec::new();
+            deltarl_features::run_each(
+                &core,
+                &policy.model,
+                &rollouts,
+                &mut |rows| {
+                    own.push(rows);
+                    Ok(())
+                },
+                &mut |n| progress.inc(n as u64),
+            )
             .with_context(failed)?;
-            let at: HashMap<(&str, u32), usize> = rollouts
-                .iter()
-                .enumerate()
-                .map(|(i, r)| ((r.prompt_id.as_str(), r.sample_idx), i))
-                .collect();
-            let rows = crate::ranks::gather_rows(g, rows, |r| {
-                at.get(&(r.prompt_id.as_str(), r.sample_idx)).copied()
-            })?;
             if env.writes() {
-                stats.add(&rows);
                 atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
                     let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
-                    out.write_owned(rows)?;
+                    crate::ranks::stream_to_rank0(g, passes, own, &mut |rows| {
+                        stats.add(&rows);
+                        out.write_owned(rows)?;
+                        Ok(())
+                    })?;
                     out.finish()?;
                     Ok(())
                 })?;
+            } else {
+                crate::ranks::stream_to_rank0(g, passes, own, &mut |_| Ok(()))?;
             }
         }
     }

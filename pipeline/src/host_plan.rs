@@ -1,0 +1,163 @@
+//! Host memory and disk for a configuration (`deltarl plan`, below the device table):
+//! what each stage holds in host memory in its process, what an iteration writes, and
+//! what a run of N iterations keeps after pruning. Worst case, as the device plan: every
+//! response runs to `max_new_tokens`, every prompt to `max_prompt_tokens`. File sizes are
+//! uncompressed upper bounds except features, whose bf16 vectors are counted at the 2
+//! bytes a value they take on disk (`deltarl_schemas`'s byte-stream split).
+
+use serde::Serialize;
+
+use deltarl_model::Dtype;
+
+/// What the arithmetic needs from the configuration and the model.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostWorkload {
+    pub dtype: Dtype,
+    pub parameters: u64,
+    /// The stored vector width (the hidden size, or `features.project_dim` below it).
+    pub vector_dim: u64,
+    /// Responses an iteration and their longest prompt and response.
+    pub responses: u64,
+    pub prompt_tokens: u64,
+    pub response_tokens: u64,
+    /// Responses of one features pass.
+    pub features_rows: u64,
+    pub keep_last: u32,
+    pub save_every: u32,
+    pub keep_features: u32,
+}
+
+/// Bytes: per stage in host memory, per file an iteration.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct HostPlan {
+    pub rollout_resident: u64,
+    pub features_resident: u64,
+    pub coeffs_resident: u64,
+    pub update_resident: u64,
+    pub rollouts_file: u64,
+    pub scores_file: u64,
+    pub features_file: u64,
+    pub coeffs_file: u64,
+    /// The policy's weights and the optimizer state (f32 moments, and masters in bf16).
+    pub checkpoint: u64,
+}
+
+/// Decoded vectors a coeffs pass holds at once (`deltarl_coeffs::shell`).
+const VECTOR_BATCH: u64 = deltarl_coeffs::shell::VECTOR_BATCH_BYTES as u64;
+/// A features row group the writer holds at most.
+const ROW_GROUP: u64 = deltarl_schemas::ROW_GROUP_BYTES as u64;
+
+impl HostPlan {
+    pub fn new(w: &HostWorkload) -> Self {
+        let (r, lp, lr, k) = (
+            w.responses,
+            w.prompt_tokens,
+            w.response_tokens,
+            w.vector_dim,
+        );
+        let tokens = r * lr;
+        // Rollouts: prompt and response ids (4 bytes), the sampler's log-probs (4) and the
+        // text (~4 bytes a token).
+        let rollouts = r * (8 * lp + 12 * lr);
+        let value = if w.dtype == Dtype::Bf16 { 2 } else { 4 };
+        // Features: the vector, then probability, log-prob and entropy (f32 each).
+        let features_file = tokens * (k * value + 12);
+        let pass = w.features_rows.min(r) * lr * (4 * k + 12);
+        let master = if w.dtype == Dtype::Bf16 { 4 } else { 0 };
+        let weight = if w.dtype == Dtype::Bf16 { 2 } else { 4 };
+        HostPlan {
+            // The whole batch of rows, written at the end.
+            rollout_resident: rollouts,
+            // The rollouts, one pass's rows in f32 and one row group being written.
+            features_resident: rollouts + pass + ROW_GROUP,
+            // The rollouts, per token the entropy and the estimator's scalars (margins,
+            // assignments, raw and final coefficients: ~36 bytes), one f64 partial of the
+            // vector width a response, and one batch of decoded vectors.
+            coeffs_resident: rollouts + tokens * 36 + r * k * 8 + VECTOR_BATCH,
+            // The rollouts and, per token, old log-probs, coefficients and the joined rows.
+            update_resident: rollouts + tokens * 24,
+            rollouts_file: rollouts,
+            scores_file: r * 64,
+            features_file,
+            coeffs_file: tokens * 4 + r * 32,
+            checkpoint: w.parameters * (weight + master + 8),
+        }
+    }
+
+    /// Bytes an iteration writes.
+    pub fn per_iteration(&self) -> u64 {
+        self.rollouts_file
+            + self.scores_file
+            + self.features_file
+            + self.coeffs_file
+            + self.checkpoint
+    }
+
+    /// The run's disk after `iters` iterations with the workload's pruning.
+    pub fn run_disk(&self, w: &HostWorkload, iters: u32) -> u64 {
+        let n = u64::from(iters);
+        let kept = |keep: u32| if keep == 0 { n } else { n.min(u64::from(keep)) };
+        let features = kept(w.keep_features);
+        let mut checkpoints = kept(w.keep_last);
+        if w.keep_last > 0 && w.save_every > 0 {
+            // Every save_every-th older iteration stays too.
+            let older = n.saturating_sub(u64::from(w.keep_last));
+            checkpoints += older / u64::from(w.save_every);
+        }
+        n * (self.rollouts_file + self.scores_file + self.coeffs_file)
+            + features * self.features_file
+            + checkpoints * self.checkpoint
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload() -> HostWorkload {
+        HostWorkload {
+            dtype: Dtype::Bf16,
+            parameters: 1000,
+            vector_dim: 8,
+            responses: 10,
+            prompt_tokens: 5,
+            response_tokens: 20,
+            features_rows: 4,
+            keep_last: 2,
+            save_every: 4,
+            keep_features: 1,
+        }
+    }
+
+    /// Every number by hand for a small workload.
+    #[test]
+    fn host_plan_by_hand() {
+        let w = workload();
+        let p = HostPlan::new(&w);
+        // 200 tokens; rollouts 10 x (40 + 240) = 2,800 bytes.
+        assert_eq!(p.rollouts_file, 2800);
+        // 200 x (8 x 2 + 12).
+        assert_eq!(p.features_file, 5600);
+        assert_eq!(p.coeffs_file, 200 * 4 + 320);
+        // bf16 weights 2, master 4, moments 8 bytes a parameter.
+        assert_eq!(p.checkpoint, 14_000);
+        assert_eq!(p.features_resident, 2800 + 4 * 20 * 44 + ROW_GROUP);
+        assert_eq!(
+            p.coeffs_resident,
+            2800 + 200 * 36 + 10 * 8 * 8 + VECTOR_BATCH
+        );
+        // 10 iterations: 1 features file, checkpoints of the last 2 and of iterations 4
+        // and 8 (older than the last 2, every 4th).
+        let small = p.rollouts_file + p.scores_file + p.coeffs_file;
+        assert_eq!(
+            p.run_disk(&w, 10),
+            10 * small + p.features_file + 4 * p.checkpoint
+        );
+        let all = HostWorkload {
+            keep_last: 0,
+            keep_features: 0,
+            ..w
+        };
+        assert_eq!(p.run_disk(&all, 3), 3 * p.per_iteration());
+    }
+}
