@@ -21,10 +21,10 @@ use crate::{
 pub const VECTOR_BATCH_BYTES: usize = 16 << 20;
 
 /// The vectors of features.parquet, streamed from the file once a pass; the rows are
-/// placed by key at their position in the estimator's order.
-struct FileVectors<'a> {
-    path: &'a Path,
-    position: &'a HashMap<(&'a str, u32), usize>,
+/// placed by key at their position in the estimator's order (rows of other keys skipped).
+pub struct FileVectors<'a> {
+    pub path: &'a Path,
+    pub position: &'a HashMap<(&'a str, u32), usize>,
 }
 
 impl Vectors for FileVectors<'_> {

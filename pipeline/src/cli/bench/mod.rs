@@ -34,6 +34,10 @@ enum What {
         tokens: usize,
         #[arg(long, default_value_t = 128)]
         dim: usize,
+        /// Also estimate from a features file on disk (the stage's way: the vectors
+        /// streamed once a pass), reported as GB/s of features processed.
+        #[arg(long)]
+        from_file: bool,
     },
     /// Verifications per second on the agreement case table vs HF math-verify.
     Verify,
@@ -66,7 +70,11 @@ impl Args {
             threads: self.threads,
         };
         match self.what {
-            What::Coeffs { tokens, dim } => coeffs::run(run, tokens, dim),
+            What::Coeffs {
+                tokens,
+                dim,
+                from_file,
+            } => coeffs::run(run, tokens, dim, from_file),
             What::Verify => verify::run(run),
             What::Rollout {
                 model,
