@@ -12,7 +12,6 @@ mod error;
 mod io;
 mod keyed;
 pub mod layout;
-mod logprobs;
 mod manifest;
 pub mod seed;
 mod shard;
@@ -27,14 +26,13 @@ pub use io::{
 };
 pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
-pub use logprobs::LogprobRow;
 pub use manifest::Manifest;
 pub use shard::Shard;
 pub use stream::{read_path, write_path, write_table, TableReader, TableWriter, ROW_GROUP_BYTES};
 pub use tables::{
     CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,
 };
-pub use views::{FeatureScalars, FeatureVectors};
+pub use views::{FeatureScalars, FeatureVectors, LogprobRow};
 
 /// The schema version written into every file and required by every reader.
 pub const SCHEMA_VERSION: &str = "1";

@@ -1,6 +1,7 @@
-//! Views of features.parquet for the coefficient stage, which holds the per-token scalars
-//! and streams the vectors: [`FeatureScalars`] decodes the entropies and never the
-//! vectors; [`FeatureVectors`] decodes the vectors alone, a batch at a time.
+//! Views of features.parquet: tables of some of its columns, so reading one decodes those
+//! and never the rest. The update reads [`LogprobRow`] (its old log-probs); the coefficient
+//! stage holds [`FeatureScalars`] (the entropies) and streams [`FeatureVectors`] (the
+//! vectors alone, a batch at a time).
 
 use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
@@ -9,52 +10,74 @@ use crate::arrays::{self, list_of, vectors_of, Columns};
 use crate::tables::table::{batch, f};
 use crate::{Result, Table};
 
-/// A response's per-token entropies (the `entropy` column of features.parquet).
-#[derive(Clone, Debug, PartialEq)]
-pub struct FeatureScalars {
-    pub prompt_id: String,
-    pub sample_idx: u32,
-    pub entropy: Vec<f32>,
+/// A view of features.parquet with the key and one per-token f32 column: reading it
+/// decodes that column and never the vectors.
+macro_rules! token_column_view {
+    ($(#[$doc:meta])* $name:ident, $table:literal, $column:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq)]
+        pub struct $name {
+            pub prompt_id: String,
+            pub sample_idx: u32,
+            pub $column: Vec<f32>,
+        }
+
+        impl Table for $name {
+            const NAME: &'static str = $table;
+
+            fn fields(_: i32) -> Vec<Field> {
+                vec![
+                    f("prompt_id", DataType::Utf8),
+                    f("sample_idx", DataType::UInt32),
+                    f(stringify!($column), list_of(DataType::Float32)),
+                ]
+            }
+
+            fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
+                batch(
+                    Self::NAME,
+                    Self::schema(0),
+                    vec![
+                        arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
+                        arrays::u32s(rows.iter().map(|r| r.sample_idx)),
+                        arrays::list_f32(rows.iter().map(|r| r.$column.as_slice())),
+                    ],
+                )
+            }
+
+            fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
+                let c = Columns { batch, file };
+                let sample_idx = c.u32("sample_idx")?;
+                Ok(c.str("prompt_id")?
+                    .into_iter()
+                    .zip(c.list_f32(stringify!($column))?)
+                    .zip(sample_idx)
+                    .map(|((prompt_id, $column), sample_idx)| $name {
+                        prompt_id,
+                        sample_idx,
+                        $column,
+                    })
+                    .collect())
+            }
+        }
+    };
 }
 
-impl Table for FeatureScalars {
-    const NAME: &'static str = "features (entropies)";
+token_column_view!(
+    /// The log-probability of each response token under the pre-update policy, from the
+    /// teacher-forced features pass (the `logprob` column of features.parquet): the update's
+    /// old log-probs.
+    LogprobRow,
+    "features (log-probs)",
+    logprob
+);
 
-    fn fields(_: i32) -> Vec<Field> {
-        vec![
-            f("prompt_id", DataType::Utf8),
-            f("sample_idx", DataType::UInt32),
-            f("entropy", list_of(DataType::Float32)),
-        ]
-    }
-
-    fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
-        batch(
-            Self::NAME,
-            Self::schema(0),
-            vec![
-                arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
-                arrays::u32s(rows.iter().map(|r| r.sample_idx)),
-                arrays::list_f32(rows.iter().map(|r| r.entropy.as_slice())),
-            ],
-        )
-    }
-
-    fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
-        let c = Columns { batch, file };
-        let sample_idx = c.u32("sample_idx")?;
-        Ok(c.str("prompt_id")?
-            .into_iter()
-            .zip(c.list_f32("entropy")?)
-            .zip(sample_idx)
-            .map(|((prompt_id, entropy), sample_idx)| FeatureScalars {
-                prompt_id,
-                sample_idx,
-                entropy,
-            })
-            .collect())
-    }
-}
+token_column_view!(
+    /// A response's per-token entropies (the `entropy` column of features.parquet).
+    FeatureScalars,
+    "features (entropies)",
+    entropy
+);
 
 /// A response's token vectors (the `features` column of features.parquet).
 #[derive(Clone, Debug, PartialEq)]

@@ -58,7 +58,11 @@ fn features(dtype: Dtype, bf16_vectors: bool) -> Vec<FeatureRow> {
     } else {
         p
     };
-    let s = deltarl_features::Settings {
+    run(&settings(bf16_vectors), &p.model, &rollouts(), &mut |_| {}).unwrap()
+}
+
+fn settings(bf16_vectors: bool) -> deltarl_features::Settings {
+    deltarl_features::Settings {
         proxy: Proxy::LmHeadRow,
         project_dim: None,
         projection_seed: 0,
@@ -68,22 +72,11 @@ fn features(dtype: Dtype, bf16_vectors: bool) -> Vec<FeatureRow> {
         head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         bf16_vectors,
         shard: deltarl_schemas::Shard::WHOLE,
-    };
-    run(&s, &p.model, &rollouts(), &mut |_| {}).unwrap()
+    }
 }
 
 fn file_bytes(rows: &[FeatureRow], bf16_vectors: bool) -> usize {
-    let s = deltarl_features::Settings {
-        proxy: Proxy::LmHeadRow,
-        project_dim: None,
-        projection_seed: 0,
-        temperature: 1.0,
-        chunk_rows: 8,
-        chunk_tokens: None,
-        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
-        bf16_vectors,
-        shard: deltarl_schemas::Shard::WHOLE,
-    };
+    let s = settings(bf16_vectors);
     let mut w = writer(&s, HIDDEN, Vec::new(), FileMeta::new("features", ""));
     w.write(rows).unwrap();
     w.finish().unwrap().len()

@@ -7,6 +7,8 @@
 //! moves its weight by 2 lr either way.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use deltarl_update::{run, AdamW, AdamWSettings, Aggregation, LossSettings, Settings, TrainRow};
 use tch::{Kind, Tensor};
 
@@ -38,16 +40,7 @@ struct Outcome {
 /// One update (two micro-batches) with the head in chunks of `chunk_tokens` tokens (None =
 /// whole), an entropy bonus and a KL penalty so every path of the head carries gradient.
 fn update(bf16: bool, checkpointing: bool, chunk_tokens: Option<u64>) -> Outcome {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = deltarl_model::random_policy(
-        dir.path(),
-        &deltarl_data::tokenizer_json(),
-        deltarl_data::vocab_size(),
-        true,
-        11,
-        1.0,
-    )
-    .unwrap();
+    let (dir, mut p) = common::tiny_policy();
     // The KL reference: the same weights, kept in f32.
     deltarl_model::save(&p, dir.path()).unwrap();
     let base = deltarl_model::load(dir.path(), tch::Device::Cpu, deltarl_model::Dtype::F32);

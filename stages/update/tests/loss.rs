@@ -2,8 +2,9 @@
 //! exactly DAPO's loss, gradients and updated weights.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response};
-use deltarl_model::random_policy;
 use deltarl_update::{
     run, token_loss, token_weights, AdamW, AdamWSettings, Aggregation, LossSettings, Settings,
     TrainRow,
@@ -68,17 +69,7 @@ fn aggregation_weights_by_hand() {
 }
 
 fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = random_policy(
-        dir.path(),
-        &deltarl_data::tokenizer_json(),
-        deltarl_data::vocab_size(),
-        true,
-        11,
-        1.0,
-    )
-    .unwrap();
-    (dir, p)
+    common::tiny_policy()
 }
 
 fn train_rows(coeffs: &[Vec<f32>]) -> Vec<TrainRow> {

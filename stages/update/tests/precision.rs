@@ -3,6 +3,8 @@
 //! rounded. (A step with a non-finite gradient norm is skipped: `loss.rs`.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use deltarl_update::{AdamW, AdamWSettings};
 use tch::{nn, Device, Kind, Tensor};
 
@@ -105,23 +107,6 @@ fn the_master_round_trips_through_the_optimizer_state() {
     assert_eq!(again.step, 1);
 }
 
-/// A bf16 policy, the tiny test model rounded to bf16.
-fn bf16_policy() -> (tempfile::TempDir, deltarl_model::Policy) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = deltarl_model::random_policy(
-        dir.path(),
-        &deltarl_data::tokenizer_json(),
-        deltarl_data::vocab_size(),
-        true,
-        11,
-        1.0,
-    )
-    .unwrap();
-    p.vs.bfloat16();
-    p.dtype = deltarl_model::Dtype::Bf16;
-    (dir, p)
-}
-
 /// `copies` copies of one 9-token response, each its own prompt group.
 fn copies(copies: usize) -> Vec<deltarl_update::TrainRow> {
     (0..copies)
@@ -139,7 +124,7 @@ fn copies(copies: usize) -> Vec<deltarl_update::TrainRow> {
 /// The f32 gradient of every parameter after one update of a fresh bf16 policy on `rows`,
 /// one response a forward/backward pass (no clipping).
 fn gradients(rows: &[deltarl_update::TrainRow]) -> Vec<(String, Tensor)> {
-    let (_d, p) = bf16_policy();
+    let (_d, p) = common::tiny_bf16_policy();
     let mut opt = AdamW::new(&p.vs, ADAM);
     let s = deltarl_update::Settings {
         loss: deltarl_update::LossSettings {

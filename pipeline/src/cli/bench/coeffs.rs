@@ -21,13 +21,13 @@ const GROUP: usize = 8;
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
     pub ours: f64,
-    pub numpy: f64,
+    pub numpy: Option<f64>,
     /// From a features file on disk, when asked.
     pub from_file: Option<f64>,
 }
 
-pub fn run(run: Run, tokens: usize, dim: usize, from_file: bool) -> Result<()> {
-    let t = time(run, tokens, dim, from_file)?;
+pub fn run(run: Run, tokens: usize, dim: usize, from_file: bool, numpy: bool) -> Result<()> {
+    let t = time(run, tokens, dim, from_file, numpy)?;
     println!(
         "coeffs: {tokens} tokens x {dim} dims, K = 1, {} threads, median of {}",
         run.threads, run.reps
@@ -37,11 +37,13 @@ pub fn run(run: Run, tokens: usize, dim: usize, from_file: bool) -> Result<()> {
         t.ours,
         tokens as f64 / t.ours / 1e6
     );
-    println!(
-        "  numpy    {:>9.4} s  ({:.2} M tokens/s)",
-        t.numpy,
-        tokens as f64 / t.numpy / 1e6
-    );
+    if let Some(numpy) = t.numpy {
+        println!(
+            "  numpy    {:>9.4} s  ({:.2} M tokens/s)",
+            numpy,
+            tokens as f64 / numpy / 1e6
+        );
+    }
     if let Some(f) = t.from_file {
         let gb = (tokens * dim * 4) as f64 / 1e9;
         println!(
@@ -50,10 +52,12 @@ pub fn run(run: Run, tokens: usize, dim: usize, from_file: bool) -> Result<()> {
             gb / f
         );
     }
-    println!(
-        "  speed-up {:.2}x (in memory; numpy holds its batch in memory)",
-        t.numpy / t.ours
-    );
+    if let Some(numpy) = t.numpy {
+        println!(
+            "  speed-up {:.2}x (in memory; numpy holds its batch in memory)",
+            numpy / t.ours
+        );
+    }
     Ok(())
 }
 
@@ -101,7 +105,7 @@ fn time_from_file(run: Run, dim: usize, rs: &[Response<'_>]) -> Result<f64> {
     }))
 }
 
-fn time(run: Run, tokens: usize, dim: usize, from_file: bool) -> Result<Timing> {
+fn time(run: Run, tokens: usize, dim: usize, from_file: bool, numpy: bool) -> Result<Timing> {
     // Responses of 500 tokens, one advantage each, random features.
     let mut rng = Rng::new(0);
     let n_resp = tokens.div_ceil(RESPONSE_TOKENS);
@@ -130,13 +134,17 @@ fn time(run: Run, tokens: usize, dim: usize, from_file: bool) -> Result<Timing> 
     let ours = median_seconds(run.reps, || {
         let _ = std::hint::black_box(estimate(&s, dim, &rs));
     });
-    let assets = Assets::write(&[&baseline::COEFFS_REFERENCE])?;
-    let numpy = baseline::run_number(&[
-        assets.path(&baseline::COEFFS_REFERENCE),
-        "bench".into(),
-        tokens.to_string(),
-        dim.to_string(),
-    ])?;
+    let numpy = if numpy {
+        let assets = Assets::write(&[&baseline::COEFFS_REFERENCE])?;
+        Some(baseline::run_number(&[
+            assets.path(&baseline::COEFFS_REFERENCE),
+            "bench".into(),
+            tokens.to_string(),
+            dim.to_string(),
+        ])?)
+    } else {
+        None
+    };
     let from_file = if from_file {
         Some(time_from_file(run, dim, &rs)?)
     } else {

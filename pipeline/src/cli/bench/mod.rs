@@ -38,6 +38,10 @@ enum What {
         /// streamed once a pass), reported as GB/s of features processed.
         #[arg(long)]
         from_file: bool,
+        /// Leave the numpy reference out (it holds the batch in f64: 8 GB and temporaries
+        /// at 1 M tokens x 1,024 dims).
+        #[arg(long)]
+        no_numpy: bool,
     },
     /// Verifications per second on the agreement case table vs HF math-verify.
     Verify,
@@ -74,7 +78,8 @@ impl Args {
                 tokens,
                 dim,
                 from_file,
-            } => coeffs::run(run, tokens, dim, from_file),
+                no_numpy,
+            } => coeffs::run(run, tokens, dim, from_file, !no_numpy),
             What::Verify => verify::run(run),
             What::Rollout {
                 model,
