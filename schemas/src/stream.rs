@@ -144,18 +144,44 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
 
     /// Adds rows; every completed row group is written out.
     pub fn write(&mut self, rows: &[T]) -> Result<()> {
-        self.write_owned(rows.to_vec())
+        let mut start = 0;
+        while start < rows.len() {
+            // A group in progress is completed row by row (those rows are copied).
+            if !self.group.is_empty() {
+                self.push(rows[start].clone())?;
+                start += 1;
+                continue;
+            }
+            // Whole groups go straight from the slice, uncopied; the tail waits.
+            let (mut end, mut bytes) = (start, 0);
+            while end < rows.len() && end - start < self.max_rows && bytes < self.max_bytes {
+                bytes += rows[end].heap_bytes();
+                end += 1;
+            }
+            if end - start < self.max_rows && bytes < self.max_bytes {
+                return self.write_owned(rows[start..].to_vec());
+            }
+            self.rows += end - start;
+            self.write_group(&rows[start..end])?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, row: T) -> Result<()> {
+        self.group_bytes += row.heap_bytes();
+        self.group.push(row);
+        self.rows += 1;
+        if self.group.len() >= self.max_rows || self.group_bytes >= self.max_bytes {
+            self.flush_group()?;
+        }
+        Ok(())
     }
 
     /// Like [`TableWriter::write`], taking the rows.
     pub fn write_owned(&mut self, rows: Vec<T>) -> Result<()> {
         for row in rows {
-            self.group_bytes += row.heap_bytes();
-            self.group.push(row);
-            self.rows += 1;
-            if self.group.len() >= self.max_rows || self.group_bytes >= self.max_bytes {
-                self.flush_group()?;
-            }
+            self.push(row)?;
         }
         Ok(())
     }
@@ -194,7 +220,12 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
         }
         let group = std::mem::take(&mut self.group);
         self.group_bytes = 0;
-        let dim = T::dim(&group)?;
+        self.write_group(&group)
+    }
+
+    /// Writes `group` as one row group (one Arrow batch).
+    fn write_group(&mut self, group: &[T]) -> Result<()> {
+        let dim = T::dim(group)?;
         if self.writer.is_some() && dim != self.dim {
             return Err(Error::Build {
                 table: T::NAME.into(),
@@ -204,7 +235,7 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
                 ),
             });
         }
-        let batch = T::to_batch(&group)?;
+        let batch = T::to_batch(group)?;
         let w = self.writer(dim)?;
         w.write(&batch).map_err(Self::err)?;
         w.flush().map_err(Self::err)?;

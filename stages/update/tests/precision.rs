@@ -121,10 +121,10 @@ fn copies(copies: usize) -> Vec<deltarl_update::TrainRow> {
         .collect()
 }
 
-/// The f32 gradient of every parameter after one update of a fresh bf16 policy on `rows`,
-/// one response a forward/backward pass (no clipping).
-fn gradients(rows: &[deltarl_update::TrainRow]) -> Vec<(String, Tensor)> {
-    let (_d, p) = common::tiny_bf16_policy();
+/// The f32 gradient of every parameter after one update of the bf16 policy saved in
+/// `folder` on `rows`, one response a forward/backward pass (no clipping).
+fn gradients(folder: &std::path::Path, rows: &[deltarl_update::TrainRow]) -> Vec<(String, Tensor)> {
+    let p = deltarl_model::load(folder, Device::Cpu, deltarl_model::Dtype::Bf16).unwrap();
     let mut opt = AdamW::new(&p.vs, ADAM);
     let s = deltarl_update::Settings {
         loss: deltarl_update::LossSettings {
@@ -171,8 +171,12 @@ fn gradients(rows: &[deltarl_update::TrainRow]) -> Vec<(String, Tensor)> {
 #[test]
 fn bf16_micro_batch_gradients_are_summed_in_f32() {
     tch::set_num_threads(1);
-    let alone = gradients(&copies(1));
-    let eight = gradients(&copies(8));
+    // One policy, saved and loaded for each run: libtorch's generator is process-wide and
+    // the other tests of this file draw from it, so two fresh random policies could differ.
+    let (dir, p) = common::tiny_policy();
+    deltarl_model::save(&p, dir.path()).unwrap();
+    let alone = gradients(dir.path(), &copies(1));
+    let eight = gradients(dir.path(), &copies(8));
     assert_eq!(alone.len(), eight.len());
     for ((name, a), (other, b)) in alone.iter().zip(&eight) {
         assert_eq!(name, other);

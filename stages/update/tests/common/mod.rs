@@ -16,11 +16,3 @@ pub fn tiny_policy() -> (tempfile::TempDir, deltarl_model::Policy) {
     .unwrap();
     (dir, p)
 }
-
-/// [`tiny_policy`] rounded to bf16 (bf16 compute over f32 masters).
-pub fn tiny_bf16_policy() -> (tempfile::TempDir, deltarl_model::Policy) {
-    let (dir, mut p) = tiny_policy();
-    p.vs.bfloat16();
-    p.dtype = deltarl_model::Dtype::Bf16;
-    (dir, p)
-}
