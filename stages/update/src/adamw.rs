@@ -21,14 +21,12 @@
 //! weights ([`AdamW::share_weights`]). Saving consolidates the state on rank 0 one
 //! parameter at a time, so the file is the one a single process writes.
 
-use std::path::Path;
-
 use deltarl_dist::Group;
 use deltarl_schemas::Shard;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::{Error, Result};
+use crate::Result;
 
 /// AdamW hyper-parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -41,20 +39,20 @@ pub struct AdamWSettings {
 }
 
 /// The optimizer's state of one parameter.
-struct Slot {
-    name: String,
+pub(crate) struct Slot {
+    pub(crate) name: String,
     /// The model's parameter (the working copy the forward pass uses).
-    param: Tensor,
+    pub(crate) param: Tensor,
     /// f32 master weights when the parameter is not f32.
-    master: Option<Tensor>,
+    pub(crate) master: Option<Tensor>,
     /// The f32 sum of the micro-batch gradients when the parameter is not f32 (every
     /// process holds it whole: each accumulates its own micro-batches before the sum over
     /// processes). An f32 parameter accumulates in its own `.grad`.
-    grad32: Option<Tensor>,
-    exp_avg: Tensor,
-    exp_avg_sq: Tensor,
+    pub(crate) grad32: Option<Tensor>,
+    pub(crate) exp_avg: Tensor,
+    pub(crate) exp_avg_sq: Tensor,
     /// The process that keeps this parameter's state and steps it (0 unsharded).
-    owner: usize,
+    pub(crate) owner: usize,
 }
 
 impl Slot {
@@ -89,15 +87,10 @@ impl Slot {
 /// parameter, sorted by name, and the step count.
 pub struct AdamW {
     pub settings: AdamWSettings,
-    params: Vec<Slot>,
+    pub(crate) params: Vec<Slot>,
     pub step: u64,
     /// This process's rank when the state is sharded (ZeRO-1); None = every slot here.
-    sharded_rank: Option<usize>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Meta {
-    step: u64,
+    pub(crate) sharded_rank: Option<usize>,
 }
 
 impl AdamW {
@@ -330,124 +323,5 @@ impl AdamW {
             .iter()
             .find(|s| s.name == name)
             .and_then(|s| s.master.as_ref())
-    }
-
-    /// The whole state by name, as one process holds it. Sharded, every process must call
-    /// it: each parameter's state goes from its owner to rank 0 (one parameter at a time,
-    /// kept on the host there, as torch's `consolidate_state_dict(to=0)`); other ranks get
-    /// an empty list.
-    pub fn consolidated(&self, ranks: Option<&Group>) -> Result<Vec<(String, Tensor)>> {
-        if ranks.is_none() && self.sharded_rank.is_some() {
-            return Err(Error::Input(
-                "sharded optimizer state is consolidated through its process group".into(),
-            ));
-        }
-        let mut named = Vec::with_capacity(self.params.len() * 3);
-        for s in &self.params {
-            let mut parts = vec![
-                ("exp_avg", Some(&s.exp_avg)),
-                ("exp_avg_sq", Some(&s.exp_avg_sq)),
-            ];
-            if s.param.kind() != Kind::Float {
-                parts.push(("master", s.master.as_ref()));
-            }
-            for (prefix, mine) in parts {
-                let key = format!("{prefix}.{}", s.name);
-                let (Some(g), Some(rank)) = (ranks, self.sharded_rank) else {
-                    if let Some(t) = mine {
-                        named.push((key, t.shallow_clone()));
-                    }
-                    continue;
-                };
-                let mut t = match mine {
-                    Some(t) if rank == s.owner => t.to_device(Device::Cpu),
-                    _ => Tensor::zeros(s.param.size(), (Kind::Float, Device::Cpu)),
-                };
-                if s.owner != 0 {
-                    g.broadcast(&mut t, s.owner)?;
-                }
-                if rank == 0 {
-                    named.push((key, t));
-                }
-            }
-        }
-        Ok(named)
-    }
-
-    /// Saves the moments (and master weights) as `optimizer.safetensors` and the step as
-    /// `optimizer.json`.
-    pub fn save(&self, dir: &Path) -> Result<()> {
-        self.save_named(dir, &self.consolidated(None)?)
-    }
-
-    /// Writes state from [`AdamW::consolidated`].
-    pub fn save_named(&self, dir: &Path, named: &[(String, Tensor)]) -> Result<()> {
-        deltarl_model::write_tensors(&dir.join("optimizer.safetensors"), named)?;
-        let json = serde_json::to_vec(&Meta { step: self.step }).unwrap_or_default();
-        deltarl_schemas::atomic_write_bytes(&dir.join("optimizer.json"), &json)?;
-        Ok(())
-    }
-
-    /// Restores state saved by [`AdamW::save`]; every moment must be present. Master
-    /// weights are restored when saved (a run that continues in bf16); otherwise they stay
-    /// the working copy upcast (the first bf16 step after an f32 run).
-    pub fn load(&mut self, dir: &Path) -> Result<()> {
-        let path = dir.join("optimizer.safetensors");
-        let named = Tensor::read_safetensors(&path).map_err(|e| Error::State {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        let map: std::collections::HashMap<String, Tensor> = named.into_iter().collect();
-        let rank = self.sharded_rank;
-        for s in &mut self.params {
-            if rank.is_some_and(|r| r != s.owner) {
-                // Another process keeps this state; the weights came with the policy.
-                continue;
-            }
-            let (n, p) = (&s.name, &s.param);
-            let mut slots = vec![("exp_avg", &mut s.exp_avg, true)];
-            slots.push(("exp_avg_sq", &mut s.exp_avg_sq, true));
-            if let Some(m) = s.master.as_mut() {
-                slots.push(("master", m, false));
-            }
-            for (prefix, slot, required) in slots {
-                let key = format!("{prefix}.{n}");
-                let Some(t) = map.get(&key) else {
-                    if !required {
-                        continue;
-                    }
-                    return Err(Error::State {
-                        path: path.clone(),
-                        message: format!("missing tensor `{key}`"),
-                    });
-                };
-                if t.size() != p.size() {
-                    return Err(Error::State {
-                        path: path.clone(),
-                        message: format!(
-                            "tensor `{key}` has shape {:?}, expected {:?}",
-                            t.size(),
-                            p.size()
-                        ),
-                    });
-                }
-                tch::no_grad(|| slot.copy_(&t.to_device(slot.device())));
-            }
-            if let Some(m) = &s.master {
-                // The working copy follows the restored master exactly.
-                tch::no_grad(|| s.param.copy_(&m.to_kind(s.param.kind())));
-            }
-        }
-        let mpath = dir.join("optimizer.json");
-        let text = std::fs::read(&mpath).map_err(|e| Error::State {
-            path: mpath.clone(),
-            message: e.to_string(),
-        })?;
-        let meta: Meta = serde_json::from_slice(&text).map_err(|e| Error::State {
-            path: mpath.clone(),
-            message: e.to_string(),
-        })?;
-        self.step = meta.step;
-        Ok(())
     }
 }

@@ -3,6 +3,7 @@
 
 mod adamw;
 mod loss;
+mod optimizer_state;
 pub mod shell;
 mod train;
 
