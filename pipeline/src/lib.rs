@@ -2,7 +2,8 @@
 //!
 //! Layers, bottom up (a module uses only modules of the layers before its own; the
 //! workspace's layering test finds any cycle):
-//! 1. leaves: `data` and `chat` (prompts, benchmark names), `progress`, `failure` (how an
+//! 1. leaves: `data`, `epochs` and `chat` (prompts, the per-iteration draw, benchmark
+//!    names), `progress`, `failure` (how an
 //!    error is shown), `hashcache`, `pruned` (the record of pruned files), `memory`,
 //!    `plan` and `host_plan` (device and host memory, disk), `paired`;
 //! 2. `config` (options, validated once into `Resolved`), `ranks` (several processes),
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod context;
 pub mod data;
+pub mod epochs;
 pub mod failure;
 mod hashcache;
 pub mod host_plan;

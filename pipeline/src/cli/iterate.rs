@@ -50,7 +50,7 @@ impl Args {
             (None, Some(epochs)) => {
                 let o = &ctx.cfg.opts;
                 let n = crate::data::load_prompts(&o.data.source, o.data.train_size)?.len();
-                let per_epoch = crate::data::batches_per_epoch(n, o.rollout.prompts_per_iter);
+                let per_epoch = crate::epochs::batches_per_epoch(n, o.rollout.prompts_per_iter);
                 Until::Iteration(epochs.saturating_mul(per_epoch))
             }
             (None, None) => Until::Count(self.iters),

@@ -74,7 +74,7 @@ pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let r = &s.rollout;
     let prompts = data::load_prompts(&s.data.source, s.data.train_size)?;
-    let mut drawn = data::draw(&prompts, r.prompts_per_iter, s.seed, env.iter);
+    let mut drawn = crate::epochs::draw(&prompts, r.prompts_per_iter, s.seed, env.iter);
     let dir = env.previous_policy();
     // vLLM loads the folder itself: here only the tokenizer and the end tokens are needed.
     let policy = match r.engine {
@@ -176,7 +176,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     })?;
     let tokens: usize = rows.iter().map(|r| r.response_token_ids.len()).sum();
     let n = rows.len().max(1) as f64;
-    let at = data::epoch_of(prompts.len(), r.prompts_per_iter, env.iter);
+    let at = crate::epochs::epoch_of(prompts.len(), r.prompts_per_iter, env.iter);
     let truncated = rows
         .iter()
         .filter(|r| r.finish_reason == FinishReason::Length)

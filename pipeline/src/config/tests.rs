@@ -1,0 +1,121 @@
+//! The configuration's tests: every shipped config loads, the 8B one is the authors' run script,
+//! extraction policies by name, the KV-cache budget.
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn configs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")
+}
+
+#[test]
+fn every_shipped_config_loads_and_validates() {
+    let mut n = 0;
+    for e in std::fs::read_dir(configs()).unwrap() {
+        let path = e.unwrap().path();
+        Resolved::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        n += 1;
+    }
+    assert!(n >= 7, "{n} configs");
+}
+
+#[test]
+fn the_8b_config_is_the_authors_run_script() {
+    let r = Resolved::load(&configs().join("qwen3-8b-dapo-math.toml")).unwrap();
+    let o = &r.opts;
+    assert_eq!(o.model.dtype, deltarl_model::Dtype::Bf16);
+    assert_eq!(
+        (o.rollout.prompts_per_iter, o.rollout.samples_per_prompt),
+        (128, 16)
+    );
+    assert_eq!(
+        (o.rollout.max_new_tokens, o.rollout.max_prompt_tokens),
+        (20480, 2048)
+    );
+    assert_eq!(
+        (o.rollout.temperature, o.rollout.top_p, o.rollout.top_k),
+        (1.0, 1.0, 0)
+    );
+    assert!(r.overlong_penalty && !o.score.dynamic_sampling);
+    assert_eq!(
+        (o.score.overlong_buffer, o.score.overlong_factor),
+        (4096, 1.0)
+    );
+    assert_eq!(o.features.project_dim, 0, "full-width features");
+    // Validation as the authors run it: every 4 iterations, T = 1, top-p 0.7, n = 1.
+    assert_eq!(
+        (
+            o.eval.every,
+            o.eval.samples,
+            o.eval.temperature,
+            o.eval.top_p
+        ),
+        (4, 1, 1.0, 0.7)
+    );
+    assert_eq!(o.eval.benchmarks.len(), 7);
+    assert_eq!(
+        (
+            o.checkpoint.keep_last,
+            o.checkpoint.save_every,
+            o.checkpoint.keep_features
+        ),
+        (4, 0, 2)
+    );
+    assert_eq!(
+        r.estimator,
+        Estimator::Delta(DeltaSettings {
+            refine_steps: 1,
+            lam_min: 0.8,
+            lam_max: 1.2,
+            scope: deltarl_coeffs::Scope::Batch,
+        })
+    );
+    let u = &o.update;
+    assert_eq!((u.eps_low, r.eps_high, u.dual_clip), (0.2, 0.28, 10.0));
+    assert_eq!(
+        (u.lr, u.warmup_steps, u.weight_decay, u.grad_clip),
+        (1e-6, 0, 0.1, 1.0)
+    );
+    assert_eq!(u.optimizer_steps, 4, "mini-batches of 32 of 128 prompts");
+    assert_eq!((u.kl_coef, u.entropy_coef), (0.0, 0.0));
+    assert_eq!(u.old_logprobs, deltarl_update::OldLogprobs::Recompute);
+    assert_eq!(r.aggregation, Aggregation::TokenMean);
+    assert!(u.activation_checkpointing);
+    assert_eq!(o.rollout.kv_cache_tokens, 655_360);
+}
+
+#[test]
+fn extraction_policies_and_fallbacks_are_named_values() {
+    let base = configs().join("tiny-arith.toml");
+    let r = Resolved::load_with(&base, &["score.extract=\"lenient\"".into()]).unwrap();
+    assert_eq!(r.opts.score.extract, deltarl_verify::Policy::Lenient);
+    let r = Resolved::load(&base).unwrap();
+    assert_eq!(r.opts.score.extract, deltarl_verify::Policy::Boxed);
+    for bad in [
+        "score.extract=\"loose\"",
+        "score.extract_fallbacks=[\"answer-is\", \"nope\"]",
+    ] {
+        let err = format!(
+            "{:#}",
+            Resolved::load_with(&base, &[bad.into()]).unwrap_err()
+        );
+        let key = bad.split('=').next().unwrap();
+        assert!(
+            err.contains(key.trim_start_matches("score.")),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_kv_cache_budget_must_hold_one_response() {
+    let base = configs().join("tiny-arith.toml");
+    let err = format!(
+        "{:#}",
+        Resolved::load_with(&base, &["rollout.kv_cache_tokens=10".into()]).unwrap_err()
+    );
+    assert!(
+        err.contains("rollout.kv_cache_tokens") && err.contains("41"),
+        "{err}"
+    );
+    Resolved::load_with(&base, &["rollout.kv_cache_tokens=41".into()]).unwrap();
+}
