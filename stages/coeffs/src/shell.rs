@@ -23,8 +23,21 @@ pub const VECTOR_BATCH_BYTES: usize = 16 << 20;
 /// The vectors of features.parquet, streamed from the file once a pass; the rows are
 /// placed by key at their position in the estimator's order (rows of other keys skipped).
 pub struct FileVectors<'a> {
-    pub path: &'a Path,
-    pub position: &'a HashMap<(&'a str, u32), usize>,
+    path: &'a Path,
+    position: HashMap<(&'a str, u32), usize>,
+}
+
+impl<'a> FileVectors<'a> {
+    /// The vectors in `path` of the responses `sorted`, in the estimator's order
+    /// ([`fixed_order`]).
+    pub fn new(path: &'a Path, sorted: &[Response<'a>]) -> Self {
+        let position = sorted
+            .iter()
+            .enumerate()
+            .map(|(k, r)| ((r.prompt_id, r.sample_idx), k))
+            .collect();
+        FileVectors { path, position }
+    }
 }
 
 impl Vectors for FileVectors<'_> {
@@ -44,16 +57,17 @@ impl Vectors for FileVectors<'_> {
     }
 }
 
-/// Pure core: coefficient rows in rollout order plus the summary, the vectors read from
-/// `features` pass by pass (`features_scalars` are its entropies, `dim` its vector
-/// dimension). `decode` turns token ids into text for the extreme-token table.
+/// The stage's work: coefficient rows in rollout order plus the summary, the vectors read
+/// from the features file pass by pass (`features_scalars` are its entropies, `dim` its
+/// vector dimension); the estimation itself is [`estimate_sorted`]. `decode` turns token
+/// ids into text for the extreme-token table.
 pub fn run(
     settings: &Settings,
     rollouts: &[RolloutRow],
     scores: &[ScoreRow],
     features_scalars: &[FeatureScalars],
     dim: usize,
-    features: &mut dyn Vectors,
+    features: &Path,
     decode: &dyn Fn(&[u32]) -> String,
 ) -> Result<(Vec<CoeffRow>, Summary)> {
     let score_of = Index::new(scores);
@@ -82,7 +96,8 @@ pub fn run(
     }
     let order = fixed_order(&responses)?;
     let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
-    let (sorted_coeffs, summary) = estimate_sorted(settings, dim, &sorted, features)?;
+    let mut vectors = FileVectors::new(features, &sorted);
+    let (sorted_coeffs, summary) = estimate_sorted(settings, dim, &sorted, &mut vectors)?;
     let mut coeffs = vec![Vec::new(); responses.len()];
     for (c, &i) in sorted_coeffs.into_iter().zip(&order) {
         coeffs[i] = c;
@@ -138,27 +153,8 @@ pub fn run_io<W: Write + Send>(
     let scores: Vec<ScoreRow> = read_path(scores)?.0;
     let scalars: Vec<FeatureScalars> = read_path(features)?.0;
     let dim = vector_dim(features, "features")?.unwrap_or(0);
-    let position: HashMap<(&str, u32), usize> = {
-        // Positions in the estimator's order: (prompt_id, sample_idx).
-        let mut keys: Vec<(&str, u32)> = rollouts.iter().map(Keyed::key).collect();
-        keys.sort_unstable();
-        keys.into_iter()
-            .enumerate()
-            .map(|(k, key)| (key, k))
-            .collect()
-    };
-    let mut vectors = FileVectors {
-        path: features,
-        position: &position,
-    };
     let (rows, summary) = run(
-        settings,
-        &rollouts,
-        &scores,
-        &scalars,
-        dim,
-        &mut vectors,
-        decode,
+        settings, &rollouts, &scores, &scalars, dim, features, decode,
     )?;
     let meta = meta
         .with(

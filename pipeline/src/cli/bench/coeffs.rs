@@ -1,7 +1,5 @@
 //! `deltarl bench coeffs`: DelTA coefficient estimation against the numpy reference.
 
-use std::collections::HashMap;
-
 use anyhow::Result;
 use deltarl_coeffs::shell::FileVectors;
 use deltarl_coeffs::{
@@ -89,16 +87,8 @@ fn time_from_file(run: Run, dim: usize, rs: &[Response<'_>]) -> Result<f64> {
             ..rs[i]
         })
         .collect();
-    let position: HashMap<(&str, u32), usize> = sorted
-        .iter()
-        .enumerate()
-        .map(|(k, r)| ((r.prompt_id, r.sample_idx), k))
-        .collect();
     let s = Settings::new(Estimator::Delta(DeltaSettings::default()))?;
-    let mut src = FileVectors {
-        path: &path,
-        position: &position,
-    };
+    let mut src = FileVectors::new(&path, &sorted);
     estimate_sorted(&s, dim, &sorted, &mut src)?;
     Ok(median_seconds(run.reps, || {
         let _ = std::hint::black_box(estimate_sorted(&s, dim, &sorted, &mut src));
