@@ -94,12 +94,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         // c % world) and keeps it; then, pass by pass in order, rank 0 takes each from its
         // owner and writes it, so no rank holds more than its share and one pass.
         Some(g) => {
-            let refs: Vec<&RolloutRow> = rollouts.iter().collect();
-            let row_tokens =
-                |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
-            let passes =
-                deltarl_features::budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens)
-                    .len();
+            let passes = deltarl_features::passes(&core, &rollouts).len();
             let mut own = Vec::new();
             deltarl_features::run_each(
                 &core,

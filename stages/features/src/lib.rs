@@ -227,6 +227,18 @@ fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
     )?)
 }
 
+/// The forward passes of one process, in order: consecutive rollouts, at most
+/// `chunk_rows` of them and `chunk_tokens` padded tokens a pass. With a [`Shard`], pass `c`
+/// is rank `c % world`'s.
+pub fn passes<'a>(s: &Settings, rollouts: &'a [RolloutRow]) -> Vec<Vec<&'a RolloutRow>> {
+    let refs: Vec<&RolloutRow> = rollouts.iter().collect();
+    let row_tokens = |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
+    budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens)
+        .into_iter()
+        .map(<[&RolloutRow]>::to_vec)
+        .collect()
+}
+
 /// Pure core, collected: one feature row per rollout row, in the same order (with a
 /// [`Shard`], the rows of its chunks only, in the same order). `progress` is told how many
 /// responses each forward pass finished.
@@ -286,10 +298,7 @@ pub fn run_each(
         }
     }
     let head_chunk = head_chunk_tokens(s.head_chunk_bytes, model.config.vocab_size);
-    let refs: Vec<&RolloutRow> = rollouts.iter().collect();
-    let row_tokens = |r: &&RolloutRow| r.prompt_token_ids.len() + r.response_token_ids.len();
-    let chunks = budget_chunks(&refs, s.chunk_rows, s.chunk_tokens, row_tokens);
-    for (c, chunk) in chunks.into_iter().enumerate() {
+    for (c, chunk) in passes(s, rollouts).into_iter().enumerate() {
         if !s.shard.owns(c) {
             continue;
         }
