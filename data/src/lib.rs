@@ -247,6 +247,7 @@ pub fn prompt_rows(task: Task, problems: &[Problem]) -> Vec<PromptRow> {
             answer: p.answer().to_string(),
             data_source: Some(task.source().into()),
             system: None,
+            reward_kind: Default::default(),
         })
         .collect()
 }

@@ -170,6 +170,7 @@ fn prompt_row(v: &serde_json::Value) -> std::result::Result<PromptRow, String> {
         answer,
         data_source,
         system,
+        reward_kind: Default::default(),
     })
 }
 

@@ -36,6 +36,10 @@ pub(crate) fn u32s(v: impl Iterator<Item = u32>) -> ArrayRef {
     Arc::new(UInt32Array::from_iter_values(v))
 }
 
+pub(crate) fn opt_u32s(v: impl Iterator<Item = Option<u32>>) -> ArrayRef {
+    Arc::new(UInt32Array::from_iter(v))
+}
+
 pub(crate) fn u64s(v: impl Iterator<Item = u64>) -> ArrayRef {
     Arc::new(UInt64Array::from_iter_values(v))
 }
@@ -152,6 +156,10 @@ impl<'a> Columns<'a> {
 
     pub fn u32(&self, name: &str) -> Result<Vec<u32>> {
         Ok(self.typed::<UInt32Array>(name, true)?.values().to_vec())
+    }
+
+    pub fn opt_u32(&self, name: &str) -> Result<Vec<Option<u32>>> {
+        Ok(self.typed::<UInt32Array>(name, false)?.iter().collect())
     }
 
     pub fn u64(&self, name: &str) -> Result<Vec<u64>> {

@@ -30,7 +30,8 @@ pub use manifest::Manifest;
 pub use shard::Shard;
 pub use stream::{read_path, write_path, write_table, TableReader, TableWriter, ROW_GROUP_BYTES};
 pub use tables::{
-    CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RolloutRow, ScoreRow, Table, UpdateRow,
+    CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RewardKind, RolloutRow,
+    ScoreRow, Table, UpdateRow,
 };
 pub use views::{FeatureScalars, FeatureVectors, LogprobRow};
 

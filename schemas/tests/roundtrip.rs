@@ -14,6 +14,7 @@ fn prompts() -> Vec<PromptRow> {
             answer: "7".into(),
             data_source: Some("tiny".into()),
             system: None,
+            reward_kind: Default::default(),
         },
         PromptRow {
             id: "b".into(),
@@ -21,6 +22,7 @@ fn prompts() -> Vec<PromptRow> {
             answer: "\\frac{1}{2}".into(),
             data_source: None,
             system: Some("Answer briefly.".into()),
+            reward_kind: Default::default(),
         },
     ]
 }
@@ -43,6 +45,7 @@ fn rollouts() -> Vec<RolloutRow> {
             policy_iter: 0,
             gold: "7".into(),
             data_source: None,
+            reward_kind: Default::default(),
         })
         .collect()
 }
@@ -60,6 +63,11 @@ fn scores() -> Vec<ScoreRow> {
         response_len: 12,
         overlong_penalty: -0.5,
         data_source: None,
+        reward_kind: Default::default(),
+        outcome: None,
+        cases_passed: None,
+        cases_total: None,
+        detail: None,
     }]
 }
 

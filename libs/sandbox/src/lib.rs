@@ -46,7 +46,9 @@ pub enum Error {
     },
     #[error("bubblewrap is installed but cannot build a sandbox here ({0}); it needs user namespaces (sysctl kernel.unprivileged_userns_clone=1) or root")]
     Probe(String),
-    #[error("{0} is not inside the sandbox's read-only folders ({1}): a program's interpreter must be")]
+    #[error(
+        "{0} is not inside the sandbox's read-only folders ({1}): a program's interpreter must be"
+    )]
     NotVisible(PathBuf, String),
     #[error("cannot start the sandbox: {0}")]
     Spawn(std::io::Error),

@@ -143,7 +143,14 @@ impl Sandbox {
         // are small tmpfs, the only places a program can write.
         let tmp = limits.tmp_bytes.to_string();
         cmd.args(["--proc", "/proc", "--dev", "/dev"]);
-        cmd.args(["--size", "1048576", "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]);
+        cmd.args([
+            "--size",
+            "1048576",
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev",
+        ]);
         cmd.args(["--size", &tmp, "--tmpfs", "/tmp", "--remount-ro", "/"]);
         cmd.args(["--chdir", "/tmp", "--"]);
         cmd.args(argv);

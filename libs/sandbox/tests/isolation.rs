@@ -13,8 +13,12 @@ fn sandbox() -> Sandbox {
 }
 
 fn python(sb: &Sandbox, code: &str, limits: &Limits) -> deltarl_sandbox::Output {
-    sb.run(&[Path::new(PY), Path::new("-c"), Path::new(code)], b"", limits)
-        .unwrap()
+    sb.run(
+        &[Path::new(PY), Path::new("-c"), Path::new(code)],
+        b"",
+        limits,
+    )
+    .unwrap()
 }
 
 fn text(b: &[u8]) -> String {
@@ -34,12 +38,19 @@ fn runs_a_program_and_reads_its_stdin() {
     let sb = sandbox();
     let out = sb
         .run(
-            &[Path::new(PY), Path::new("-c"), Path::new("print(input()[::-1])")],
+            &[
+                Path::new(PY),
+                Path::new("-c"),
+                Path::new("print(input()[::-1])"),
+            ],
             b"abc\n",
             &short(),
         )
         .unwrap();
-    assert_eq!((out.exit, text(&out.stdout).as_str()), (Exit::Code(0), "cba\n"));
+    assert_eq!(
+        (out.exit, text(&out.stdout).as_str()),
+        (Exit::Code(0), "cba\n")
+    );
     let err = python(&sb, "raise SystemExit(3)", &short());
     assert_eq!(err.exit, Exit::Code(3));
 }
@@ -79,7 +90,10 @@ print(sorted(os.listdir("/")))
     assert!(lines.starts_with("net refused\nown tmp\n"), "{lines}");
     assert_eq!(lines.matches("blocked").count(), 5, "{lines}");
     assert!(!lines.contains("wrote"), "{lines}");
-    assert!(!lines.contains("'root'") && !lines.contains("'work'"), "{lines}");
+    assert!(
+        !lines.contains("'root'") && !lines.contains("'work'"),
+        "{lines}"
+    );
     assert_eq!(std::fs::read_dir(run_dir.path()).unwrap().count(), 0);
     assert_eq!(std::fs::read_to_string(&host_tmp).unwrap(), "host");
     std::fs::remove_file(&host_tmp).unwrap();
@@ -116,10 +130,16 @@ time.sleep(60)
         // Nothing alive is left; bubblewrap's outer process exits without reaping its
         // namespace's first process, which the host's init reaps soon after.
         let alive = deltarl_sandbox::processes_of(out.uid, false);
-        assert!(alive.is_empty(), "processes survived the sandbox: {alive:?}");
+        assert!(
+            alive.is_empty(),
+            "processes survived the sandbox: {alive:?}"
+        );
         let waited = std::time::Instant::now();
         while !deltarl_sandbox::processes_of(out.uid, true).is_empty() {
-            assert!(waited.elapsed() < Duration::from_secs(10), "zombies never reaped");
+            assert!(
+                waited.elapsed() < Duration::from_secs(10),
+                "zombies never reaped"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -131,26 +151,49 @@ fn memory_disk_time_and_output_are_bounded() {
     let limits = short();
     // 50 GB in one allocation.
     let out = python(&sb, "bytearray(50 << 30)", &limits);
-    assert!(text(&out.stderr).contains("MemoryError"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("MemoryError"),
+        "{}",
+        text(&out.stderr)
+    );
     // A 10 GB file: past the file-size limit the write fails.
     let code = "f = open('/tmp/big', 'wb')\nfor _ in range(10 << 10): f.write(b'0' * (1 << 20))";
     let out = python(&sb, code, &limits);
-    assert!(text(&out.stderr).contains("File too large"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("File too large"),
+        "{}",
+        text(&out.stderr)
+    );
     // Busy forever: killed by the wall clock (or the CPU limit, whichever is first).
     let out = python(&sb, "while True: pass", &limits);
     assert!(
-        matches!(out.exit, Exit::WallTimeout | Exit::Code(137) | Exit::Code(152)),
+        matches!(
+            out.exit,
+            Exit::WallTimeout | Exit::Code(137) | Exit::Code(152)
+        ),
         "{:?}",
         out.exit
     );
     assert!(out.elapsed < Duration::from_secs(6), "{:?}", out.elapsed);
     // A flood of output: drained and capped, not blocking, not held in memory.
-    let out = python(&sb, "import sys\nwhile True: sys.stdout.write('y' * 65536)", &limits);
+    let out = python(
+        &sb,
+        "import sys\nwhile True: sys.stdout.write('y' * 65536)",
+        &limits,
+    );
     assert_eq!(out.exit, Exit::WallTimeout);
     assert!(out.stdout_truncated && out.stdout.len() == limits.stdout_bytes);
     // Closing stdout and killing its parent end the program, not us.
-    let out = python(&sb, "import os\nos.close(1)\nos.kill(os.getppid(), 9)\nprint('x')", &limits);
-    assert!(matches!(out.exit, Exit::Code(c) if c != 0), "{:?}", out.exit);
+    let out = python(
+        &sb,
+        "import os\nos.close(1)\nos.kill(os.getppid(), 9)\nprint('x')",
+        &limits,
+    );
+    assert!(
+        matches!(out.exit, Exit::Code(c) if c != 0),
+        "{:?}",
+        out.exit
+    );
 }
 
 #[test]
@@ -173,6 +216,9 @@ fn an_interpreter_outside_the_sandbox_is_refused_by_name() {
         .check_visible(Path::new("/root/.venv/bin/python"))
         .unwrap_err()
         .to_string();
-    assert!(err.contains("/root/.venv/bin/python") && err.contains("/usr"), "{err}");
+    assert!(
+        err.contains("/root/.venv/bin/python") && err.contains("/usr"),
+        "{err}"
+    );
     sb.check_visible(Path::new(PY)).unwrap();
 }

@@ -48,6 +48,7 @@ fn rollout(sample: u32, finish: FinishReason) -> RolloutRow {
         policy_iter: 0,
         gold: "1".into(),
         data_source: None,
+        reward_kind: Default::default(),
     }
 }
 
@@ -64,6 +65,11 @@ fn score(sample: u32, correct: bool, len: u32) -> ScoreRow {
         response_len: len,
         overlong_penalty: 0.0,
         data_source: None,
+        reward_kind: Default::default(),
+        outcome: None,
+        cases_passed: None,
+        cases_total: None,
+        detail: None,
     }
 }
 

@@ -1,5 +1,6 @@
 //! One input problem (prompt files and the prompt draw).
 
+use super::reward::RewardKind;
 use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, Columns};
 use crate::Result;
@@ -16,6 +17,8 @@ pub struct PromptRow {
     /// The system turn of a chat-format prompt (verl's and TRL's message lists), passed to
     /// the chat template before the question when one is applied.
     pub system: Option<String>,
+    /// Which reward grades the responses; for code, `answer` holds the tests (JSON).
+    pub reward_kind: RewardKind,
 }
 
 impl Table for PromptRow {
@@ -28,8 +31,11 @@ impl Table for PromptRow {
             f("answer", DataType::Utf8),
             nullable("data_source", DataType::Utf8),
             nullable("system", DataType::Utf8),
+            nullable("reward_kind", DataType::Utf8),
         ]
     }
+
+    const ADDED: &'static [&'static str] = &["reward_kind"];
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         batch(
@@ -41,6 +47,7 @@ impl Table for PromptRow {
                 arrays::strings(rows.iter().map(|r| r.answer.as_str())),
                 arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
                 arrays::opt_strings(rows.iter().map(|r| r.system.as_deref())),
+                arrays::strings(rows.iter().map(|r| r.reward_kind.as_str())),
             ],
         )
     }
@@ -49,21 +56,26 @@ impl Table for PromptRow {
         let c = Columns { batch, file };
         let (id, problem, answer) = (c.str("id")?, c.str("problem")?, c.str("answer")?);
         let (source, system) = (c.opt_str("data_source")?, c.opt_str("system")?);
-        Ok(id
-            .into_iter()
+        let kind = c.opt_str("reward_kind")?;
+        id.into_iter()
             .zip(problem)
             .zip(answer)
             .zip(source)
             .zip(system)
+            .zip(kind)
+            .enumerate()
             .map(
-                |((((id, problem), answer), data_source), system)| PromptRow {
-                    id,
-                    problem,
-                    answer,
-                    data_source,
-                    system,
+                |(i, (((((id, problem), answer), data_source), system), kind))| {
+                    Ok(PromptRow {
+                        id,
+                        problem,
+                        answer,
+                        data_source,
+                        system,
+                        reward_kind: RewardKind::parse(kind.as_deref(), file, i)?,
+                    })
                 },
             )
-            .collect())
+            .collect()
     }
 }

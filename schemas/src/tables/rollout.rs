@@ -1,6 +1,7 @@
 //! One sampled response (rollouts.parquet).
 
 use super::finish::FinishReason;
+use super::reward::RewardKind;
 use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, list_of, Columns};
 use crate::{Error, Result};
@@ -26,6 +27,8 @@ pub struct RolloutRow {
     pub gold: String,
     /// The prompt's `data_source` (verl's column), carried for per-source breakdowns.
     pub data_source: Option<String>,
+    /// Which reward grades the response (from the prompt); for code, `gold` holds the tests.
+    pub reward_kind: RewardKind,
 }
 
 impl Table for RolloutRow {
@@ -44,10 +47,11 @@ impl Table for RolloutRow {
             f("policy_iter", DataType::UInt32),
             f("gold", DataType::Utf8),
             nullable("data_source", DataType::Utf8),
+            nullable("reward_kind", DataType::Utf8),
         ]
     }
 
-    const ADDED: &'static [&'static str] = &["data_source"];
+    const ADDED: &'static [&'static str] = &["data_source", "reward_kind"];
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         for (i, r) in rows.iter().enumerate() {
@@ -77,6 +81,7 @@ impl Table for RolloutRow {
                 arrays::u32s(rows.iter().map(|r| r.policy_iter)),
                 arrays::strings(rows.iter().map(|r| r.gold.as_str())),
                 arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
+                arrays::strings(rows.iter().map(|r| r.reward_kind.as_str())),
             ],
         )
     }
@@ -94,6 +99,7 @@ impl Table for RolloutRow {
         let policy_iter = c.u32("policy_iter")?;
         let mut gold = c.str("gold")?;
         let mut source = c.opt_str("data_source")?;
+        let kind = c.opt_str("reward_kind")?;
         let mut out = Vec::with_capacity(prompt_id.len());
         for (i, pid) in prompt_id.into_iter().enumerate() {
             if logprobs[i].len() != response_ids[i].len() {
@@ -120,6 +126,7 @@ impl Table for RolloutRow {
                 policy_iter: policy_iter[i],
                 gold: std::mem::take(&mut gold[i]),
                 data_source: source[i].take(),
+                reward_kind: RewardKind::parse(kind[i].as_deref(), file, i)?,
             });
         }
         Ok(out)

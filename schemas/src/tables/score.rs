@@ -1,5 +1,6 @@
 //! The verdict, reward and advantage of one response (scores.parquet).
 
+use super::reward::{CodeOutcome, RewardKind};
 use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, Columns};
 use crate::Result;
@@ -12,7 +13,8 @@ pub struct ScoreRow {
     pub prompt_id: String,
     pub sample_idx: u32,
     pub gold: String,
-    /// The answer extracted from the response; null when none was found.
+    /// The answer extracted from the response (for code, the program run); null when none
+    /// was found.
     pub extracted: Option<String>,
     pub correct: bool,
     /// Correctness reward plus the overlong penalty.
@@ -25,6 +27,17 @@ pub struct ScoreRow {
     pub overlong_penalty: f32,
     /// The prompt's `data_source`, from the rollout.
     pub data_source: Option<String>,
+    /// Which reward graded the response.
+    pub reward_kind: RewardKind,
+    /// Code: how the program did (null for math).
+    pub outcome: Option<CodeOutcome>,
+    /// Code: the test cases passed (before the first failure, unless every case is run).
+    pub cases_passed: Option<u32>,
+    /// Code: the test cases of the prompt.
+    pub cases_total: Option<u32>,
+    /// Code: what went wrong, briefly (the exception, the first differing line); null when
+    /// it passed.
+    pub detail: Option<String>,
 }
 
 impl Table for ScoreRow {
@@ -43,10 +56,22 @@ impl Table for ScoreRow {
             f("response_len", DataType::UInt32),
             f("overlong_penalty", DataType::Float32),
             nullable("data_source", DataType::Utf8),
+            nullable("reward_kind", DataType::Utf8),
+            nullable("outcome", DataType::Utf8),
+            nullable("cases_passed", DataType::UInt32),
+            nullable("cases_total", DataType::UInt32),
+            nullable("detail", DataType::Utf8),
         ]
     }
 
-    const ADDED: &'static [&'static str] = &["data_source"];
+    const ADDED: &'static [&'static str] = &[
+        "data_source",
+        "reward_kind",
+        "outcome",
+        "cases_passed",
+        "cases_total",
+        "detail",
+    ];
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         batch(
@@ -64,6 +89,11 @@ impl Table for ScoreRow {
                 arrays::u32s(rows.iter().map(|r| r.response_len)),
                 arrays::f32s(rows.iter().map(|r| r.overlong_penalty)),
                 arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
+                arrays::strings(rows.iter().map(|r| r.reward_kind.as_str())),
+                arrays::opt_strings(rows.iter().map(|r| r.outcome.map(CodeOutcome::as_str))),
+                arrays::opt_u32s(rows.iter().map(|r| r.cases_passed)),
+                arrays::opt_u32s(rows.iter().map(|r| r.cases_total)),
+                arrays::opt_strings(rows.iter().map(|r| r.detail.as_deref())),
             ],
         )
     }
@@ -81,14 +111,18 @@ impl Table for ScoreRow {
         let response_len = c.u32("response_len")?;
         let penalty = c.f32("overlong_penalty")?;
         let source = c.opt_str("data_source")?;
-        Ok(prompt_id
+        let kind = c.opt_str("reward_kind")?;
+        let outcome = c.opt_str("outcome")?;
+        let (passed, total) = (c.opt_u32("cases_passed")?, c.opt_u32("cases_total")?);
+        let mut detail = c.opt_str("detail")?;
+        prompt_id
             .into_iter()
             .zip(gold)
             .zip(extracted)
             .zip(source)
             .enumerate()
-            .map(
-                |(i, (((prompt_id, gold), extracted), data_source))| ScoreRow {
+            .map(|(i, (((prompt_id, gold), extracted), data_source))| {
+                Ok(ScoreRow {
                     prompt_id,
                     sample_idx: sample_idx[i],
                     gold,
@@ -100,8 +134,13 @@ impl Table for ScoreRow {
                     response_len: response_len[i],
                     overlong_penalty: penalty[i],
                     data_source,
-                },
-            )
-            .collect())
+                    reward_kind: RewardKind::parse(kind[i].as_deref(), file, i)?,
+                    outcome: CodeOutcome::parse(outcome[i].as_deref(), file, i)?,
+                    cases_passed: passed[i],
+                    cases_total: total[i],
+                    detail: detail[i].take(),
+                })
+            })
+            .collect()
     }
 }

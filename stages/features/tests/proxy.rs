@@ -36,6 +36,7 @@ fn rows() -> Vec<RolloutRow> {
             policy_iter: 0,
             gold: String::new(),
             data_source: None,
+            reward_kind: Default::default(),
         })
         .collect()
 }

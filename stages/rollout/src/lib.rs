@@ -137,6 +137,7 @@ pub fn run_with(
                 policy_iter: s.policy_iter,
                 gold: p.answer.clone(),
                 data_source: p.data_source.clone(),
+                reward_kind: p.reward_kind,
             });
         }
     }

@@ -176,6 +176,7 @@ mod tests {
             policy_iter: 0,
             gold: "7".into(),
             data_source: None,
+            reward_kind: Default::default(),
         }
     }
 

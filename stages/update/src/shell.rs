@@ -187,6 +187,7 @@ mod tests {
             policy_iter: 0,
             gold: "1".into(),
             data_source: None,
+            reward_kind: Default::default(),
         }
     }
 
@@ -203,6 +204,11 @@ mod tests {
             kept,
             overlong_penalty: 0.0,
             data_source: None,
+            reward_kind: Default::default(),
+            outcome: None,
+            cases_passed: None,
+            cases_total: None,
+            detail: None,
         }
     }
 

@@ -44,6 +44,7 @@ fn rollouts() -> Vec<RolloutRow> {
                 policy_iter: 0,
                 gold: String::new(),
                 data_source: None,
+                reward_kind: Default::default(),
             }
         })
         .collect()
