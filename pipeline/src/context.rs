@@ -153,13 +153,26 @@ impl Ctx {
                 o.data.source
             );
         }
+        // Every training record is read (its reward decided, code tests parsed), and when
+        // some are code, the sandbox must work here: both before anything is recorded.
+        let routing = o.data.routing();
+        let prompts = crate::data::load_prompts(&o.data.source, o.data.train_size, &routing)
+            .with_context(|| format!("config key `data.source` = {:?}", o.data.source))?;
+        if prompts
+            .iter()
+            .any(|p| p.reward_kind == deltarl_schemas::RewardKind::Code)
+        {
+            let settings = o.score.code.settings().map_err(anyhow::Error::msg)?;
+            deltarl_code::Grader::new(settings)
+                .with_context(|| format!("data.source {:?} has code prompts", o.data.source))?;
+        }
         for b in &o.eval.benchmarks {
             if !Path::new(b).is_file() {
                 bail!("config key `eval.benchmarks`: {b:?}: no such file");
             }
             // Read whole (benchmarks are small), so a file the eval stage would refuse is
             // refused before this configuration is recorded.
-            crate::data::read_prompt_file(Path::new(b))
+            crate::data::read_benchmark(Path::new(b))
                 .with_context(|| format!("config key `eval.benchmarks`: {b:?}"))?;
         }
         if !self.tiny() && !self.base_dir().join("config.json").is_file() {

@@ -8,12 +8,35 @@ use anyhow::{bail, Context, Result};
 use deltarl_data::Task;
 use deltarl_schemas::PromptRow;
 
-/// Loads the training prompts named by `data.source`: a built-in task or a file.
-pub fn load_prompts(source: &str, train_size: usize) -> Result<Vec<PromptRow>> {
+use crate::rewards::Routing;
+
+/// Loads the training prompts named by `data.source`: a built-in task or a file, each
+/// record's reward decided by `routing`.
+pub fn load_prompts(source: &str, train_size: usize, routing: &Routing) -> Result<Vec<PromptRow>> {
     if let Some(task) = Task::from_source(source) {
         return Ok(task.train_prompts(train_size));
     }
-    read_prompt_file(Path::new(source))
+    read_prompt_file(Path::new(source), routing)
+}
+
+/// A benchmark file's prompts. Eval grades math answers only: a benchmark whose records
+/// are code (by their own fields or their layout) is refused, naming one of them.
+pub fn read_benchmark(path: &Path) -> Result<Vec<PromptRow>> {
+    let rows = read_prompt_file(path, &Routing::default())?;
+    let code: Vec<&PromptRow> = rows
+        .iter()
+        .filter(|r| r.reward_kind == deltarl_schemas::RewardKind::Code)
+        .collect();
+    if let Some(first) = code.first() {
+        bail!(
+            "{}: {} of {} prompts are code (e.g. id {:?}); eval grades math benchmarks only (code is graded in training, by the score stage)",
+            path.display(),
+            code.len(),
+            rows.len(),
+            first.id
+        );
+    }
+    Ok(rows)
 }
 
 /// The benchmark a file holds: its name without the extension (`aime24.jsonl` -> `aime24`).
@@ -33,7 +56,7 @@ fn json_str(v: &serde_json::Value) -> Option<String> {
 
 /// Reads JSONL (one object per line) or Parquet prompts in any of the layouts
 /// [`prompt_row`] knows; errors name the file, the line (or row) and the missing field.
-pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRow>> {
+pub fn read_prompt_file(path: &Path, routing: &Routing) -> Result<Vec<PromptRow>> {
     let name = path.display().to_string();
     let (records, places) = if path.extension().is_some_and(|e| e == "parquet") {
         let records = parquet_records(path)?;
@@ -61,7 +84,7 @@ pub fn read_prompt_file(path: &Path) -> Result<Vec<PromptRow>> {
         let at = at
             .strip_prefix("line ")
             .map_or_else(|| format!("{name}: {at}"), |l| format!("{name}:{l}"));
-        out.push(prompt_row(v).map_err(|e| anyhow::anyhow!("{at}: {e}"))?);
+        out.push(prompt_row(v, routing).map_err(|e| anyhow::anyhow!("{at}: {e}"))?);
     }
     check_prompts(&name, &out, &places)?;
     Ok(out)
@@ -103,16 +126,24 @@ const ANSWER_FIELDS: &str = "`answer` (or `reward_model.ground_truth`, `ground_t
 /// * TRL's: `prompt` as a string or a message list, the answer in `answer`,
 ///   `ground_truth` or `solution`.
 ///
-/// Without an `id` (or verl's `extra_info.index`) the id is a hash of the question and the
-/// answer: stable under reordering, and every later table is keyed by it.
-fn prompt_row(v: &serde_json::Value) -> std::result::Result<PromptRow, String> {
+/// * code sets (see `deltarl_code::from_record`): the question in `question` (APPS) or
+///   made from the layout (HumanEval's code prompt, MBPP's tests); the answer is the tests.
+///
+/// Without an `id` (or HumanEval's `task_id`, or verl's `extra_info.index`) the id is a
+/// hash of the question and the answer: stable under reordering, and every later table is
+/// keyed by it.
+fn prompt_row(v: &serde_json::Value, routing: &Routing) -> std::result::Result<PromptRow, String> {
+    let (reward_kind, code) = routing.decide(v)?;
     let field = |path: &str| -> Option<String> {
         path.split('.')
             .try_fold(v, |v, k| v.get(k))
             .and_then(json_str)
     };
-    let (problem, system) = if let Some(p) = field("problem") {
+    let given = code.as_ref().and_then(|c| c.problem.clone());
+    let (problem, system) = if let Some(p) = given.or_else(|| field("problem")) {
         (p, field("system"))
+    } else if let Some(q) = field("question") {
+        (q, field("system"))
     } else {
         match v.get("prompt") {
             Some(serde_json::Value::String(s)) => (s.clone(), field("system")),
@@ -145,9 +176,14 @@ fn prompt_row(v: &serde_json::Value) -> std::result::Result<PromptRow, String> {
             None => return Err("missing field `problem` (or `prompt`)".into()),
         }
     };
-    let answer = ["answer", "reward_model.ground_truth", "ground_truth"]
-        .iter()
-        .find_map(|f| field(f))
+    let answer = code
+        .as_ref()
+        .map(|c| c.tests.to_gold())
+        .or_else(|| {
+            ["answer", "reward_model.ground_truth", "ground_truth"]
+                .iter()
+                .find_map(|f| field(f))
+        })
         .or_else(|| {
             let s = field("solution")?;
             let boxed = deltarl_verify::extract(&s, &deltarl_verify::Policy::Boxed.options());
@@ -155,7 +191,11 @@ fn prompt_row(v: &serde_json::Value) -> std::result::Result<PromptRow, String> {
         })
         .ok_or_else(|| format!("missing field {ANSWER_FIELDS}"))?;
     let data_source = field("data_source");
-    let id = match (field("id"), &data_source, field("extra_info.index")) {
+    let id = match (
+        field("id").or_else(|| field("task_id")),
+        &data_source,
+        field("extra_info.index"),
+    ) {
         (Some(id), _, _) => id,
         (None, Some(s), Some(k)) => format!("{s}-{k}"),
         (None, None, Some(k)) => k,
@@ -170,7 +210,7 @@ fn prompt_row(v: &serde_json::Value) -> std::result::Result<PromptRow, String> {
         answer,
         data_source,
         system,
-        reward_kind: Default::default(),
+        reward_kind,
     })
 }
 
@@ -236,9 +276,9 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let s = read_prompt_file(&simple).unwrap();
+        let s = read_prompt_file(&simple, &Routing::default()).unwrap();
         assert_eq!((s[1].id.as_str(), s[1].answer.as_str()), ("b", "4"));
-        let v = read_prompt_file(&verl).unwrap();
+        let v = read_prompt_file(&verl, &Routing::default()).unwrap();
         assert_eq!(v.len(), 2);
         assert_eq!(
             (
@@ -253,23 +293,36 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
         assert_eq!(v[1].system, None);
         assert_eq!(s[0].system, None);
         assert_eq!(v[1].answer, "5");
-        let err = format!("{:#}", read_prompt_file(&bad).unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&bad, &Routing::default()).unwrap_err()
+        );
         assert!(
             err.contains("b.parquet") && err.contains("reward_model"),
             "{err}"
         );
         // An empty dataset is refused as an empty JSONL is; so are repeated ids.
         let empty = dir.path().join("b.parquet.empty.parquet");
-        let err = format!("{:#}", read_prompt_file(&empty).unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&empty, &Routing::default()).unwrap_err()
+        );
         assert!(err.contains("no prompts"), "{err}");
         // TRL's layout in Parquet: a string prompt, the answer boxed in a worked solution.
-        let trl = read_prompt_file(&dir.path().join("b.parquet.trl.parquet")).unwrap();
+        let trl = read_prompt_file(
+            &dir.path().join("b.parquet.trl.parquet"),
+            &Routing::default(),
+        )
+        .unwrap();
         assert_eq!(
             (trl[0].problem.as_str(), trl[0].answer.as_str()),
             ("2+2?", "4")
         );
         let dup = dir.path().join("b.parquet.dup.parquet");
-        let err = format!("{:#}", read_prompt_file(&dup).unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&dup, &Routing::default()).unwrap_err()
+        );
         assert!(
             err.contains("\"a\" appears twice (row 1 and row 3)"),
             "{err}"
@@ -289,7 +342,7 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             r#"{"problem": "x?", "ground_truth": "7", "data_source": "mine"}"#,
         ];
         std::fs::write(&p, lines.join("\n")).unwrap();
-        let rows = read_prompt_file(&p).unwrap();
+        let rows = read_prompt_file(&p, &Routing::default()).unwrap();
         assert_eq!(rows[0].problem, "What is 2+3?");
         assert_eq!(rows[0].answer, "5");
         assert_eq!(
@@ -307,13 +360,16 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             rows[0].id
         );
         std::fs::write(&p, [lines[3], lines[1], lines[0]].join("\n")).unwrap();
-        let again = read_prompt_file(&p).unwrap();
+        let again = read_prompt_file(&p, &Routing::default()).unwrap();
         assert_eq!(again[2].id, rows[0].id);
         assert_eq!(again[1].id, rows[1].id);
         assert_ne!(rows[0].id, rows[1].id);
         // A record with a prompt but no answer names every place the answer may be.
         std::fs::write(&p, r#"{"prompt": "q"}"#).unwrap();
-        let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&p, &Routing::default()).unwrap_err()
+        );
         assert!(
             err.contains("trl.jsonl:1: missing field `answer`") && err.contains("solution"),
             "{err}"
@@ -329,20 +385,73 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             "{\"id\": 1, \"problem\": \"a\", \"answer\": \"2\"}\n{\"id\": 2, \"problem\": \"b\"}\n",
         )
         .unwrap();
-        let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&p, &Routing::default()).unwrap_err()
+        );
         assert!(err.contains("x.jsonl:2: missing field `answer`"), "{err}");
         std::fs::write(
             &p,
             "{\"id\": 7, \"problem\": \"a\", \"answer\": \"2\"}\n\n{\"id\": \"7\", \"problem\": \"b\", \"answer\": \"3\"}\n",
         )
         .unwrap();
-        let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&p, &Routing::default()).unwrap_err()
+        );
         assert!(
             err.contains("\"7\" appears twice (line 1 and line 3)"),
             "{err}"
         );
         std::fs::write(&p, "\n").unwrap();
-        let err = format!("{:#}", read_prompt_file(&p).unwrap_err());
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&p, &Routing::default()).unwrap_err()
+        );
         assert!(err.contains("no prompts"), "{err}");
+    }
+
+    /// Code records in their layouts become prompts whose answer is the canonical test set;
+    /// a benchmark of code is refused by eval, naming it.
+    #[test]
+    fn code_records_and_their_routing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("code.jsonl");
+        let lines = [
+            r#"{"task_id": "HumanEval/0", "prompt": "def f(x):\n", "test": "def check(c):\n    assert c(1) == 2\n", "entry_point": "f"}"#,
+            r#"{"question": "Add two numbers.", "input_output": "{\"inputs\": [\"1 2\\n\"], \"outputs\": [\"3\\n\"]}", "data_source": "apps"}"#,
+            r#"{"problem": "1+1?", "answer": "2"}"#,
+        ];
+        std::fs::write(&p, lines.join("\n")).unwrap();
+        let rows = read_prompt_file(&p, &Routing::default()).unwrap();
+        let kinds: Vec<_> = rows.iter().map(|r| r.reward_kind).collect();
+        use deltarl_schemas::RewardKind::{Code, Math};
+        assert_eq!(kinds, [Code, Code, Math]);
+        assert_eq!(rows[0].id, "HumanEval/0");
+        assert!(rows[0].problem.contains("```python\ndef f(x):\n```"));
+        assert_eq!(rows[1].problem, "Add two numbers.");
+        assert_eq!(
+            rows[1].answer,
+            r#"{"stdio":{"cases":[{"input":"1 2\n","output":"3\n"}]}}"#
+        );
+        let err = format!("{:#}", read_benchmark(&p).unwrap_err());
+        assert!(
+            err.contains("code.jsonl") && err.contains("2 of 3 prompts are code"),
+            "{err}"
+        );
+        // A source routed to code without tests is refused at its line.
+        let bad = dir.path().join("bad.jsonl");
+        std::fs::write(
+            &bad,
+            r#"{"problem": "x", "answer": "1", "data_source": "apps"}"#,
+        )
+        .unwrap();
+        let mut routing = Routing::default();
+        routing.by_source.insert("apps".into(), Code);
+        let err = format!("{:#}", read_prompt_file(&bad, &routing).unwrap_err());
+        assert!(
+            err.contains("bad.jsonl:1") && err.contains("not a code test set"),
+            "{err}"
+        );
     }
 }

@@ -31,6 +31,7 @@ pub mod progress;
 pub mod prune;
 pub mod pruned;
 pub mod ranks;
+pub mod rewards;
 pub mod rundir;
 pub mod runner;
 pub mod stage;

@@ -2,8 +2,10 @@
 //!
 //! In order: the last fenced block labelled Python (```` ```python ````, `py`, `python3`);
 //! else the last fenced block without a label; else, when the response has no fence at
-//! all, the whole response (a model trained to answer with bare code, and HumanEval-style
-//! completions that continue the prompt's function). A block left open at the end (the
+//! all, the whole response if a line of it starts a Python statement (`def`, `class`,
+//! `import`, `from`, `return`, `print(`, ...): a model trained to answer with bare code,
+//! and HumanEval-style completions that continue the prompt's function. Prose alone is no
+//! program. A block left open at the end (the
 //! response was cut off) counts, up to the end. A response whose fences are all labelled
 //! with another language, or that is blank, has no program.
 
@@ -36,6 +38,26 @@ fn fenced_blocks(text: &str) -> (Vec<(String, String)>, bool) {
     (blocks, any_fence)
 }
 
+/// Whether a line starts a Python statement (what tells bare code from prose).
+fn looks_like_code(text: &str) -> bool {
+    const STARTS: [&str; 12] = [
+        "def ",
+        "class ",
+        "import ",
+        "from ",
+        "return ",
+        "print(",
+        "for ",
+        "while ",
+        "if ",
+        "async def ",
+        "@",
+        "lambda ",
+    ];
+    text.lines()
+        .any(|l| STARTS.iter().any(|s| l.trim_start().starts_with(s)))
+}
+
 /// The program in `response`, or `None` (see the module docs for the order).
 pub fn program(response: &str) -> Option<String> {
     let (blocks, any_fence) = fenced_blocks(response);
@@ -48,7 +70,7 @@ pub fn program(response: &str) -> Option<String> {
         .map(|(_, body)| body.clone());
     let program = match found {
         Some(p) => p,
-        None if !any_fence => response.to_string(),
+        None if !any_fence && looks_like_code(response) => response.to_string(),
         None => return None,
     };
     (!program.trim().is_empty()).then_some(program)
@@ -83,6 +105,11 @@ mod tests {
         // Only other languages, or nothing: no program.
         assert_eq!(program("```cpp\nint main(){}\n```"), None);
         assert_eq!(program("   \n"), None);
+        assert_eq!(program("I cannot solve this."), None);
+        assert_eq!(
+            program("    return x + y\n").as_deref(),
+            Some("    return x + y\n")
+        );
         assert_eq!(program("```python\n\n```"), None);
         // Indented fences (inside a list) count; the label is case-insensitive.
         assert_eq!(

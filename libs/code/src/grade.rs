@@ -87,6 +87,8 @@ impl Verdict {
 pub enum Error {
     #[error("cannot run code rewards: {0}")]
     Sandbox(#[from] deltarl_sandbox::Error),
+    #[error("cannot run code rewards: {0}")]
+    Settings(String),
     #[error("cannot run code rewards: the test harness does not work in the sandbox with {python}: {detail}")]
     Harness { python: String, detail: String },
 }

@@ -55,7 +55,7 @@ impl Tests {
     pub fn parse(gold: &str) -> Result<Tests, String> {
         let tests: Tests = serde_json::from_str(gold)
             .map_err(|e| format!("not a code test set ({e}); expected {{\"asserts\"|\"stdio\"|\"call\": {{\"cases\": [...]}}}}"))?;
-        if tests.len() == 0 {
+        if tests.is_empty() {
             return Err("a code test set with no cases".into());
         }
         Ok(tests)

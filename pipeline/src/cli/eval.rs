@@ -98,7 +98,7 @@ impl Args {
             "truncated"
         );
         for path in &self.benches {
-            let mut prompts = crate::data::read_prompt_file(path)?;
+            let mut prompts = crate::data::read_benchmark(path)?;
             if let Some(n) = self.limit {
                 prompts.truncate(n);
             }

@@ -49,7 +49,12 @@ impl Args {
             (Some(n), _) => Until::Iteration(n),
             (None, Some(epochs)) => {
                 let o = &ctx.cfg.opts;
-                let n = crate::data::load_prompts(&o.data.source, o.data.train_size)?.len();
+                let n = crate::data::load_prompts(
+                    &o.data.source,
+                    o.data.train_size,
+                    &o.data.routing(),
+                )?
+                .len();
                 let per_epoch = crate::epochs::batches_per_epoch(n, o.rollout.prompts_per_iter);
                 Until::Iteration(epochs.saturating_mul(per_epoch))
             }

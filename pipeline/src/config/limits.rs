@@ -39,6 +39,7 @@ fn at_least_zero(key: &str, value: f64) -> Result<()> {
 
 /// Checks every size against its limit and the remaining float ranges.
 pub(super) fn check(o: &Options) -> Result<()> {
+    o.score.code.settings().map_err(anyhow::Error::msg)?;
     let u = |x: usize| x as u64;
     let (r, t, w, up) = (&o.rollout, &o.model.tiny, &o.warmstart, &o.update);
     let sizes: [(&str, u64, u64); 25] = [

@@ -1,6 +1,11 @@
 //! The TOML options: every field documented, unknown keys rejected. What each key means to
 //! a stage is decided once, in the stage's settings (the stage layer above this one).
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use deltarl_code::PassReward;
+use deltarl_schemas::RewardKind;
 use serde::{Deserialize, Serialize};
 
 use deltarl_coeffs::Scope;
@@ -191,6 +196,94 @@ pub struct DataOptions {
     /// (`tokenizer_config.json`), as `apply_chat_template(add_generation_prompt=True)`.
     #[serde(default)]
     pub chat_template: bool,
+    /// The reward of each record by its `data_source`, e.g. `{ apps = "code" }` (math |
+    /// code). A record's own `reward_kind` field comes first; then this map; then verl's
+    /// `ability` when it is math or code; then whether the record carries code tests; then
+    /// `default_reward`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rewards: BTreeMap<String, RewardKind>,
+    /// The reward of a record nothing else decides (math | code).
+    #[serde(default, skip_serializing_if = "is_math")]
+    pub default_reward: RewardKind,
+}
+
+impl DataOptions {
+    /// How records are routed to rewards.
+    pub fn routing(&self) -> crate::rewards::Routing {
+        crate::rewards::Routing {
+            by_source: self.rewards.clone(),
+            default: self.default_reward,
+        }
+    }
+}
+
+fn is_math(k: &RewardKind) -> bool {
+    *k == RewardKind::Math
+}
+
+/// Code rewards: how the sandbox runs the programs of code prompts.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CodeOptions {
+    /// all (1 when every case passes; cases stop at the first failure) | fraction (the
+    /// fraction of cases passed; every case runs).
+    pub reward: PassReward,
+    /// Programs run at once, each in its own sandbox.
+    pub workers: usize,
+    /// Seconds of one test case.
+    pub case_timeout_s: f64,
+    /// Seconds of one response's whole run.
+    pub run_timeout_s: f64,
+    /// Address space of each process of a program, in MiB.
+    pub memory_mb: u64,
+    /// The Python that runs programs; it must be under /usr (what the sandbox mounts).
+    pub python: PathBuf,
+}
+
+impl Default for CodeOptions {
+    fn default() -> Self {
+        CodeOptions {
+            reward: PassReward::All,
+            workers: 4,
+            case_timeout_s: 4.0,
+            run_timeout_s: 30.0,
+            memory_mb: 4096,
+            python: PathBuf::from("/usr/bin/python3"),
+        }
+    }
+}
+
+impl CodeOptions {
+    pub fn is_default(&self) -> bool {
+        *self == CodeOptions::default()
+    }
+
+    /// The grader's settings; the error names the key whose value cannot be used.
+    pub fn settings(&self) -> Result<deltarl_code::Settings, String> {
+        let bad = |key: &str, value: String, expected: &str| {
+            format!("config key `score.code.{key}` = {value}: expected {expected}")
+        };
+        let secs = |key: &str, v: f64| {
+            (v.is_finite() && v > 0.0 && v <= 3600.0)
+                .then(|| std::time::Duration::from_secs_f64(v))
+                .ok_or_else(|| bad(key, v.to_string(), "seconds in (0, 3600]"))
+        };
+        if self.workers == 0 || self.workers > deltarl_sandbox::SLOTS {
+            let range = format!("1 to {}", deltarl_sandbox::SLOTS);
+            return Err(bad("workers", self.workers.to_string(), &range));
+        }
+        if self.memory_mb < 64 {
+            return Err(bad("memory_mb", self.memory_mb.to_string(), "at least 64"));
+        }
+        Ok(deltarl_code::Settings {
+            reward: self.reward,
+            case_timeout: secs("case_timeout_s", self.case_timeout_s)?,
+            run_timeout: secs("run_timeout_s", self.run_timeout_s)?,
+            memory_bytes: self.memory_mb << 20,
+            python: self.python.clone(),
+            workers: self.workers,
+        })
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -292,6 +385,9 @@ pub struct ScoreOptions {
     /// Single fallbacks added to that policy: answer-is, hashes, last-number.
     #[serde(default)]
     pub extract_fallbacks: Vec<deltarl_verify::Fallback>,
+    /// Code rewards (prompts whose reward is code).
+    #[serde(default, skip_serializing_if = "CodeOptions::is_default")]
+    pub code: CodeOptions,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

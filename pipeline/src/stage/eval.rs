@@ -153,7 +153,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     }
     for file in s.files() {
         let name = crate::data::benchmark_name(&file);
-        let mut prompts = crate::data::read_prompt_file(&file)
+        let mut prompts = crate::data::read_benchmark(&file)
             .with_context(|| format!("benchmark {name} of eval.benchmarks"))?;
         let mut at = settings.clone();
         if s.chat_template {

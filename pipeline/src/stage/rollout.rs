@@ -73,7 +73,7 @@ pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) 
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let r = &s.rollout;
-    let prompts = data::load_prompts(&s.data.source, s.data.train_size)?;
+    let prompts = data::load_prompts(&s.data.source, s.data.train_size, &s.data.routing())?;
     let mut drawn = crate::epochs::draw(&prompts, r.prompts_per_iter, s.seed, env.iter);
     let dir = env.previous_policy();
     // vLLM loads the folder itself: here only the tokenizer and the end tokens are needed.

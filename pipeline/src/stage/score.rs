@@ -9,7 +9,7 @@ use deltarl_schemas::{atomic_write, Stage};
 
 use super::env::Env;
 use super::ran::{num, Ran};
-use crate::config::{AdvantageKind, Resolved};
+use crate::config::{AdvantageKind, CodeOptions, Resolved};
 use crate::progress::Progress;
 
 /// Everything scoring reads from the configuration.
@@ -22,6 +22,9 @@ pub struct Settings {
     #[serde(skip_serializing_if = "deltarl_verify::Policy::is_boxed")]
     pub extract: deltarl_verify::Policy,
     pub extract_fallbacks: Vec<deltarl_verify::Fallback>,
+    /// Code rewards (only in the hash when set: math runs keep theirs).
+    #[serde(skip_serializing_if = "CodeOptions::is_default")]
+    pub code: CodeOptions,
 }
 
 impl Settings {
@@ -37,6 +40,7 @@ impl Settings {
             dynamic_sampling: o.score.dynamic_sampling,
             extract: o.score.extract,
             extract_fallbacks: o.score.extract_fallbacks.clone(),
+            code: o.score.code.clone(),
         }
     }
 
@@ -49,6 +53,7 @@ impl Settings {
                 .extract_fallbacks
                 .iter()
                 .fold(self.extract.options(), |o, &f| o.with(f)),
+            pass_reward: self.code.reward,
         }
     }
 }
@@ -62,6 +67,12 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         scores = deltarl_score::run_io(
             &s.core(),
             (bytes.as_slice(), &src.display().to_string()),
+            &|| {
+                // Checked when the configuration was recorded; checked again here, as the
+                // machine may have changed since.
+                let settings = s.code.settings().map_err(deltarl_code::Error::Settings)?;
+                deltarl_code::Grader::new(settings)
+            },
             w,
             env.meta(),
             &|k| progress.inc(k as u64),

@@ -1,10 +1,12 @@
-//! The score stage: verify every response (in parallel), rewards with the DAPO overlong
-//! penalty, group advantages (GRPO / Dr.GRPO) and the dynamic-sampling flag.
+//! The score stage: grade every response (math by the verifier, in parallel; code by running
+//! it against its tests in the sandbox), rewards with the DAPO overlong penalty, group
+//! advantages (GRPO / Dr.GRPO) and the dynamic-sampling flag.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
-use deltarl_schemas::{read_table, write_table, FileMeta, RolloutRow, ScoreRow};
+use deltarl_code::{Grader, PassReward, Tests, Verdict};
+use deltarl_schemas::{read_table, write_table, FileMeta, RewardKind, RolloutRow, ScoreRow};
 use deltarl_verify::{grade, ExtractOptions};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -20,6 +22,13 @@ pub struct Settings {
     pub dynamic_sampling: bool,
     #[serde(skip)]
     pub extract: ExtractOptions,
+    /// How passing test cases become a code reward.
+    #[serde(skip_serializing_if = "is_all")]
+    pub pass_reward: PassReward,
+}
+
+fn is_all(p: &PassReward) -> bool {
+    *p == PassReward::All
 }
 
 /// Errors of the score stage.
@@ -27,6 +36,16 @@ pub struct Settings {
 pub enum Error {
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
+    #[error("{file}: prompt {prompt_id:?} is graded as code but its gold column holds no test set: {message}")]
+    Tests {
+        file: String,
+        prompt_id: String,
+        message: String,
+    },
+    #[error("{file}: {count} responses are graded as code, but no sandbox was given to run them")]
+    NoSandbox { file: String, count: usize },
+    #[error(transparent)]
+    Sandbox(#[from] deltarl_code::Error),
 }
 
 /// `min(-(L - (Lmax - Lbuf)) / Lbuf * factor, 0)`.
@@ -68,24 +87,89 @@ pub fn advantages(rewards: &[f64], std_normalize: bool) -> Vec<f64> {
         .collect()
 }
 
-/// Pure core: one score row per rollout row, in the same order.
+/// The grade of one response, whichever the reward.
+struct Graded {
+    extracted: Option<String>,
+    /// The correctness reward (before the overlong penalty).
+    reward: f64,
+    correct: bool,
+    code: Option<Verdict>,
+}
+
+/// The code test sets of the code responses, by row, in row order; an unreadable one names
+/// its prompt.
+fn code_tests(rollouts: &[RolloutRow], file: &str) -> Result<Vec<(usize, Tests)>, Error> {
+    rollouts
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.reward_kind == RewardKind::Code)
+        .map(|(i, r)| {
+            Tests::parse(&r.gold)
+                .map(|t| (i, t))
+                .map_err(|message| Error::Tests {
+                    file: file.to_string(),
+                    prompt_id: r.prompt_id.clone(),
+                    message,
+                })
+        })
+        .collect()
+}
+
+/// Pure core: one score row per rollout row, in the same order. Math responses are
+/// verified on rayon's threads; code responses run in `grader`'s sandbox (required when
+/// there are any). `file` names the rollouts in errors.
 pub fn run(
     s: &Settings,
     rollouts: &[RolloutRow],
+    grader: Option<&Grader>,
+    file: &str,
     progress: &(dyn Fn(usize) + Sync),
-) -> Vec<ScoreRow> {
-    let graded: Vec<(Option<String>, bool)> = rollouts
+) -> Result<Vec<ScoreRow>, Error> {
+    let code = code_tests(rollouts, file)?;
+    let mut graded: Vec<Option<Graded>> = rollouts
         .par_iter()
-        .map(|r| {
-            let g = grade(&r.response_text, &r.gold, &s.extract);
-            progress(1);
-            g
+        .map(|r| match r.reward_kind {
+            RewardKind::Math => {
+                let (extracted, correct) = grade(&r.response_text, &r.gold, &s.extract);
+                progress(1);
+                Some(Graded {
+                    extracted,
+                    reward: if correct { 1.0 } else { 0.0 },
+                    correct,
+                    code: None,
+                })
+            }
+            RewardKind::Code => None,
         })
         .collect();
+    if !code.is_empty() {
+        let grader = grader.ok_or_else(|| Error::NoSandbox {
+            file: file.to_string(),
+            count: code.len(),
+        })?;
+        let jobs: Vec<(&str, &Tests)> = code
+            .iter()
+            .map(|(i, t)| (rollouts[*i].response_text.as_str(), t))
+            .collect();
+        for ((i, _), v) in code.iter().zip(grader.grade_all(&jobs, progress)) {
+            graded[*i] = Some(Graded {
+                extracted: v.program.clone(),
+                reward: v.reward(s.pass_reward),
+                correct: v.outcome == deltarl_code::CodeOutcome::Passed,
+                code: Some(v),
+            });
+        }
+    }
     let mut rows: Vec<ScoreRow> = rollouts
         .iter()
         .zip(graded)
-        .map(|(r, (extracted, correct))| {
+        .map(|(r, g)| {
+            let g = g.unwrap_or(Graded {
+                extracted: None,
+                reward: 0.0,
+                correct: false,
+                code: None,
+            });
             let len = r.response_token_ids.len();
             let penalty = s
                 .overlong
@@ -94,14 +178,19 @@ pub fn run(
                 prompt_id: r.prompt_id.clone(),
                 sample_idx: r.sample_idx,
                 gold: r.gold.clone(),
-                extracted,
-                correct,
-                reward: (if correct { 1.0 } else { 0.0 } + penalty) as f32,
+                extracted: g.extracted,
+                correct: g.correct,
+                reward: (g.reward + penalty) as f32,
                 advantage: 0.0,
                 kept: true,
                 response_len: len as u32,
                 overlong_penalty: penalty as f32,
                 data_source: r.data_source.clone(),
+                reward_kind: r.reward_kind,
+                outcome: g.code.as_ref().map(|v| v.outcome),
+                cases_passed: g.code.as_ref().map(|v| v.passed),
+                cases_total: g.code.as_ref().map(|v| v.total),
+                detail: g.code.and_then(|v| v.detail),
             }
         })
         .collect();
@@ -118,19 +207,25 @@ pub fn run(
             rows[i].kept = !(s.dynamic_sampling && uniform);
         }
     }
-    rows
+    Ok(rows)
 }
 
-/// Thin Parquet shell around [`run`].
+/// Thin Parquet shell around [`run`]; `grader` makes the sandbox, called only when some
+/// response is graded as code (a math-only batch never needs one).
 pub fn run_io<R: Read, W: Write + Send>(
     s: &Settings,
     rollouts: (R, &str),
+    grader: &dyn Fn() -> Result<Grader, deltarl_code::Error>,
     out: W,
     meta: FileMeta,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<ScoreRow>, Error> {
     let (rows, _) = read_table::<RolloutRow, _>(rollouts.0, rollouts.1)?;
-    let scores = run(s, &rows, progress);
+    let grader = match rows.iter().any(|r| r.reward_kind == RewardKind::Code) {
+        true => Some(grader()?),
+        false => None,
+    };
+    let scores = run(s, &rows, grader.as_ref(), rollouts.1, progress)?;
     let meta = meta.with("settings", serde_json::to_string(s).unwrap_or_default());
     write_table(out, &scores, &meta)?;
     Ok(scores)
@@ -193,6 +288,7 @@ mod tests {
             overlong: None,
             dynamic_sampling: true,
             extract: ExtractOptions::default(),
+            pass_reward: PassReward::All,
         };
         let mut buf = Vec::new();
         let mut src = Vec::new();
@@ -200,6 +296,7 @@ mod tests {
         let out = run_io(
             &s,
             (src.as_slice(), "rollouts.parquet"),
+            &|| unreachable!("no code responses"),
             &mut buf,
             FileMeta::new("score", "h"),
             &|_| {},
