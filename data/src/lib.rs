@@ -27,6 +27,7 @@
 //! to start 7*13=91. next 45+91=136. therefore the answer is \boxed{136}
 //! ```
 
+pub mod code;
 mod tokenizer;
 
 use deltarl_schemas::seed::{hash_str, Rng};
@@ -85,10 +86,13 @@ pub enum Task {
     Steps,
     /// `tiny-steps` with each connective in one of three phrasings ([`VARIED_PHRASES`]).
     Varied,
+    /// `def f(x):return 3*x+7` from `f(0)=7 f(1)=10 f(2)=13`, graded by running it
+    /// ([`code`]).
+    Code,
 }
 
 impl Task {
-    pub const ALL: [Task; 3] = [Task::Arith, Task::Steps, Task::Varied];
+    pub const ALL: [Task; 4] = [Task::Arith, Task::Steps, Task::Varied, Task::Code];
 
     /// The `data.source` that names the task.
     pub fn source(self) -> &'static str {
@@ -96,6 +100,7 @@ impl Task {
             Task::Arith => "tiny-arith",
             Task::Steps => "tiny-steps",
             Task::Varied => "tiny-steps-varied",
+            Task::Code => "tiny-code",
         }
     }
 
@@ -109,6 +114,7 @@ impl Task {
         match self {
             Task::Arith => CHARS.to_string(),
             Task::Steps | Task::Varied => format!("{CHARS}{STEPS_EXTRA}"),
+            Task::Code => format!("{CHARS}{}", code::CODE_EXTRA),
         }
     }
 
@@ -117,17 +123,24 @@ impl Task {
         3 + self.chars().chars().count()
     }
 
-    /// The worked solution of `p` in this format; `wrong` as in [`Problem::solution`].
-    /// `tiny-steps-varied` uses its first (longest) phrasings.
-    pub fn solution(self, p: &Problem, wrong: Option<(usize, i64)>) -> String {
+    /// The worked solution of arithmetic problem `p` in this format; `wrong` as in
+    /// [`Problem::solution`]. `tiny-steps-varied` uses its first (longest) phrasings.
+    /// `None` for `tiny-code`, whose problems are not these.
+    pub fn solution(self, p: &Problem, wrong: Option<(usize, i64)>) -> Option<String> {
         self.phrased(p, wrong, [0; 3])
     }
 
     /// [`Task::solution`] with `tiny-steps-varied`'s phrasing `pick` (indices into
     /// [`VARIED_PHRASES`]; ignored by the other tasks).
-    pub fn phrased(self, p: &Problem, wrong: Option<(usize, i64)>, pick: [usize; 3]) -> String {
+    pub fn phrased(
+        self,
+        p: &Problem,
+        wrong: Option<(usize, i64)>,
+        pick: [usize; 3],
+    ) -> Option<String> {
         let (prod, sum) = p.steps(wrong);
-        match self {
+        Some(match self {
+            Task::Code => return None,
             Task::Arith => format!(
                 "{}*{}={prod} {}+{prod}={sum} \\boxed{{{sum}}}",
                 p.b, p.c, p.a
@@ -143,6 +156,22 @@ impl Task {
                     "{first} {}*{}={prod}. {then} {}+{prod}={sum}. {so} \\boxed{{{sum}}}",
                     p.b, p.c, p.a
                 )
+            }
+        })
+    }
+
+    /// The question and answer with the most tokens (largest numbers, an error that adds a
+    /// digit), for context checks.
+    pub fn longest_example(self) -> (String, String) {
+        match self {
+            Task::Code => {
+                let p = code::Linear::LONGEST;
+                (p.question(), p.solution(Some((1, 3))))
+            }
+            Task::Arith | Task::Steps | Task::Varied => {
+                let p = Problem::LONGEST;
+                let text = self.solution(&p, Some((0, 3))).unwrap_or_default();
+                (p.question(), text)
             }
         }
     }
@@ -184,7 +213,7 @@ impl Problem {
     /// The worked solution in the compact format; `wrong` puts an error of `delta` in the
     /// given step (0 = product, 1 = sum), carried through to the boxed answer.
     pub fn solution(&self, wrong: Option<(usize, i64)>) -> String {
-        Task::Arith.solution(self, wrong)
+        Task::Arith.solution(self, wrong).unwrap_or_default()
     }
 
     /// The product and the sum as a solution writes them, with `wrong`'s error carried.
@@ -258,14 +287,22 @@ const TRAIN_SEED: u64 = 20_260_101;
 const TEST_SEED: u64 = 7;
 
 impl Task {
-    /// The task's first `n` training prompts (the same problems for every task).
+    /// The task's first `n` training prompts (the same problems for every arithmetic task;
+    /// `tiny-code` has about 720).
     pub fn train_prompts(self, n: usize) -> Vec<PromptRow> {
-        prompt_rows(self, &problems(Split::Train, n, TRAIN_SEED))
+        match self {
+            Task::Code => code::prompt_rows(&code::problems(Split::Train, n, TRAIN_SEED)),
+            _ => prompt_rows(self, &problems(Split::Train, n, TRAIN_SEED)),
+        }
     }
 
-    /// The task's first `n` held-out prompts (the same problems for every task).
+    /// The task's first `n` held-out prompts (the same problems for every arithmetic task;
+    /// `tiny-code` has about 80).
     pub fn test_prompts(self, n: usize) -> Vec<PromptRow> {
-        prompt_rows(self, &problems(Split::Test, n, TEST_SEED))
+        match self {
+            Task::Code => code::prompt_rows(&code::problems(Split::Test, n, TEST_SEED)),
+            _ => prompt_rows(self, &problems(Split::Test, n, TEST_SEED)),
+        }
     }
 
     /// The name of the task's held-out benchmark (`tiny-arith-test`).
@@ -282,6 +319,11 @@ pub fn warmstart_example(
     template: &str,
     wrong_frac: f64,
 ) -> (String, String) {
+    if task == Task::Code {
+        let (p, wrong) = code::warmstart_example(rng, wrong_frac);
+        let prompt = deltarl_schemas::render_template(template, &p.question());
+        return (prompt, p.solution(wrong));
+    }
     let p = loop {
         let p = Problem::draw(rng);
         if split_of(&p) == Split::Train {
@@ -296,11 +338,11 @@ pub fn warmstart_example(
     // Only the varied task draws phrasings: the other tasks' examples stay as they were.
     let pick = match task {
         Task::Varied => [0, 1, 2].map(|i| rng.below(VARIED_PHRASES[i].len() as u64) as usize),
-        Task::Arith | Task::Steps => [0; 3],
+        Task::Arith | Task::Steps | Task::Code => [0; 3],
     };
     (
         deltarl_schemas::render_template(template, &p.question()),
-        task.phrased(&p, wrong, pick),
+        task.phrased(&p, wrong, pick).unwrap_or_default(),
     )
 }
 
@@ -328,14 +370,14 @@ mod tests {
     #[test]
     fn the_steps_format_by_hand() {
         let p = Problem { a: 45, b: 7, c: 13 };
-        let s = Task::Steps.solution(&p, None);
+        let s = Task::Steps.solution(&p, None).unwrap();
         assert_eq!(
             s,
             "first 7*13=91. then 45+91=136. so the answer is \\boxed{136}"
         );
         // The error is carried through the restated quantity and the answer.
         assert_eq!(
-            Task::Steps.solution(&p, Some((0, -1))),
+            Task::Steps.solution(&p, Some((0, -1))).unwrap(),
             "first 7*13=90. then 45+90=135. so the answer is \\boxed{135}"
         );
         let chars = Task::Steps.chars();
@@ -362,21 +404,21 @@ mod tests {
     fn the_varied_format_by_hand() {
         let p = Problem { a: 45, b: 7, c: 13 };
         assert_eq!(
-            Task::Varied.phrased(&p, None, [1, 1, 0]),
+            Task::Varied.phrased(&p, None, [1, 1, 0]).unwrap(),
             "to start 7*13=91. next 45+91=136. therefore the answer is \\boxed{136}"
         );
         // Phrasing 2 of each is tiny-steps' text; the default is the longest.
         assert_eq!(
-            Task::Varied.phrased(&p, None, [2; 3]),
-            Task::Steps.solution(&p, None)
+            Task::Varied.phrased(&p, None, [2; 3]).unwrap(),
+            Task::Steps.solution(&p, None).unwrap()
         );
-        let longest = Task::Varied.solution(&p, Some((1, 3)));
+        let longest = Task::Varied.solution(&p, Some((1, 3))).unwrap();
         assert_eq!(
             longest,
             "start with 7*13=91. after that 45+91=139. therefore the answer is \\boxed{139}"
         );
         for pick in [[0, 0, 0], [1, 1, 1], [2, 2, 2], [0, 2, 1]] {
-            let s = Task::Varied.phrased(&p, None, pick);
+            let s = Task::Varied.phrased(&p, None, pick).unwrap();
             assert!(s.len() <= longest.len(), "{s}");
             assert!(s.chars().all(|c| Task::Varied.chars().contains(c)), "{s}");
         }

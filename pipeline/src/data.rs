@@ -19,24 +19,11 @@ pub fn load_prompts(source: &str, train_size: usize, routing: &Routing) -> Resul
     read_prompt_file(Path::new(source), routing)
 }
 
-/// A benchmark file's prompts. Eval grades math answers only: a benchmark whose records
-/// are code (by their own fields or their layout) is refused, naming one of them.
+/// A benchmark file's prompts. A benchmark is routed by its records alone (their own
+/// `reward_kind`, verl's `ability`, a code layout), not by `data.rewards`, which names
+/// training sources.
 pub fn read_benchmark(path: &Path) -> Result<Vec<PromptRow>> {
-    let rows = read_prompt_file(path, &Routing::default())?;
-    let code: Vec<&PromptRow> = rows
-        .iter()
-        .filter(|r| r.reward_kind == deltarl_schemas::RewardKind::Code)
-        .collect();
-    if let Some(first) = code.first() {
-        bail!(
-            "{}: {} of {} prompts are code (e.g. id {:?}); eval grades math benchmarks only (code is graded in training, by the score stage)",
-            path.display(),
-            code.len(),
-            rows.len(),
-            first.id
-        );
-    }
-    Ok(rows)
+    read_prompt_file(path, &Routing::default())
 }
 
 /// The benchmark a file holds: its name without the extension (`aime24.jsonl` -> `aime24`).
@@ -411,8 +398,7 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
         assert!(err.contains("no prompts"), "{err}");
     }
 
-    /// Code records in their layouts become prompts whose answer is the canonical test set;
-    /// a benchmark of code is refused by eval, naming it.
+    /// Code records in their layouts become prompts whose answer is the canonical test set.
     #[test]
     fn code_records_and_their_routing() {
         let dir = tempfile::tempdir().unwrap();
@@ -434,11 +420,8 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             rows[1].answer,
             r#"{"stdio":{"cases":[{"input":"1 2\n","output":"3\n"}]}}"#
         );
-        let err = format!("{:#}", read_benchmark(&p).unwrap_err());
-        assert!(
-            err.contains("code.jsonl") && err.contains("2 of 3 prompts are code"),
-            "{err}"
-        );
+        // A benchmark is read the same way (eval grades its code in the sandbox).
+        assert_eq!(read_benchmark(&p).unwrap(), rows);
         // A source routed to code without tests is refused at its line.
         let bad = dir.path().join("bad.jsonl");
         std::fs::write(

@@ -5,8 +5,21 @@
 
 use std::collections::BTreeMap;
 
-use deltarl_schemas::RewardKind;
+use deltarl_schemas::{PromptRow, RewardKind};
 use serde_json::Value;
+
+/// A grader for these prompts when some are code (the sandbox checked now; the error says
+/// what to install); none when all are math. `settings` is `score.code`'s, resolved.
+pub fn grader_for(
+    prompts: &[PromptRow],
+    settings: Result<deltarl_code::Settings, String>,
+) -> anyhow::Result<Option<deltarl_code::Grader>> {
+    if prompts.iter().all(|p| p.reward_kind == RewardKind::Math) {
+        return Ok(None);
+    }
+    let settings = settings.map_err(anyhow::Error::msg)?;
+    Ok(Some(deltarl_code::Grader::new(settings)?))
+}
 
 /// The routing of records to rewards (`[data] rewards` and `default_reward`).
 #[derive(Clone, Debug, Default)]

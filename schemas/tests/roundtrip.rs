@@ -127,6 +127,7 @@ fn evals() -> Vec<EvalRow> {
         extracted: Some("42".into()),
         finish_reason: FinishReason::Stop,
         data_source: None,
+        outcome: None,
     }]
 }
 

@@ -5,6 +5,7 @@
 //! first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod code;
 mod common;
 mod config;
 mod layers;

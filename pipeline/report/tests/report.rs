@@ -109,6 +109,7 @@ fn eval(i: u32, correct: bool) -> EvalRow {
         extracted: None,
         finish_reason: FinishReason::Stop,
         data_source: None,
+        outcome: None,
     }
 }
 

@@ -4,6 +4,7 @@ use anyhow::{Context, Result};
 
 use deltarl_eval::{fitting, summarize, EvalSettings, Summary};
 
+use crate::config::CodeOptions;
 use crate::stage::eval::evaluate;
 
 /// The DelTA prompt template (`docs/method.md` §8).
@@ -121,7 +122,7 @@ impl Args {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let rows = evaluate(&policy, &name, &prompts, &s)?;
+            let rows = evaluate(&policy, &name, &prompts, &s, &CodeOptions::default())?;
             print_row(&summarize(&name, &rows));
             // A benchmark that mixes sources (verl's `data_source`) gets a line per source.
             let mut sources: Vec<&str> = rows

@@ -13,7 +13,7 @@ use deltarl_schemas::{atomic_write, write_table, Stage};
 
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
-use crate::config::Resolved;
+use crate::config::{CodeOptions, Resolved};
 use deltarl_eval::{accuracy_by_source, fitting, summarize, Draw, EvalSettings, Sampling};
 use deltarl_schemas::{EvalRow, PromptRow};
 
@@ -51,6 +51,9 @@ pub struct Settings {
     /// Wrap benchmark prompts in the policy's chat template, as training prompts are.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub chat_template: bool,
+    /// How code problems run (only in the hash when set: math runs keep theirs).
+    #[serde(skip_serializing_if = "CodeOptions::is_default")]
+    pub code: CodeOptions,
 }
 
 impl Settings {
@@ -67,6 +70,7 @@ impl Settings {
             dtype: o.model.dtype,
             benchmarks: o.eval.benchmarks.clone(),
             chat_template: o.data.chat_template && !o.eval.benchmarks.is_empty(),
+            code: o.score.code.clone(),
         }
     }
 
@@ -86,16 +90,20 @@ impl Settings {
     }
 }
 
-/// [`deltarl_eval::evaluate`] with a progress line (responses sampled).
+/// [`deltarl_eval::evaluate`] with a progress line (responses sampled), code problems run
+/// in a sandbox with `code`'s settings.
 pub fn evaluate(
     policy: &deltarl_model::Policy,
     bench: &str,
     prompts: &[PromptRow],
     s: &EvalSettings,
+    code: &CodeOptions,
 ) -> Result<Vec<EvalRow>> {
+    let grader = crate::rewards::grader_for(prompts, code.settings())
+        .with_context(|| format!("benchmark {bench} has code problems"))?;
     let progress =
         crate::progress::Progress::new("eval", prompts.len() as u64 * u64::from(s.samples));
-    let rows = deltarl_eval::evaluate(policy, bench, prompts, s, &mut |done| {
+    let rows = deltarl_eval::evaluate(policy, bench, prompts, s, grader.as_ref(), &mut |done| {
         progress.set_position(done as u64)
     })?;
     progress.finish();
@@ -112,7 +120,7 @@ pub fn heldout_rows(
 ) -> Result<Vec<deltarl_schemas::EvalRow>> {
     let prompts = task.test_prompts(s.problems);
     let settings = s.sampling.at(s.draw(), iter);
-    evaluate(policy, &task.heldout_name(), &prompts, &settings)
+    evaluate(policy, &task.heldout_name(), &prompts, &settings, &s.code)
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
@@ -160,7 +168,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             at.template = crate::chat::apply(&mut prompts, &at.template, &dir)?;
         }
         let (prompts, skipped) = fitting(&policy, &at.template, at.max_new_tokens, prompts)?;
-        let part = evaluate(&policy, &name, &prompts, &at)?;
+        let part = evaluate(&policy, &name, &prompts, &at, &s.code)?;
         summarise(&name, &part, skipped);
         rows.extend(part);
     }

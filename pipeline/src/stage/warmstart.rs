@@ -41,11 +41,19 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         progress.set_position(step as u64 + 1);
     })?;
     progress.finish();
+    // A code task's held-out answers run in the sandbox, with the default limits (this
+    // accuracy is a report on the base, not an input of any later stage).
+    let heldout = s.task.test_prompts(1);
+    let grader = crate::rewards::grader_for(&heldout, Ok(deltarl_code::Settings::default()))?;
     let graded = |temperature: f64| {
         let progress = Progress::new("eval", HELDOUT_PROBLEMS as u64);
-        let acc = heldout_accuracy(s, &trained.policy, temperature, &mut |done| {
-            progress.set_position(done as u64)
-        });
+        let acc = heldout_accuracy(
+            s,
+            &trained.policy,
+            temperature,
+            grader.as_ref(),
+            &mut |done| progress.set_position(done as u64),
+        );
         progress.finish();
         acc
     };

@@ -1,6 +1,7 @@
 //! One sampled answer to one benchmark problem (eval.parquet).
 
 use super::finish::FinishReason;
+use super::reward::CodeOutcome;
 use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, Columns};
 use crate::Result;
@@ -19,6 +20,8 @@ pub struct EvalRow {
     pub finish_reason: FinishReason,
     /// The problem's `data_source`, for per-source breakdowns of a benchmark.
     pub data_source: Option<String>,
+    /// Code problems: how the program did (null for math).
+    pub outcome: Option<CodeOutcome>,
 }
 
 impl Table for EvalRow {
@@ -34,10 +37,11 @@ impl Table for EvalRow {
             nullable("extracted", DataType::Utf8),
             f("finish_reason", DataType::Utf8),
             nullable("data_source", DataType::Utf8),
+            nullable("outcome", DataType::Utf8),
         ]
     }
 
-    const ADDED: &'static [&'static str] = &["data_source"];
+    const ADDED: &'static [&'static str] = &["data_source", "outcome"];
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
         batch(
@@ -52,6 +56,7 @@ impl Table for EvalRow {
                 arrays::opt_strings(rows.iter().map(|r| r.extracted.as_deref())),
                 arrays::strings(rows.iter().map(|r| r.finish_reason.as_str())),
                 arrays::opt_strings(rows.iter().map(|r| r.data_source.as_deref())),
+                arrays::opt_strings(rows.iter().map(|r| r.outcome.map(CodeOutcome::as_str))),
             ],
         )
     }
@@ -66,6 +71,7 @@ impl Table for EvalRow {
         let len = c.u32("response_len")?;
         let extracted = c.opt_str("extracted")?;
         let finish = c.str("finish_reason")?;
+        let outcome = c.opt_str("outcome")?;
         let mut out = Vec::with_capacity(bench.len());
         for (i, ((benchmark, problem_id), extracted)) in
             bench.into_iter().zip(pid).zip(extracted).enumerate()
@@ -79,6 +85,7 @@ impl Table for EvalRow {
                 extracted,
                 finish_reason: FinishReason::parse(&finish[i], file, i)?,
                 data_source: source[i].take(),
+                outcome: CodeOutcome::parse(outcome[i].as_deref(), file, i)?,
             });
         }
         Ok(out)

@@ -7,9 +7,10 @@
 mod sampling;
 pub mod stats;
 
+use deltarl_code::{CodeOutcome, Grader, Tests, Verdict};
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
-use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
+use deltarl_schemas::{EvalRow, FinishReason, PromptRow, RewardKind, Stage};
 
 pub use sampling::{Draw, EvalSettings, Sampling};
 pub use stats::{bootstrap, Estimate};
@@ -24,17 +25,28 @@ pub enum Error {
     },
     #[error(transparent)]
     Model(#[from] deltarl_model::Error),
+    #[error("{bench}: {count} answers are code, but no sandbox was given to run them")]
+    NoSandbox { bench: String, count: usize },
+    #[error("{bench}: problem {problem_id:?} is code but holds no test set: {message}")]
+    Tests {
+        bench: String,
+        problem_id: String,
+        message: String,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Generates `samples` answers per problem with the rollout core (seeds of the `eval`
-/// stage) and grades them (with `s.extract`). `progress(responses_done)`.
+/// stage) and grades them: math answers with `s.extract`, code answers by running them
+/// against their tests in `grader`'s sandbox (required when any problem is code).
+/// `progress(responses_done)`.
 pub fn evaluate(
     policy: &Policy,
     bench: &str,
     prompts: &[PromptRow],
     s: &EvalSettings,
+    grader: Option<&Grader>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<EvalRow>> {
     let core = deltarl_rollout::Settings {
@@ -63,11 +75,19 @@ pub fn evaluate(
             bench: bench.to_string(),
             source: Box::new(source),
         })?;
+    let code = code_verdicts(bench, &samples, grader)?;
     let opts = s.extract.options();
     Ok(samples
         .into_iter()
-        .map(|r| {
-            let (extracted, correct) = deltarl_verify::grade(&r.response_text, &r.gold, &opts);
+        .zip(code)
+        .map(|(r, verdict)| {
+            let (extracted, correct, outcome) = match verdict {
+                Some(v) => (v.program, v.outcome == CodeOutcome::Passed, Some(v.outcome)),
+                None => {
+                    let (e, c) = deltarl_verify::grade(&r.response_text, &r.gold, &opts);
+                    (e, c, None)
+                }
+            };
             EvalRow {
                 benchmark: bench.to_string(),
                 problem_id: r.prompt_id,
@@ -77,9 +97,45 @@ pub fn evaluate(
                 extracted,
                 finish_reason: r.finish_reason,
                 data_source: r.data_source,
+                outcome,
             }
         })
         .collect())
+}
+
+/// The sandbox's verdict on each code answer (`None` for math ones), in answer order.
+fn code_verdicts(
+    bench: &str,
+    samples: &[deltarl_schemas::RolloutRow],
+    grader: Option<&Grader>,
+) -> Result<Vec<Option<Verdict>>> {
+    let mut out: Vec<Option<Verdict>> = vec![None; samples.len()];
+    let mut jobs = Vec::new();
+    for (i, r) in samples.iter().enumerate() {
+        if r.reward_kind == RewardKind::Code {
+            let tests = Tests::parse(&r.gold).map_err(|message| Error::Tests {
+                bench: bench.to_string(),
+                problem_id: r.prompt_id.clone(),
+                message,
+            })?;
+            jobs.push((i, tests));
+        }
+    }
+    if jobs.is_empty() {
+        return Ok(out);
+    }
+    let grader = grader.ok_or_else(|| Error::NoSandbox {
+        bench: bench.to_string(),
+        count: jobs.len(),
+    })?;
+    let work: Vec<(&str, &Tests)> = jobs
+        .iter()
+        .map(|(i, t)| (samples[*i].response_text.as_str(), t))
+        .collect();
+    for ((i, _), v) in jobs.iter().zip(grader.grade_all(&work, &|_| {})) {
+        out[*i] = Some(v);
+    }
+    Ok(out)
 }
 
 /// The problems whose prompt (rendered with `template`) leaves room for `max_new_tokens`

@@ -226,10 +226,9 @@ pub fn train(
 /// The longest example (largest numbers, an error that adds a digit) must fit the model's
 /// context, or training would index past its positions.
 fn check_context(s: &Settings, tok: &Tokenizer) -> Result<()> {
-    let worst = tiny::Problem::LONGEST;
-    let prompt = deltarl_schemas::render_template(&s.template, &worst.question());
-    let tokens =
-        tok.encode(&prompt)?.len() + tok.encode(&s.task.solution(&worst, Some((0, 3))))?.len() + 1;
+    let (question, answer) = s.task.longest_example();
+    let prompt = deltarl_schemas::render_template(&s.template, &question);
+    let tokens = tok.encode(&prompt)?.len() + tok.encode(&answer)?.len() + 1;
     if tokens > s.tiny.max_position_embeddings {
         return Err(Error::Context {
             limit: s.tiny.max_position_embeddings,
@@ -241,12 +240,14 @@ fn check_context(s: &Settings, tok: &Tokenizer) -> Result<()> {
 }
 
 /// Accuracy of `policy` on [`HELDOUT_PROBLEMS`] held-out problems of the task, one answer
-/// each at `temperature` (0 = greedy), sampled as the eval stage samples the base.
+/// each at `temperature` (0 = greedy), sampled as the eval stage samples the base; a code
+/// task's answers run in `grader`'s sandbox.
 /// `progress(responses_done)`.
 pub fn heldout_accuracy(
     s: &Settings,
     policy: &Policy,
     temperature: f64,
+    grader: Option<&deltarl_code::Grader>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<f64> {
     let prompts = s.task.test_prompts(HELDOUT_PROBLEMS);
@@ -255,6 +256,7 @@ pub fn heldout_accuracy(
         &s.task.heldout_name(),
         &prompts,
         &s.heldout.at(deltarl_eval::Draw::plain(1, temperature), 0),
+        grader,
         progress,
     )?;
     Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)

