@@ -14,7 +14,7 @@
 //! The base passes about half of the held-out problems, and RL has a signal to unlearn the
 //! habit from (the sampled right answers).
 
-use deltarl_schemas::seed::{hash_str, Rng};
+use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{PromptRow, RewardKind};
 
 use crate::Split;
@@ -84,30 +84,15 @@ impl Linear {
     }
 }
 
-/// Held-out problems are those whose id hashes into the lowest 10 %.
+/// The split of a problem (as every built-in task splits: by a hash of its id).
 pub fn split_of(p: &Linear) -> Split {
-    if hash_str(&p.id()).is_multiple_of(10) {
-        Split::Test
-    } else {
-        Split::Train
-    }
+    crate::split_of_id(&p.id())
 }
 
 /// Up to `n` distinct problems of one split, drawn deterministically from `seed` (the
 /// space is small: about 720 train and 80 held-out problems exist).
 pub fn problems(split: Split, n: usize, seed: u64) -> Vec<Linear> {
-    let mut rng = Rng::new(seed);
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    let mut tries = 0usize;
-    while out.len() < n && tries < 200_000 {
-        tries += 1;
-        let p = Linear::draw(&mut rng);
-        if split_of(&p) == split && seen.insert(p.id()) {
-            out.push(p);
-        }
-    }
-    out
+    crate::distinct(split, n, seed, 200_000, Linear::draw, Linear::id)
 }
 
 /// Problems as prompt rows (graded as code).

@@ -240,30 +240,51 @@ pub enum Split {
     Test,
 }
 
-/// Held-out problems are those whose id hashes into the lowest 10 %.
-pub fn split_of(p: &Problem) -> Split {
-    if hash_str(&p.id()).is_multiple_of(10) {
+/// The split of a problem id: held-out problems are those whose id hashes into the
+/// lowest 10 % (every built-in task splits this way).
+pub fn split_of_id(id: &str) -> Split {
+    if hash_str(id).is_multiple_of(10) {
         Split::Test
     } else {
         Split::Train
     }
 }
 
-/// `n` distinct problems of one split, drawn deterministically from `seed`.
-pub fn problems(split: Split, n: usize, seed: u64) -> Vec<Problem> {
+/// The split of an arithmetic problem.
+pub fn split_of(p: &Problem) -> Split {
+    split_of_id(&p.id())
+}
+
+/// Up to `n` distinct problems of one split, drawn deterministically from `seed` with
+/// `draw` (each named by `id`), giving up after `tries` draws (for small problem spaces).
+pub(crate) fn distinct<P>(
+    split: Split,
+    n: usize,
+    seed: u64,
+    tries: usize,
+    draw: impl Fn(&mut Rng) -> P,
+    id: impl Fn(&P) -> String,
+) -> Vec<P> {
     let mut rng = Rng::new(seed);
     let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(n);
-    // The problem space has 100 * 18 * 18 = 32,400 items: ample for any n used here.
-    let mut tries = 0usize;
-    while out.len() < n && tries < 1_000_000 {
-        tries += 1;
-        let p = Problem::draw(&mut rng);
-        if split_of(&p) == split && seen.insert(p.id()) {
+    let mut out = Vec::new();
+    for _ in 0..tries {
+        if out.len() >= n {
+            break;
+        }
+        let p = draw(&mut rng);
+        let name = id(&p);
+        if split_of_id(&name) == split && seen.insert(name) {
             out.push(p);
         }
     }
     out
+}
+
+/// `n` distinct problems of one split, drawn deterministically from `seed` (the problem
+/// space has 100 * 18 * 18 = 32,400 items: ample for any n used here).
+pub fn problems(split: Split, n: usize, seed: u64) -> Vec<Problem> {
+    distinct(split, n, seed, 1_000_000, Problem::draw, Problem::id)
 }
 
 /// Problems as prompt rows of `task` (the input table of rollout and eval).

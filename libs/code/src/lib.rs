@@ -6,10 +6,12 @@
 mod extract;
 mod grade;
 mod layouts;
+mod rows;
 mod spec;
 
 pub use deltarl_schemas::CodeOutcome;
 pub use extract::program;
 pub use grade::{Error, Grader, PassReward, Settings, Verdict};
 pub use layouts::{from_ground_truth, from_record, CodeRecord};
+pub use rows::{grade_rows, RowsError};
 pub use spec::{CallCase, StdioCase, Tests};

@@ -7,10 +7,10 @@
 mod sampling;
 pub mod stats;
 
-use deltarl_code::{CodeOutcome, Grader, Tests, Verdict};
+use deltarl_code::{CodeOutcome, Grader};
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
-use deltarl_schemas::{EvalRow, FinishReason, PromptRow, RewardKind, Stage};
+use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
 
 pub use sampling::{Draw, EvalSettings, Sampling};
 pub use stats::{bootstrap, Estimate};
@@ -25,13 +25,10 @@ pub enum Error {
     },
     #[error(transparent)]
     Model(#[from] deltarl_model::Error),
-    #[error("{bench}: {count} answers are code, but no sandbox was given to run them")]
-    NoSandbox { bench: String, count: usize },
-    #[error("{bench}: problem {problem_id:?} is code but holds no test set: {message}")]
-    Tests {
+    #[error("{bench}: {source}")]
+    Code {
         bench: String,
-        problem_id: String,
-        message: String,
+        source: deltarl_code::RowsError,
     },
 }
 
@@ -75,7 +72,11 @@ pub fn evaluate(
             bench: bench.to_string(),
             source: Box::new(source),
         })?;
-    let code = code_verdicts(bench, &samples, grader)?;
+    let code =
+        deltarl_code::grade_rows(&samples, grader, &|_| {}).map_err(|source| Error::Code {
+            bench: bench.to_string(),
+            source,
+        })?;
     let opts = s.extract.options();
     Ok(samples
         .into_iter()
@@ -101,41 +102,6 @@ pub fn evaluate(
             }
         })
         .collect())
-}
-
-/// The sandbox's verdict on each code answer (`None` for math ones), in answer order.
-fn code_verdicts(
-    bench: &str,
-    samples: &[deltarl_schemas::RolloutRow],
-    grader: Option<&Grader>,
-) -> Result<Vec<Option<Verdict>>> {
-    let mut out: Vec<Option<Verdict>> = vec![None; samples.len()];
-    let mut jobs = Vec::new();
-    for (i, r) in samples.iter().enumerate() {
-        if r.reward_kind == RewardKind::Code {
-            let tests = Tests::parse(&r.gold).map_err(|message| Error::Tests {
-                bench: bench.to_string(),
-                problem_id: r.prompt_id.clone(),
-                message,
-            })?;
-            jobs.push((i, tests));
-        }
-    }
-    if jobs.is_empty() {
-        return Ok(out);
-    }
-    let grader = grader.ok_or_else(|| Error::NoSandbox {
-        bench: bench.to_string(),
-        count: jobs.len(),
-    })?;
-    let work: Vec<(&str, &Tests)> = jobs
-        .iter()
-        .map(|(i, t)| (samples[*i].response_text.as_str(), t))
-        .collect();
-    for ((i, _), v) in jobs.iter().zip(grader.grade_all(&work, &|_| {})) {
-        out[*i] = Some(v);
-    }
-    Ok(out)
 }
 
 /// The problems whose prompt (rendered with `template`) leaves room for `max_new_tokens`

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
-use deltarl_code::{Grader, PassReward, Tests, Verdict};
+use deltarl_code::{Grader, PassReward, Verdict};
 use deltarl_schemas::{read_table, write_table, FileMeta, RewardKind, RolloutRow, ScoreRow};
 use deltarl_verify::{grade, ExtractOptions};
 use rayon::prelude::*;
@@ -36,14 +36,11 @@ fn is_all(p: &PassReward) -> bool {
 pub enum Error {
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
-    #[error("{file}: prompt {prompt_id:?} is graded as code but its gold column holds no test set: {message}")]
-    Tests {
+    #[error("{file}: {source}")]
+    Code {
         file: String,
-        prompt_id: String,
-        message: String,
+        source: deltarl_code::RowsError,
     },
-    #[error("{file}: {count} responses are graded as code, but no sandbox was given to run them")]
-    NoSandbox { file: String, count: usize },
     #[error(transparent)]
     Sandbox(#[from] deltarl_code::Error),
 }
@@ -96,25 +93,6 @@ struct Graded {
     code: Option<Verdict>,
 }
 
-/// The code test sets of the code responses, by row, in row order; an unreadable one names
-/// its prompt.
-fn code_tests(rollouts: &[RolloutRow], file: &str) -> Result<Vec<(usize, Tests)>, Error> {
-    rollouts
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.reward_kind == RewardKind::Code)
-        .map(|(i, r)| {
-            Tests::parse(&r.gold)
-                .map(|t| (i, t))
-                .map_err(|message| Error::Tests {
-                    file: file.to_string(),
-                    prompt_id: r.prompt_id.clone(),
-                    message,
-                })
-        })
-        .collect()
-}
-
 /// Pure core: one score row per rollout row, in the same order. Math responses are
 /// verified on rayon's threads; code responses run in `grader`'s sandbox (required when
 /// there are any). `file` names the rollouts in errors.
@@ -125,51 +103,38 @@ pub fn run(
     file: &str,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<ScoreRow>, Error> {
-    let code = code_tests(rollouts, file)?;
-    let mut graded: Vec<Option<Graded>> = rollouts
-        .par_iter()
-        .map(|r| match r.reward_kind {
-            RewardKind::Math => {
-                let (extracted, correct) = grade(&r.response_text, &r.gold, &s.extract);
-                progress(1);
-                Some(Graded {
-                    extracted,
-                    reward: if correct { 1.0 } else { 0.0 },
-                    correct,
-                    code: None,
-                })
-            }
-            RewardKind::Code => None,
-        })
-        .collect();
-    if !code.is_empty() {
-        let grader = grader.ok_or_else(|| Error::NoSandbox {
+    let code =
+        deltarl_code::grade_rows(rollouts, grader, progress).map_err(|source| Error::Code {
             file: file.to_string(),
-            count: code.len(),
+            source,
         })?;
-        let jobs: Vec<(&str, &Tests)> = code
-            .iter()
-            .map(|(i, t)| (rollouts[*i].response_text.as_str(), t))
-            .collect();
-        for ((i, _), v) in code.iter().zip(grader.grade_all(&jobs, progress)) {
-            graded[*i] = Some(Graded {
+    // Code rows were graded above (their verdicts); math rows are verified here.
+    let graded: Vec<Graded> = rollouts
+        .par_iter()
+        .zip(code)
+        .map(|(r, verdict)| match verdict {
+            Some(v) => Graded {
                 extracted: v.program.clone(),
                 reward: v.reward(s.pass_reward),
                 correct: v.outcome == deltarl_code::CodeOutcome::Passed,
                 code: Some(v),
-            });
-        }
-    }
+            },
+            None => {
+                let (extracted, correct) = grade(&r.response_text, &r.gold, &s.extract);
+                progress(1);
+                Graded {
+                    extracted,
+                    reward: if correct { 1.0 } else { 0.0 },
+                    correct,
+                    code: None,
+                }
+            }
+        })
+        .collect();
     let mut rows: Vec<ScoreRow> = rollouts
         .iter()
         .zip(graded)
         .map(|(r, g)| {
-            let g = g.unwrap_or(Graded {
-                extracted: None,
-                reward: 0.0,
-                correct: false,
-                code: None,
-            });
             let len = r.response_token_ids.len();
             let penalty = s
                 .overlong

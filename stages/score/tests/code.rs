@@ -1,6 +1,6 @@
 //! Code responses scored in the sandbox next to math ones (needs bubblewrap: `make sandbox`).
 
-use deltarl_code::{Grader, PassReward, Tests};
+use deltarl_code::{Grader, PassReward, RowsError, Tests};
 use deltarl_schemas::{CodeOutcome, FinishReason, RewardKind, RolloutRow};
 use deltarl_score::{run, Error, Settings};
 use deltarl_verify::ExtractOptions;
@@ -116,7 +116,7 @@ fn bad_tests_and_a_missing_sandbox_are_refused_by_name() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, Error::Tests { prompt_id, .. } if prompt_id == "p7"),
+        matches!(&err, Error::Code { source: RowsError::Tests { prompt_id, .. }, .. } if prompt_id == "p7"),
         "{err}"
     );
     assert!(err.to_string().contains("it1/rollouts.parquet"), "{err}");
@@ -135,5 +135,14 @@ fn bad_tests_and_a_missing_sandbox_are_refused_by_name() {
         &|_| {},
     )
     .unwrap_err();
-    assert!(matches!(err, Error::NoSandbox { count: 1, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Code {
+                source: RowsError::NoSandbox { count: 1 },
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
