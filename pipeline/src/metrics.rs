@@ -59,8 +59,15 @@ fn append_line(path: &Path, line: &str) -> Result<()> {
 }
 
 /// Appends one stage's metrics to both logs of the run in `root`, with the process's
-/// resident memory at the stage's start and peak when it was measured.
-pub fn record(root: &Path, stage: Stage, m: &Manifest, mem: Option<Usage>) -> Result<()> {
+/// resident memory at the stage's start and peak when it was measured, and the number of
+/// processes (torchrun ranks) that ran it.
+pub fn record(
+    root: &Path,
+    stage: Stage,
+    m: &Manifest,
+    mem: Option<Usage>,
+    processes: usize,
+) -> Result<()> {
     let mut scalars = Vec::new();
     numbers(stage.name(), &m.summary, &mut scalars);
     scalars.push((format!("{}/seconds", stage.name()), m.seconds));
@@ -75,6 +82,7 @@ pub fn record(root: &Path, stage: Stage, m: &Manifest, mem: Option<Usage>) -> Re
         "iter": m.iter,
         "stage": stage,
         "wall_time": wall,
+        "processes": processes,
         "metrics": scalars
             .iter()
             .map(|(k, x)| (k.clone(), serde_json::Value::from(*x)))

@@ -262,7 +262,9 @@ impl<'a> Runner<'a> {
         run.save_hashes();
         // The stage is done; its metrics are a log beside it, so failing to append them
         // (a full disk) is reported, not fatal.
-        if let Err(e) = crate::metrics::record(&run.root, stage, &m, crate::memory::finish(mem)) {
+        let processes = self.ctx.ranks.as_ref().map_or(1, |r| r.group.world());
+        let mem = crate::memory::finish(mem);
+        if let Err(e) = crate::metrics::record(&run.root, stage, &m, mem, processes) {
             eprintln!("warning: metrics of stage {stage} not recorded: {e:#}");
         }
         let _ = std::fs::remove_file(run.stale_path(iter, stage));
@@ -306,7 +308,14 @@ impl<'a> Runner<'a> {
                 Until::Iteration(n) if it > n => break,
                 _ => ran += 1,
             }
-            eprintln!("iteration {it} ({})", self.ctx.run.root.display());
+            match &self.ctx.ranks {
+                Some(r) => eprintln!(
+                    "iteration {it} ({}, {} processes)",
+                    self.ctx.run.root.display(),
+                    r.group.world()
+                ),
+                None => eprintln!("iteration {it} ({})", self.ctx.run.root.display()),
+            }
             for stage in self.stages_of(it) {
                 let outcome = self.run_stage(it, stage, false)?;
                 eprintln!("{}", summary_line(stage, &outcome));

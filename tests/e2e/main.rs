@@ -11,6 +11,7 @@ mod config;
 mod layers;
 mod plan;
 mod ranks;
+mod readme;
 mod refusals;
 mod resume;
 mod runs;

@@ -77,6 +77,16 @@ fn two_ranks_give_the_files_of_one_process() {
         .unwrap();
     assert!(out.status.success(), "{}", both(&out));
     let (one, two) = (runs.join("one"), runs.join("two"));
+    // The console and metrics.jsonl say how many processes ran.
+    assert!(both(&out).contains("2 processes)"), "{}", both(&out));
+    for (run, n) in [(&one, 1), (&two, 2)] {
+        let log = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        assert!(log.lines().count() >= 5, "{log}");
+        for line in log.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["processes"], n, "{line}");
+        }
+    }
     // Rollouts, scores, features and coefficients: byte for byte.
     let a = stage_files(&one, 1);
     assert_eq!(a.len(), 4, "{:?}", a.keys());

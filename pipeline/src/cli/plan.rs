@@ -196,9 +196,9 @@ impl Args {
         let mut t = String::new();
         let mut line = |k: &str, v: String| t.push_str(&format!("  {k:<44} {v}\n"));
         println!(
-            "{}: {:.2} B parameters, {dtype}, {n} device(s)",
+            "{}: {} parameters, {dtype}, {n} device(s)",
             self.config.display(),
-            plan.parameters as f64 / 1e9
+            count(plan.parameters)
         );
         println!(
             "  sequences of {} prompt + {} response tokens; per device an update pass of {} \
@@ -306,5 +306,27 @@ impl Args {
             }
         }
         Ok(())
+    }
+}
+
+/// A parameter count as people say it: `8.19 B`, `989.3 K`, `512`.
+fn count(n: u64) -> String {
+    let x = n as f64;
+    match n {
+        1_000_000_000.. => format!("{:.2} B", x / 1e9),
+        1_000_000.. => format!("{:.2} M", x / 1e6),
+        1_000.. => format!("{:.1} K", x / 1e3),
+        _ => n.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parameter_counts_by_hand() {
+        assert_eq!(super::count(8_190_735_360), "8.19 B");
+        assert_eq!(super::count(989_312), "989.3 K");
+        assert_eq!(super::count(1_500_000), "1.50 M");
+        assert_eq!(super::count(512), "512");
     }
 }

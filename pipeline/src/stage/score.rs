@@ -61,7 +61,11 @@ impl Settings {
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let src = env.file(Stage::Rollout);
     let bytes = std::fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
-    let progress = Progress::new("score", 0);
+    // The bar's length is the file's row count, from its footer (nothing decoded twice).
+    let rows = deltarl_schemas::TableReader::<deltarl_schemas::RolloutRow>::open(&src, 1)
+        .map(|r| r.rows())
+        .unwrap_or(0);
+    let progress = Progress::new("score", rows as u64);
     let mut scores = Vec::new();
     atomic_write(&env.file(Stage::Score), |w| -> Result<()> {
         scores = deltarl_score::run_io(
