@@ -6,6 +6,8 @@
 //! gives the same bytes. Text uses an embedded subset of DejaVu Sans (see
 //! `assets/make_font.sh`): no fontconfig or system fonts are needed.
 
+mod axes;
+
 use std::sync::OnceLock;
 
 use plotters::coord::Shift;
@@ -91,6 +93,9 @@ pub struct Panel {
     pub categories: Vec<String>,
     /// Whether this panel draws the legend (a grid usually needs only one).
     pub legend: bool,
+    /// The values the quantity can take (e.g. 0 to 1 for an accuracy): the y axis never
+    /// pads past them.
+    pub y_bounds: Option<(f64, f64)>,
 }
 
 /// A grid of panels with a title.
@@ -162,44 +167,6 @@ fn encode(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The data range of a panel, padded so flat or single-point series still show.
-fn ranges(panel: &Panel) -> Option<((f64, f64), (f64, f64))> {
-    let finite = |v: f64| v.is_finite();
-    let xs = panel
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().filter(|p| finite(p.1)).map(|p| p.0));
-    let ys = panel.series.iter().flat_map(|s| {
-        s.points
-            .iter()
-            .map(|p| p.1)
-            .chain(s.band.iter().flat_map(|b| [b.1, b.2]))
-    });
-    let span = |it: &mut dyn Iterator<Item = f64>| {
-        it.filter(|v| v.is_finite())
-            .fold(None, |acc: Option<(f64, f64)>, v| {
-                Some(acc.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))))
-            })
-    };
-    let (x0, x1) = span(&mut { xs })?;
-    let (y0, y1) = span(&mut { ys })?;
-    let pad = |lo: f64, hi: f64, frac: f64| {
-        if hi > lo {
-            let d = (hi - lo) * frac;
-            (lo - d, hi + d)
-        } else {
-            let d = (lo.abs() * 0.05).max(1e-3);
-            (lo - d, hi + d)
-        }
-    };
-    let (x0, x1) = if panel.categories.is_empty() {
-        pad(x0, x1, 0.02)
-    } else {
-        (-0.5, panel.categories.len() as f64 - 0.5)
-    };
-    Some(((x0, x1), pad(y0, y1, 0.08)))
-}
-
 /// Splits a polyline at non-finite values.
 fn segments(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
     let mut out = vec![Vec::new()];
@@ -224,7 +191,7 @@ fn band_segments(band: &[(f64, f64, f64)]) -> Vec<&[(f64, f64, f64)]> {
 }
 
 fn draw_panel(panel: &Panel, area: &DrawingArea<BitMapBackend<'_>, Shift>) -> Result<()> {
-    let Some(((x0, x1), (y0, y1))) = ranges(panel) else {
+    let Some(((x0, x1), (y0, y1))) = axes::ranges(panel) else {
         let (w, h) = area.dim_in_pixel();
         let style = ("sans-serif", 16).into_font().color(&BLACK);
         area.draw_text(&panel.title, &style, (10, 10))
@@ -241,11 +208,15 @@ fn draw_panel(panel: &Panel, area: &DrawingArea<BitMapBackend<'_>, Shift>) -> Re
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(draw_err)?;
     let cats = &panel.categories;
+    // Iterations and other whole-number axes get no fractional ticks.
+    let whole = axes::whole_x(panel);
     let x_fmt = |x: &f64| {
         if cats.is_empty() {
             let r = x.round();
             if (x - r).abs() < 1e-9 {
                 format!("{r:.0}")
+            } else if whole {
+                String::new()
             } else {
                 format!("{x:.1}")
             }
@@ -269,9 +240,17 @@ fn draw_panel(panel: &Panel, area: &DrawingArea<BitMapBackend<'_>, Shift>) -> Re
         .light_line_style(RGBColor(235, 235, 235));
     if !cats.is_empty() {
         mesh.x_labels(cats.len() * 2 + 1);
+    } else if whole {
+        mesh.x_labels(((x1 - x0).round() as usize + 1).clamp(2, 12));
     }
     mesh.draw().map_err(draw_err)?;
 
+    let lines = panel
+        .series
+        .iter()
+        .filter(|s| s.mark != Mark::Points)
+        .count();
+    let mut line_index = 0;
     for s in &panel.series {
         let color = PALETTE[s.color % PALETTE.len()];
         let style = color.stroke_width(2);
@@ -317,6 +296,15 @@ fn draw_panel(panel: &Panel, area: &DrawingArea<BitMapBackend<'_>, Shift>) -> Re
                         });
                     }
                 }
+                // Rings at the points, the earlier series' wider: curves that coincide
+                // (equal runs) still show every colour.
+                let radius = axes::ring_radius(line_index, lines);
+                line_index += 1;
+                let rings = segments(&s.points)
+                    .into_iter()
+                    .flatten()
+                    .map(|p| Circle::new(p, radius, color.stroke_width(2)));
+                chart.draw_series(rings).map_err(draw_err)?;
             }
             Mark::Points => {
                 let pts: Vec<(f64, f64)> = s
@@ -390,6 +378,7 @@ mod tests {
             ],
             categories: vec![],
             legend: true,
+            y_bounds: None,
         };
         let cats = Panel {
             title: "final".into(),
@@ -430,9 +419,9 @@ mod tests {
             series: vec![Series::line("c", 0, vec![(1.0, 2.0)])],
             ..Panel::default()
         };
-        let r = ranges(&flat).unwrap();
+        let r = axes::ranges(&flat).unwrap();
         assert!(r.0 .0 < 1.0 && r.0 .1 > 1.0 && r.1 .0 < 2.0 && r.1 .1 > 2.0);
-        assert!(ranges(&Panel::default()).is_none());
+        assert!(axes::ranges(&Panel::default()).is_none());
         assert_eq!(
             segments(&[(1.0, 1.0), (2.0, f64::NAN), (3.0, 3.0), (4.0, 4.0)]),
             vec![vec![(1.0, 1.0)], vec![(3.0, 3.0), (4.0, 4.0)]]

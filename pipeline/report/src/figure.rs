@@ -89,6 +89,9 @@ pub fn figure(df: &DataFrame, runs: &[String]) -> Figure {
                 categories: Vec::new(),
                 // One legend for the grid: the runs keep their colours in every panel.
                 legend: k == 0,
+                // Shares of responses and of tokens cannot leave [0, 1].
+                y_bounds: matches!(*solid, "accuracy" | "eval_accuracy" | "clip_frac")
+                    .then_some((0.0, 1.0)),
             }
         })
         .collect();

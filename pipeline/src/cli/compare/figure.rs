@@ -61,6 +61,7 @@ pub fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Fi
                 series: curves,
                 categories: Vec::new(),
                 legend: true,
+                y_bounds: Some((0.0, 1.0)),
             },
             Panel {
                 title: "final iteration: mean ± 95% CI, and each seed".into(),
@@ -69,6 +70,7 @@ pub fn figure(variants: &[String], results: &[Outcome], base: Option<f64>) -> Fi
                 categories: variants.to_vec(),
                 // The axis names the variants.
                 legend: false,
+                y_bounds: Some((0.0, 1.0)),
             },
         ],
         columns: 2,
