@@ -34,5 +34,6 @@ pub mod ranks;
 pub mod rewards;
 pub mod rundir;
 pub mod runner;
+pub mod settings_diff;
 pub mod stage;
 pub mod vllm;

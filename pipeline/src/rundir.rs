@@ -184,7 +184,8 @@ pub enum StageState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stale {
     UpstreamRerun,
-    ConfigChanged,
+    /// The stage's settings changed: the keys that did, when its manifest recorded them.
+    ConfigChanged(Vec<String>),
     /// An input (relative to the run, or a path outside it) is gone.
     InputMissing(String),
     InputsChanged,
@@ -192,6 +193,8 @@ pub enum Stale {
     OutputChanged(String),
     /// A stage it reads (`the base`, `update of iteration 3`) is not done.
     DependencyNotDone(String),
+    /// A stage it reads finished once but will rerun itself.
+    DependencyStale(String),
 }
 
 impl Stale {
@@ -200,7 +203,10 @@ impl Stale {
     pub fn is_damage(&self) -> bool {
         match self {
             Stale::InputMissing(_) | Stale::InputsChanged | Stale::OutputChanged(_) => true,
-            Stale::UpstreamRerun | Stale::ConfigChanged | Stale::DependencyNotDone(_) => false,
+            Stale::UpstreamRerun
+            | Stale::ConfigChanged(_)
+            | Stale::DependencyNotDone(_)
+            | Stale::DependencyStale(_) => false,
         }
     }
 }
@@ -209,22 +215,24 @@ impl std::fmt::Display for Stale {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Stale::UpstreamRerun => f.write_str("an upstream stage was rerun"),
-            Stale::ConfigChanged => f.write_str("configuration changed"),
+            Stale::ConfigChanged(keys) if keys.is_empty() => f.write_str("configuration changed"),
+            Stale::ConfigChanged(keys) => write!(f, "configuration changed: {}", keys.join(", ")),
             Stale::InputMissing(p) => write!(f, "input {p} is missing"),
             Stale::InputsChanged => f.write_str("inputs changed"),
             Stale::OutputChanged(p) => write!(f, "output {p} is missing or changed"),
             Stale::DependencyNotDone(at) => write!(f, "{at} is not done"),
+            Stale::DependencyStale(at) => write!(f, "{at} will rerun"),
         }
     }
 }
 
-/// Whether a stage's own record is complete for the given configuration hash and input
-/// files (the stages it depends on are the runner's business).
+/// Whether a stage's own record is complete for the given configuration hash (of
+/// `settings`) and input files (the stages it depends on are the runner's business).
 pub fn stage_state(
     run: &RunDir,
     iter: u32,
     stage: Stage,
-    config_hash: &str,
+    (config_hash, settings): (&str, &serde_json::Value),
     inputs: &[PathBuf],
 ) -> Result<StageState> {
     let Some(m) = Manifest::read(&run.manifest_path(iter, stage))? else {
@@ -234,7 +242,8 @@ pub fn stage_state(
         return Ok(StageState::Missing);
     };
     if m.config_hash != config_hash {
-        return Ok(StageState::Stale(Stale::ConfigChanged));
+        let keys = crate::settings_diff::changed_keys(&m.settings, settings);
+        return Ok(StageState::Stale(Stale::ConfigChanged(keys)));
     }
     for p in inputs {
         if !p.exists() && !run.is_pruned(p)? {

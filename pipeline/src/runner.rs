@@ -128,7 +128,8 @@ impl<'a> Runner<'a> {
         }
         let env = self.env(iter, stage)?;
         let inputs = self.inputs(iter, stage, &env)?;
-        let own = stage_state(&self.ctx.run, iter, stage, &env.hash, &inputs);
+        let settings = stage::settings_json(stage, &self.ctx.cfg)?;
+        let own = stage_state(&self.ctx.run, iter, stage, (&env.hash, &settings), &inputs);
         self.ctx.run.save_hashes();
         let own = own?;
         if !matches!(own, StageState::Done(_)) {
@@ -141,7 +142,12 @@ impl<'a> Runner<'a> {
                 } else {
                     format!("{dep} of iteration {i}")
                 };
-                return Ok(StageState::Stale(Stale::DependencyNotDone(at)));
+                // A dependency that finished once will rerun; one that never did is not done.
+                let why = match self.state(i, dep)? {
+                    StageState::Stale(_) => Stale::DependencyStale(at),
+                    _ => Stale::DependencyNotDone(at),
+                };
+                return Ok(StageState::Stale(why));
             }
         }
         Ok(own)
@@ -257,6 +263,7 @@ impl<'a> Runner<'a> {
             seconds: start.elapsed().as_secs_f64(),
             version: TOOL_VERSION.to_string(),
             summary: ran.summary,
+            settings: stage::settings_json(stage, &self.ctx.cfg)?,
         };
         m.write(&run.manifest_path(iter, stage))?;
         run.save_hashes();

@@ -28,6 +28,10 @@ pub struct Manifest {
     /// Stage-specific summary (metrics, diagnostics).
     #[serde(default)]
     pub summary: serde_json::Value,
+    /// The settings `config_hash` was taken of, so a changed configuration can be named
+    /// key by key (null in manifests written before they were recorded).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub settings: serde_json::Value,
 }
 
 impl Manifest {

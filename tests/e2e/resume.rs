@@ -88,15 +88,21 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
     );
     // Under a config with one more warm-start step, the base is stale for its settings and
     // every stage of both iterations for the base (or the policy after it).
-    for (name, body) in [
-        ("steps.toml", "[warmstart]\nsteps = 31\n"),
-        ("shape.toml", "[model.tiny]\nintermediate_size = 48\n"),
+    // The base names the key that changed; the stages after it say the base will rerun
+    // (it finished once), then that the policy they read will.
+    for (name, body, key) in [
+        ("steps.toml", "[warmstart]\nsteps = 31\n", "steps: 30 -> 31"),
+        (
+            "shape.toml",
+            "[model.tiny]\nintermediate_size = 48\n",
+            "intermediate_size: 64 -> 48",
+        ),
     ] {
         let changed = variant(&cfg, name, body);
         let text = status(&["--config", changed.to_str().unwrap()]);
         let lines: Vec<&str> = text.lines().collect();
         assert!(
-            lines[0].contains("warmstart stale (configuration changed)"),
+            lines[0].contains("warmstart stale (configuration changed: ") && lines[0].contains(key),
             "{text}"
         );
         assert_eq!(lines.len(), 3, "{text}");
@@ -108,11 +114,11 @@ fn a_changed_warm_start_makes_the_base_and_every_later_stage_stale() {
             );
         }
         assert!(
-            lines[1].contains("rollout stale (the base is not done)"),
+            lines[1].contains("rollout stale (the base will rerun)"),
             "{text}"
         );
         assert!(
-            lines[2].contains("rollout stale (update of iteration 1 is not done)"),
+            lines[2].contains("rollout stale (update of iteration 1 will rerun)"),
             "{text}"
         );
     }

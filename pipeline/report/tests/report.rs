@@ -30,6 +30,7 @@ fn write_manifest(run: &Path, iter: u32, stage: Stage, summary: serde_json::Valu
         seconds: 0.0,
         version: "test".into(),
         summary,
+        settings: serde_json::Value::Null,
     }
     .write(&layout::manifest_path(run, iter, stage))
     .unwrap();

@@ -43,6 +43,21 @@ fn hash_of<T: Serialize>(stage: Stage, settings: &T) -> Result<String> {
     ))
 }
 
+/// A stage's settings under this configuration, as JSON (recorded in its manifest, so a
+/// later configuration can be compared key by key).
+pub fn settings_json(stage: Stage, cfg: &Resolved) -> Result<serde_json::Value> {
+    let value = match stage {
+        Stage::Warmstart => serde_json::to_value(warmstart::settings(cfg)),
+        Stage::Rollout => serde_json::to_value(rollout::Settings::new(cfg)),
+        Stage::Score => serde_json::to_value(score::Settings::new(cfg)),
+        Stage::Features => serde_json::to_value(features::Settings::new(cfg)),
+        Stage::Coeffs => serde_json::to_value(coeffs::settings(cfg)?),
+        Stage::Update => serde_json::to_value(update::Settings::new(cfg)),
+        Stage::Eval => serde_json::to_value(eval::Settings::new(cfg)),
+    };
+    value.with_context(|| format!("cannot serialise the settings of stage {stage}"))
+}
+
 /// The hash of a stage's settings under this configuration.
 pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
     match stage {
