@@ -250,3 +250,40 @@ fn bad_input_is_refused_clearly() {
         coeffs_before
     );
 }
+
+/// A prompt too long for the context with `max_new_tokens` stops the rollout with the fix
+/// named: `rollout.max_prompt_tokens` (verl's left truncation), and `--force` for a
+/// recorded run; with it set, the same data runs.
+#[test]
+fn a_prompt_too_long_for_the_context_names_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("long.jsonl");
+    let long = "1+".repeat(40) + "1=?";
+    std::fs::write(
+        &data,
+        format!("{{\"problem\": \"{long}\", \"answer\": \"41\"}}\n"),
+    )
+    .unwrap();
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "long.toml",
+        &format!(
+            "[data]\nsource = {:?}\n[rollout]\nprompts_per_iter = 1\n[eval]\nevery = 0\n",
+            data.display().to_string()
+        ),
+    );
+    let runs = dir.path().join("runs");
+    let out = iterate(&runs, &cfg, "l", &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("rollout.max_prompt_tokens") && err.contains("--force"),
+        "{err}"
+    );
+    ok(iterate(
+        &runs,
+        &cfg,
+        "l",
+        &["--force", "--set", "rollout.max_prompt_tokens=32"],
+    ));
+}

@@ -147,7 +147,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         (Ok(rows), _) => Ok(rows),
         // A failed request usually means the server died: say so, with its log.
         (Err(e), Some(v)) => Err(v.explain(e.into())),
-        (Err(e), None) => Err(e.into()),
+        (Err(e), None) => Err(too_long_hint(e)),
     }
     .with_context(|| format!("sampling with the policy in {}", dir.display()))?;
     drop(vllm);
@@ -221,4 +221,27 @@ pub fn epoch(s: &serde_json::Value) -> Option<String> {
         get("epoch_batch")?,
         get("batches_per_epoch")?
     ))
+}
+
+/// A prompt longer than the context leaves room for says what fixes it: verl's left
+/// truncation (`rollout.max_prompt_tokens`), and `--force` to change a recorded run.
+fn too_long_hint(e: deltarl_rollout::Error) -> anyhow::Error {
+    let too_long = matches!(
+        &e,
+        deltarl_rollout::Error::Request {
+            problem: deltarl_model::RequestProblem::TooLong { .. },
+            ..
+        }
+    );
+    let e = anyhow::Error::from(e);
+    if too_long {
+        e.context(
+            "a prompt does not fit the model's context with rollout.max_new_tokens: set \
+             rollout.max_prompt_tokens (prompts keep their last that many tokens, as verl \
+             truncates them) or lower max_new_tokens; a run already recorded needs --force \
+             to change either",
+        )
+    } else {
+        e
+    }
 }

@@ -56,6 +56,13 @@ pub enum Error {
     Table(#[from] deltarl_schemas::Error),
     #[error("prompt {id:?}: {message}")]
     Prompt { id: String, message: String },
+    /// Our engine cannot serve the request of prompt `id` (too long, over the cache budget).
+    #[error("prompt {id:?}: request {request}: {problem}")]
+    Request {
+        id: String,
+        request: usize,
+        problem: deltarl_model::RequestProblem,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -154,13 +161,14 @@ fn native(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Vec<(usize, Sample)>>> {
     generate_part(model, tokenizer, requests, &s.sampling, s.shard, progress).map_err(|e| match e {
-        deltarl_model::Error::Request { request, problem } => Error::Prompt {
+        deltarl_model::Error::Request { request, problem } => Error::Request {
             // The engine names the request: the prompt of the same index.
             id: prompts
                 .get(request)
                 .map(|p| p.id.clone())
                 .unwrap_or_default(),
-            message: format!("request {request}: {problem}"),
+            request,
+            problem,
         },
         e => Error::Model(e),
     })
