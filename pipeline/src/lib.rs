@@ -27,6 +27,7 @@ pub mod memory;
 pub mod metrics;
 pub mod paired;
 pub mod plan;
+pub mod plan_models;
 pub mod progress;
 pub mod prune;
 pub mod pruned;

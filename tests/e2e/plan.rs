@@ -197,15 +197,38 @@ fn the_8b_plan_names_what_does_not_fit() {
         text.contains("would fit with its optimizer state sharded over 8 devices"),
         "{text}"
     );
-    // Without the model's config.json the error says what to pass.
+    // Without the model's config.json, a source named like a known model plans with its
+    // published shape: the same numbers as its config.json gives.
+    let by_name = |args: &[&str]| {
+        let mut all = vec![
+            "plan",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--memory",
+            "141GB",
+            "--devices",
+            "8",
+        ];
+        all.extend_from_slice(args);
+        String::from_utf8_lossy(&ok(deltarl(Path::new("unused"), &all)).stdout).to_string()
+    };
+    assert_eq!(by_name(&[]), plan(&[]));
+    assert_eq!(by_name(&["--model", "Qwen/Qwen3-8B-Base"]), plan(&[]));
+    // A source nobody knows: the error says what to pass.
     let out = deltarl(
         Path::new("unused"),
-        &["plan", "--config", cfg.to_str().unwrap()],
+        &[
+            "plan",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--set",
+            "model.source=\"/models/mine\"",
+        ],
     );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("/models/Qwen3-8B-Base") && err.contains("--model-config"),
+        err.contains("/models/mine") && err.contains("--model-config") && err.contains("qwen3-8b"),
         "{err}"
     );
     let out = deltarl(

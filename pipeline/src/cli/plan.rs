@@ -26,6 +26,11 @@ pub struct Args {
     /// The model's config.json, when model.source is not on this machine.
     #[arg(long)]
     model_config: Option<PathBuf>,
+    /// Instead: a model whose published shape deltarl knows (`Qwen/Qwen3-8B-Base`,
+    /// `qwen2.5-7b`, `meta-llama/Llama-3.1-8B`; Qwen3 0.6B-14B, Qwen2.5 0.5B-14B, Llama 3).
+    /// Without either, a model.source whose last path part names one is planned as it.
+    #[arg(long, conflicts_with = "model_config")]
+    model: Option<String>,
     /// The longest prompt in tokens (default: rollout.max_prompt_tokens).
     #[arg(long)]
     prompt_tokens: Option<u64>,
@@ -59,28 +64,45 @@ fn host_workload(cfg: &Resolved, shape: &Shape, w: &Workload) -> HostWorkload {
     }
 }
 
-fn model_config(cfg: &Resolved, explicit: Option<&Path>) -> Result<Qwen3Config> {
+/// The model's shape: from `--model` (a published shape), `--model-config`, the tiny
+/// model, model.source's config.json, or the published shape model.source's name names.
+fn model_shape(cfg: &Resolved, explicit: Option<&Path>, name: Option<&str>) -> Result<Shape> {
+    let known = || crate::plan_models::names().join(", ");
+    if let Some(name) = name {
+        return crate::plan_models::shape(name).with_context(|| {
+            format!(
+                "--model {name:?}: not a model whose shape deltarl knows ({})",
+                known()
+            )
+        });
+    }
     if let Some(path) = explicit {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        return serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a Qwen3 config.json", path.display()));
+        let c: Qwen3Config = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a Qwen3 config.json", path.display()))?;
+        return Ok(Shape::new(&c));
     }
     let source = &cfg.opts.model.source;
     if source == "tiny" {
-        return Ok(deltarl_warmstart::tiny_config(
+        return Ok(Shape::new(&deltarl_warmstart::tiny_config(
             &cfg.opts.model.tiny,
             crate::stage::warmstart::tiny_task(cfg),
-        )?);
+        )?));
     }
     let dir = Path::new(source);
-    if !dir.join("config.json").exists() {
-        bail!(
-            "model.source = {source:?} has no config.json here: pass --model-config \
-             with the model's config.json"
-        );
+    if dir.join("config.json").exists() {
+        return Ok(Shape::new(&deltarl_model::read_config(dir)?));
     }
-    Ok(deltarl_model::read_config(dir)?)
+    if let Some(shape) = crate::plan_models::shape(source) {
+        eprintln!("note: {source} has no config.json here; planning with its published shape");
+        return Ok(shape);
+    }
+    bail!(
+        "model.source = {source:?} has no config.json here: pass --model-config with the \
+         model's config.json, or --model with one of {}",
+        known()
+    )
 }
 
 /// The per-device workload the configuration asks for.
@@ -135,8 +157,7 @@ impl Args {
             bail!("--devices must be at least 1");
         }
         let cfg = Resolved::load_with(&self.config, &self.sets)?;
-        let mc = model_config(&cfg, self.model_config.as_deref())?;
-        let shape = Shape::new(&mc);
+        let shape = model_shape(&cfg, self.model_config.as_deref(), self.model.as_deref())?;
         let w = workload(&cfg, self.devices, self.prompt_tokens)?;
         let plan = Plan::new(&shape, &w);
         let ckpt = w.activation_checkpointing;
