@@ -170,6 +170,7 @@ fn prompt_row(v: &serde_json::Value, routing: &Routing) -> std::result::Result<P
             ["answer", "reward_model.ground_truth", "ground_truth"]
                 .iter()
                 .find_map(|f| field(f))
+                .map(|a| final_answer(&a))
         })
         .or_else(|| {
             let s = field("solution")?;
@@ -199,6 +200,17 @@ fn prompt_row(v: &serde_json::Value, routing: &Routing) -> std::result::Result<P
         system,
         reward_kind,
     })
+}
+
+/// GSM8K's answers are worked solutions ending `#### 72`: the gold is what follows the
+/// last `####`. Any other answer is kept as it is.
+fn final_answer(answer: &str) -> String {
+    match answer.rsplit_once("####") {
+        Some((work, last)) if !work.trim().is_empty() && !last.trim().is_empty() => {
+            last.trim().to_string()
+        }
+        _ => answer.to_string(),
+    }
 }
 
 /// A dataset must have prompts, and ids that tell them apart (every later table is keyed
@@ -436,5 +448,21 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             err.contains("bad.jsonl:1") && err.contains("not a code test set"),
             "{err}"
         );
+    }
+
+    /// GSM8K's layout (`question`, an `answer` ending `#### N`) reads with N as the gold.
+    #[test]
+    fn gsm8k_answers_are_what_follows_the_hashes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("gsm8k.jsonl");
+        let line = r#"{"question": "Tom has 3 apples and buys 4. How many?", "answer": "He has 3 + 4 = <<3+4=7>>7.\n#### 7"}"#;
+        std::fs::write(&p, line).unwrap();
+        let rows = read_prompt_file(&p, &Routing::default()).unwrap();
+        assert_eq!(
+            (rows[0].problem.as_str(), rows[0].answer.as_str()),
+            ("Tom has 3 apples and buys 4. How many?", "7")
+        );
+        assert_eq!(final_answer("#### 5"), "#### 5");
+        assert_eq!(final_answer("\\frac{1}{2}"), "\\frac{1}{2}");
     }
 }
