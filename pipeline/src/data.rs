@@ -33,16 +33,8 @@ pub fn benchmark_name(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn json_str(v: &serde_json::Value) -> Option<String> {
-    match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
 /// Reads JSONL (one object per line) or Parquet prompts in any of the layouts
-/// [`prompt_row`] knows; errors name the file, the line (or row) and the missing field.
+/// [`crate::record::prompt_row`] knows; errors name the file, the line (or row) and the missing field.
 pub fn read_prompt_file(path: &Path, routing: &Routing) -> Result<Vec<PromptRow>> {
     let name = path.display().to_string();
     let (records, places) = if path.extension().is_some_and(|e| e == "parquet") {
@@ -71,7 +63,7 @@ pub fn read_prompt_file(path: &Path, routing: &Routing) -> Result<Vec<PromptRow>
         let at = at
             .strip_prefix("line ")
             .map_or_else(|| format!("{name}: {at}"), |l| format!("{name}:{l}"));
-        out.push(prompt_row(v, routing).map_err(|e| anyhow::anyhow!("{at}: {e}"))?);
+        out.push(crate::record::prompt_row(v, routing).map_err(|e| anyhow::anyhow!("{at}: {e}"))?);
     }
     check_prompts(&name, &out, &places)?;
     Ok(out)
@@ -99,118 +91,6 @@ fn parquet_records(path: &Path) -> Result<Vec<serde_json::Value>> {
         out.extend(rows);
     }
     Ok(out)
-}
-
-/// Where the answer may be, in order: the simple layout's and TRL's usual columns, verl's,
-/// then a worked `solution` whose last `\boxed{}` is the answer (NuminaMath and the like).
-const ANSWER_FIELDS: &str = "`answer` (or `reward_model.ground_truth`, `ground_truth`, `solution`)";
-
-/// One prompt from one record, in any of the layouts users bring:
-/// * simple: `problem`, `answer`, optional `id`, `data_source`, `system`;
-/// * verl's RL data: `prompt` as a list of `{role, content}` (the question is the last user
-///   message; system turns are kept for the chat template), `reward_model.ground_truth`,
-///   `data_source`, `extra_info.index`;
-/// * TRL's: `prompt` as a string or a message list, the answer in `answer`,
-///   `ground_truth` or `solution`.
-///
-/// * code sets (see `deltarl_code::from_record`): the question in `question` (APPS) or
-///   made from the layout (HumanEval's code prompt, MBPP's tests); the answer is the tests.
-///
-/// Without an `id` (or HumanEval's `task_id`, or verl's `extra_info.index`) the id is a
-/// hash of the question and the answer: stable under reordering, and every later table is
-/// keyed by it.
-fn prompt_row(v: &serde_json::Value, routing: &Routing) -> std::result::Result<PromptRow, String> {
-    let (reward_kind, code) = routing.decide(v)?;
-    let field = |path: &str| -> Option<String> {
-        path.split('.')
-            .try_fold(v, |v, k| v.get(k))
-            .and_then(json_str)
-    };
-    let given = code.as_ref().and_then(|c| c.problem.clone());
-    let (problem, system) = if let Some(p) = given.or_else(|| field("problem")) {
-        (p, field("system"))
-    } else if let Some(q) = field("question") {
-        (q, field("system"))
-    } else {
-        match v.get("prompt") {
-            Some(serde_json::Value::String(s)) => (s.clone(), field("system")),
-            Some(serde_json::Value::Array(messages)) => {
-                let text = |m: &serde_json::Value, role: &str| {
-                    (m.get("role").and_then(|r| r.as_str()) == Some(role))
-                        .then(|| m.get("content").and_then(json_str))
-                        .flatten()
-                };
-                let question = messages
-                    .iter()
-                    .rev()
-                    .find_map(|m| text(m, "user"))
-                    .or_else(|| {
-                        messages
-                            .last()
-                            .and_then(|m| m.get("content"))
-                            .and_then(json_str)
-                    })
-                    .ok_or("`prompt` has no message")?;
-                let system: Vec<String> =
-                    messages.iter().filter_map(|m| text(m, "system")).collect();
-                (question, (!system.is_empty()).then(|| system.join("\n\n")))
-            }
-            Some(other) => {
-                return Err(format!(
-                    "field `prompt` is {other}, expected a string or a list of {{role, content}}"
-                ))
-            }
-            None => return Err("missing field `problem` (or `prompt`)".into()),
-        }
-    };
-    let answer = code
-        .as_ref()
-        .map(|c| c.tests.to_gold())
-        .or_else(|| {
-            ["answer", "reward_model.ground_truth", "ground_truth"]
-                .iter()
-                .find_map(|f| field(f))
-                .map(|a| final_answer(&a))
-        })
-        .or_else(|| {
-            let s = field("solution")?;
-            let boxed = deltarl_verify::extract(&s, &deltarl_verify::Policy::Boxed.options());
-            Some(boxed.map_or(s, |b| b.answer))
-        })
-        .ok_or_else(|| format!("missing field {ANSWER_FIELDS}"))?;
-    let data_source = field("data_source");
-    let id = match (
-        field("id").or_else(|| field("task_id")),
-        &data_source,
-        field("extra_info.index"),
-    ) {
-        (Some(id), _, _) => id,
-        (None, Some(s), Some(k)) => format!("{s}-{k}"),
-        (None, None, Some(k)) => k,
-        (None, _, None) => {
-            let h = deltarl_schemas::sha256_hex(format!("{problem}\u{0}{answer}").as_bytes());
-            format!("h{}", &h[..16])
-        }
-    };
-    Ok(PromptRow {
-        id,
-        problem,
-        answer,
-        data_source,
-        system,
-        reward_kind,
-    })
-}
-
-/// GSM8K's answers are worked solutions ending `#### 72`: the gold is what follows the
-/// last `####`. Any other answer is kept as it is.
-fn final_answer(answer: &str) -> String {
-    match answer.rsplit_once("####") {
-        Some((work, last)) if !work.trim().is_empty() && !last.trim().is_empty() => {
-            last.trim().to_string()
-        }
-        _ => answer.to_string(),
-    }
 }
 
 /// A dataset must have prompts, and ids that tell them apart (every later table is keyed
@@ -451,6 +331,7 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
     }
 
     /// GSM8K's layout (`question`, an `answer` ending `#### N`) reads with N as the gold.
+    /// (`final_answer` by hand: record.rs.)
     #[test]
     fn gsm8k_answers_are_what_follows_the_hashes() {
         let dir = tempfile::tempdir().unwrap();
@@ -462,7 +343,5 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             (rows[0].problem.as_str(), rows[0].answer.as_str()),
             ("Tom has 3 apples and buys 4. How many?", "7")
         );
-        assert_eq!(final_answer("#### 5"), "#### 5");
-        assert_eq!(final_answer("\\frac{1}{2}"), "\\frac{1}{2}");
     }
 }

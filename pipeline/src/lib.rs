@@ -32,6 +32,7 @@ pub mod progress;
 pub mod prune;
 pub mod pruned;
 pub mod ranks;
+pub mod record;
 pub mod rewards;
 pub mod rundir;
 pub mod runner;
