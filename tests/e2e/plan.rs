@@ -242,4 +242,32 @@ fn the_8b_plan_names_what_does_not_fit() {
         ],
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a size"));
+    // Impossible sizes are refused, never "fits".
+    let zeros = dir.path().join("zeros.json");
+    std::fs::write(
+        &zeros,
+        r#"{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 0,
+            "hidden_size": 0, "intermediate_size": 0, "num_hidden_layers": 0,
+            "num_attention_heads": 0, "num_key_value_heads": 0, "head_dim": 0,
+            "max_position_embeddings": 0, "rope_theta": 1, "tie_word_embeddings": false}"#,
+    )
+    .unwrap();
+    let c = cfg.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["--model-config", zeros.to_str().unwrap()],
+            "`vocab_size` is 0",
+        ),
+        (vec!["--memory", "0GB"], "no memory"),
+        (
+            vec!["--prompt-tokens", "18446744073709551615"],
+            "--prompt-tokens 18446744073709551615",
+        ),
+    ] {
+        let mut all = vec!["plan", "--config", c];
+        all.extend(args);
+        let out = deltarl(Path::new("unused"), &all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{err}");
+    }
 }

@@ -105,6 +105,33 @@ fn model_shape(cfg: &Resolved, explicit: Option<&Path>, name: Option<&str>) -> R
     )
 }
 
+/// A model shape every size of which is one a model can have (a config.json of zeros, or
+/// of 2^64 - 1, plans nothing real).
+fn check_shape(s: &Shape) -> Result<()> {
+    let sizes = [
+        ("vocab_size", s.vocab, 1 << 24),
+        ("hidden_size", s.hidden, 1 << 20),
+        ("intermediate_size", s.intermediate, 1 << 22),
+        ("num_hidden_layers", s.layers, 1 << 12),
+        ("num_attention_heads", s.heads, 1 << 12),
+        ("num_key_value_heads", s.kv_heads, 1 << 12),
+        ("head_dim", s.head_dim, 1 << 14),
+    ];
+    for (key, value, max) in sizes {
+        if value == 0 || value > max {
+            bail!("the model's `{key}` is {value}: expected 1 to {max}");
+        }
+    }
+    if !s.heads.is_multiple_of(s.kv_heads) {
+        bail!(
+            "the model's num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
+            s.heads,
+            s.kv_heads
+        );
+    }
+    Ok(())
+}
+
 /// The per-device workload the configuration asks for.
 fn workload(cfg: &Resolved, devices: u64, prompt_tokens: Option<u64>) -> Result<Workload> {
     let (o, r, u) = (&cfg.opts, &cfg.opts.rollout, &cfg.opts.update);
@@ -153,11 +180,19 @@ fn workload(cfg: &Resolved, devices: u64, prompt_tokens: Option<u64>) -> Result<
 
 impl Args {
     pub fn run(self) -> Result<()> {
-        if self.devices == 0 {
-            bail!("--devices must be at least 1");
+        // Sizes past these are no machine's: refused rather than overflowing into "fits".
+        if self.devices == 0 || self.devices > 1 << 20 {
+            bail!("--devices {}: expected 1 to {}", self.devices, 1 << 20);
+        }
+        if self.memory == Some(0) {
+            bail!("--memory: a device with no memory fits nothing; give its size (141GB, 80GiB)");
+        }
+        if let Some(n) = self.prompt_tokens.filter(|&n| n == 0 || n > 1 << 24) {
+            bail!("--prompt-tokens {n}: expected 1 to {}", 1 << 24);
         }
         let cfg = Resolved::load_with(&self.config, &self.sets)?;
         let shape = model_shape(&cfg, self.model_config.as_deref(), self.model.as_deref())?;
+        check_shape(&shape)?;
         let w = workload(&cfg, self.devices, self.prompt_tokens)?;
         let plan = Plan::new(&shape, &w);
         let ckpt = w.activation_checkpointing;
