@@ -287,3 +287,41 @@ fn a_prompt_too_long_for_the_context_names_the_fix() {
         &["--force", "--set", "rollout.max_prompt_tokens=32"],
     ));
 }
+
+/// A training file with repeated ids, or an empty one, is refused before anything is
+/// recorded or warm-started (the configuration check reads every record).
+#[test]
+fn a_bad_training_file_is_refused_before_the_warm_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let dup = dir.path().join("dup.jsonl");
+    std::fs::write(
+        &dup,
+        "{\"id\": \"a\", \"problem\": \"1+1=?\", \"answer\": \"2\"}\n\
+         {\"id\": \"a\", \"problem\": \"2+2=?\", \"answer\": \"4\"}\n",
+    )
+    .unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n").unwrap();
+    let runs = dir.path().join("runs");
+    for (file, says) in [
+        (&dup, "appears twice (line 1 and line 2)"),
+        (&empty, "no prompts"),
+    ] {
+        let cfg = variant(
+            &micro_config(dir.path()),
+            "bad.toml",
+            &format!(
+                "[data]\nsource = {:?}\n[eval]\nevery = 0\n",
+                file.display().to_string()
+            ),
+        );
+        let out = iterate(&runs, &cfg, "b", &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{err}");
+        assert!(
+            !err.contains("warmstart"),
+            "the warm start ran first: {err}"
+        );
+        assert!(!runs.join("b/run.toml").exists() && !runs.join("b/base").exists());
+    }
+}
