@@ -53,11 +53,14 @@ gloo:
 # The sandbox code rewards run programs in: bubblewrap (and util-linux's prlimit and
 # setpriv), installed when this is Debian and we are root; otherwise a run with code
 # prompts refuses to start and says what to install.
+# A failed install is a note, not a failure: math runs need no sandbox, and a run with code
+# prompts (or the code tests) then stops saying what is missing.
 sandbox:
 	@command -v bwrap >/dev/null && command -v prlimit >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get install -y -q bubblewrap util-linux >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap util-linux >/dev/null; }; \
+	    { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap util-linux >/dev/null; } || \
+	    echo "note: could not install bubblewrap with apt-get: code rewards cannot run until it is installed"; \
 	  else \
 	    echo "note: bubblewrap missing and not root: code rewards cannot run (apt-get install bubblewrap)"; \
 	  fi; }
