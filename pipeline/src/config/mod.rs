@@ -16,6 +16,7 @@ use serde::Serialize;
 use deltarl_coeffs::{DeltaSettings, Estimator};
 use deltarl_update::Aggregation;
 
+mod code;
 mod limits;
 mod options;
 pub mod overrides;
