@@ -60,6 +60,7 @@ fn every_canonical_solution_passes() {
     let jobs: Vec<(&str, &Tests)> = responses.iter().map(String::as_str).zip(&tests).collect();
     let g = grader(4);
     let verdicts = g.grade_all(&jobs, &|_| {});
+    assert_eq!(verdicts.len(), records.len());
     let failed: Vec<String> = records
         .iter()
         .zip(&verdicts)

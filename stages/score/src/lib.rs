@@ -113,8 +113,9 @@ pub fn run(
         .par_iter()
         .zip(code)
         .map(|(r, verdict)| match verdict {
-            Some(v) => Graded {
-                extracted: v.program.clone(),
+            // The program moves to `extracted`; the rest of the verdict fills the code columns.
+            Some(mut v) => Graded {
+                extracted: v.program.take(),
                 reward: v.reward(s.pass_reward),
                 correct: v.outcome == deltarl_code::CodeOutcome::Passed,
                 code: Some(v),
