@@ -52,6 +52,8 @@ pub enum Error {
     NotVisible(PathBuf, String),
     #[error("cannot start the sandbox: {0}")]
     Spawn(std::io::Error),
+    #[error("cannot make this process a child subreaper (prctl): {0}")]
+    Subreaper(nix::Error),
 }
 
 /// A checked sandbox: the tools found, the folders programs see.
@@ -80,6 +82,14 @@ impl Sandbox {
     /// Finds bubblewrap, prlimit and (as root) setpriv, and runs `/usr/bin/true` inside to
     /// prove the namespaces can be made. The error names what is missing and how to
     /// install it.
+    ///
+    /// As root this process also becomes a child subreaper: bubblewrap's outer process
+    /// exits without reaping the namespace's first process, which the kernel then hands to
+    /// the nearest subreaper — the host's init otherwise, which may reap late, and until it
+    /// does each leftover counts against the slot uid's process limit, so the next runs of
+    /// the slot fail to fork (seen here: 64 zombies, then "bwrap: Can't fork"). Each run
+    /// reaps its own ([`Sandbox::run`]). Other orphans of this process's children are
+    /// reparented here too and stay zombies until it exits.
     pub fn detect() -> Result<Self, Error> {
         let bwrap = which("bwrap").ok_or(Error::Missing {
             tool: "bubblewrap (bwrap)",
@@ -92,11 +102,13 @@ impl Sandbox {
             install: "apt-get install util-linux",
         })?;
         let setpriv = if nix::unistd::geteuid().is_root() {
-            Some(which("setpriv").ok_or(Error::Missing {
+            let setpriv = which("setpriv").ok_or(Error::Missing {
                 tool: "setpriv",
                 why: "as root, programs must drop to an unprivileged uid",
                 install: "apt-get install util-linux",
-            })?)
+            })?;
+            nix::sys::prctl::set_child_subreaper(true).map_err(Error::Subreaper)?;
+            Some(setpriv)
         } else {
             None
         };

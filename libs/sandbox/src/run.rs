@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
 
 use crate::slots::Slot;
@@ -56,29 +57,51 @@ fn read_capped(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
     }
 }
 
-/// Pids of the processes whose real uid is `uid` (from `/proc/<pid>/status`), zombies
-/// included or not.
-pub fn processes_of(uid: u32, zombies: bool) -> Vec<Pid> {
+/// What `/proc/<pid>/status` says of one process: its real uid, its parent, whether it is
+/// a zombie.
+struct Status {
+    uid: u32,
+    parent: i32,
+    zombie: bool,
+}
+
+fn status_of(dir: &Path) -> Option<Status> {
+    let status = std::fs::read_to_string(dir.join("status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+    };
+    Some(Status {
+        uid: field("Uid:")?.parse().ok()?,
+        parent: field("PPid:")?.parse().ok()?,
+        zombie: field("State:") == Some("Z"),
+    })
+}
+
+/// The processes whose real uid is `uid`, with their status.
+fn statuses_of(uid: u32) -> Vec<(Pid, Status)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     dir.filter_map(|e| {
         let e = e.ok()?;
         let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let status = std::fs::read_to_string(e.path().join("status")).ok()?;
-        let zombie = status
-            .lines()
-            .any(|l| l.starts_with("State:") && l.contains("zombie"));
-        let real: u32 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()?;
-        (real == uid && (zombies || !zombie)).then_some(Pid::from_raw(pid))
+        let s = status_of(&e.path())?;
+        (s.uid == uid).then_some((Pid::from_raw(pid), s))
     })
     .collect()
+}
+
+/// Pids of the processes whose real uid is `uid` (from `/proc/<pid>/status`), zombies
+/// included or not.
+pub fn processes_of(uid: u32, zombies: bool) -> Vec<Pid> {
+    statuses_of(uid)
+        .into_iter()
+        .filter(|(_, s)| zombies || !s.zombie)
+        .map(|(p, _)| p)
+        .collect()
 }
 
 impl Sandbox {
@@ -202,6 +225,7 @@ impl Sandbox {
                 }
             };
             self.kill_uid(uid, None);
+            self.reap_uid(uid);
             let stdout = out.join().ok().flatten().unwrap_or_default();
             let stderr = err.join().ok().flatten().unwrap_or_default();
             (exit, stdout, stderr)
@@ -234,6 +258,31 @@ impl Sandbox {
         }
         let _ = killpg(outer, Signal::SIGKILL);
         let _ = child.wait();
+    }
+
+    /// Waits (at most 2 s) until no process of `uid` is left, zombies included, reaping
+    /// those whose parent is this process (as its subreaper, see [`Sandbox::detect`]), so
+    /// the slot's next run starts with none against its process limit. As root only.
+    fn reap_uid(&self, uid: u32) {
+        if self.setpriv.is_none() {
+            return;
+        }
+        let me = nix::unistd::getpid().as_raw();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(2) {
+            let left = statuses_of(uid);
+            if left.is_empty() {
+                return;
+            }
+            for (pid, s) in left {
+                if s.zombie && s.parent == me {
+                    let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+                } else if !s.zombie {
+                    let _ = kill(pid, Signal::SIGKILL);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Kills every process of `uid` but `spare` (as root only: otherwise `uid` is ours),

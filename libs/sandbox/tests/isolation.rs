@@ -222,3 +222,23 @@ fn an_interpreter_outside_the_sandbox_is_refused_by_name() {
     );
     sb.check_visible(Path::new(PY)).unwrap();
 }
+
+/// Every run leaves no process of its uid behind, zombies included, so a slot runs any
+/// number of programs in a row: more than the process limit (64) of them, which would fail
+/// to fork if the namespaces' first processes waited for the host's init to reap them.
+#[test]
+fn runs_in_a_row_leave_no_zombies_against_the_process_limit() {
+    let sb = sandbox();
+    let limits = short();
+    assert!(limits.processes < 100);
+    for i in 0..100 {
+        let out = sb
+            .run(&[Path::new("/usr/bin/true")], b"", &limits)
+            .expect("the sandbox starts");
+        assert_eq!(out.exit, Exit::Code(0), "run {i}: {}", text(&out.stderr));
+        if sb.drops_privileges() {
+            let left = deltarl_sandbox::processes_of(out.uid, true);
+            assert!(left.is_empty(), "run {i} left {left:?} of uid {}", out.uid);
+        }
+    }
+}
