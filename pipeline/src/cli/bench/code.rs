@@ -53,17 +53,33 @@ pub fn run(run: Run, workers: &[usize]) -> Result<()> {
             ..Settings::default()
         })?;
         let mut passed = 0;
+        let mut first_failure = None;
         let ours = median_seconds(run.reps, || {
             let verdicts = grader.grade_all(&jobs, &|_| {});
             passed = verdicts
                 .iter()
                 .filter(|v| v.outcome == CodeOutcome::Passed)
                 .count();
+            first_failure = first_failure.take().or_else(|| {
+                verdicts
+                    .iter()
+                    .zip(&records)
+                    .find(|(v, _)| v.outcome != CodeOutcome::Passed)
+                    .map(|(v, r)| {
+                        format!(
+                            "{}: {:?} {}",
+                            r["task_id"],
+                            v.outcome,
+                            v.detail.as_deref().unwrap_or("")
+                        )
+                    })
+            });
         });
         ensure!(
             passed == jobs.len(),
-            "only {passed} of {} canonical solutions passed in the sandbox",
-            jobs.len()
+            "only {passed} of {} canonical solutions passed in the sandbox (first: {})",
+            jobs.len(),
+            first_failure.unwrap_or_default()
         );
         let theirs = median(
             (0..run.reps)

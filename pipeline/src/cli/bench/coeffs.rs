@@ -11,9 +11,19 @@ use deltarl_schemas::{FeatureRow, FileMeta, TableWriter};
 use super::baseline::{self, Assets};
 use super::timing::{median_seconds, Run};
 
-/// Tokens a response in the benchmark's batch; 8 responses a prompt.
-const RESPONSE_TOKENS: usize = 500;
+/// Tokens a response in the benchmark's batch by default (the numpy reference's); 8
+/// responses a prompt.
+pub const RESPONSE_TOKENS: usize = 500;
 const GROUP: usize = 8;
+
+/// The benchmark's batch: `tokens` in all, `dim` floats a token, responses of
+/// `response_tokens` (the last one shorter).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub tokens: usize,
+    pub dim: usize,
+    pub response_tokens: usize,
+}
 
 /// The result, in seconds (medians).
 #[derive(Clone, Copy, Debug)]
@@ -24,10 +34,16 @@ pub struct Timing {
     pub from_file: Option<f64>,
 }
 
-pub fn run(run: Run, tokens: usize, dim: usize, from_file: bool, numpy: bool) -> Result<()> {
-    let t = time(run, tokens, dim, from_file, numpy)?;
+pub fn run(run: Run, shape: Shape, from_file: bool, numpy: bool) -> Result<()> {
+    let Shape {
+        tokens,
+        dim,
+        response_tokens,
+    } = shape;
+    let t = time(run, shape, from_file, numpy)?;
     println!(
-        "coeffs: {tokens} tokens x {dim} dims, K = 1, {} threads, median of {}",
+        "coeffs: {tokens} tokens x {dim} dims, responses of {response_tokens} tokens, K = 1, \
+         {} threads, median of {}",
         run.threads, run.reps
     );
     println!(
@@ -95,13 +111,19 @@ fn time_from_file(run: Run, dim: usize, rs: &[Response<'_>]) -> Result<f64> {
     }))
 }
 
-fn time(run: Run, tokens: usize, dim: usize, from_file: bool, numpy: bool) -> Result<Timing> {
-    // Responses of 500 tokens, one advantage each, random features.
+fn time(run: Run, shape: Shape, from_file: bool, numpy: bool) -> Result<Timing> {
+    let Shape {
+        tokens,
+        dim,
+        response_tokens,
+    } = shape;
+    anyhow::ensure!(response_tokens > 0, "--response-tokens must be positive");
+    // Responses of `response_tokens`, one advantage each, random features.
     let mut rng = Rng::new(0);
-    let n_resp = tokens.div_ceil(RESPONSE_TOKENS);
+    let n_resp = tokens.div_ceil(response_tokens);
     let feats: Vec<Vec<f32>> = (0..n_resp)
         .map(|i| {
-            let len = RESPONSE_TOKENS.min(tokens - i * RESPONSE_TOKENS);
+            let len = response_tokens.min(tokens - i * response_tokens);
             (0..len * dim).map(|_| rng.normal() as f32).collect()
         })
         .collect();

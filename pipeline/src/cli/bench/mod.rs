@@ -43,6 +43,10 @@ enum What {
         /// at 1 M tokens x 1,024 dims).
         #[arg(long)]
         no_numpy: bool,
+        /// Tokens a response (default 500, the numpy reference's length; another length
+        /// runs without numpy). At 20,000 a batch of the file path holds one response.
+        #[arg(long, requires = "no_numpy")]
+        response_tokens: Option<usize>,
     },
     /// Verifications per second on the agreement case table vs HF math-verify.
     Verify,
@@ -87,7 +91,17 @@ impl Args {
                 dim,
                 from_file,
                 no_numpy,
-            } => coeffs::run(run, tokens, dim, from_file, !no_numpy),
+                response_tokens,
+            } => coeffs::run(
+                run,
+                coeffs::Shape {
+                    tokens,
+                    dim,
+                    response_tokens: response_tokens.unwrap_or(coeffs::RESPONSE_TOKENS),
+                },
+                from_file,
+                !no_numpy,
+            ),
             What::Verify => verify::run(run),
             What::Code { workers } => code::run(run, &workers),
             What::Rollout {
