@@ -4,6 +4,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
+use crate::sums;
 use crate::vectors::{check, each, InMemory, Vectors};
 use crate::{DeltaSettings, Response, Result};
 
@@ -73,15 +74,14 @@ fn margins_of(dim: usize, r: &Response<'_>, v: &[f32], mu_p: &[f64], mu_n: &[f64
     if s == Side::None || dim == 0 {
         return vec![0.0; r.tokens()];
     }
-    v.chunks_exact(dim)
-        .map(|v| {
-            let (dp, dn) = (sq_dist(v, mu_p), sq_dist(v, mu_n));
-            match s {
-                Side::Pos => dn - dp,
-                _ => dp - dn,
-            }
-        })
-        .collect()
+    let margin = |v: &[f32]| {
+        let (dp, dn) = (sq_dist(v, mu_p), sq_dist(v, mu_n));
+        match s {
+            Side::Pos => dn - dp,
+            _ => dp - dn,
+        }
+    };
+    sums::per_token(dim, v, margin)
 }
 
 /// One response's share of its side's weighted centroid: `(sum w |A|, sum w |A| v)` with
@@ -92,17 +92,13 @@ fn partial(dim: usize, r: &Response<'_>, v: &[f32], weights: Option<&[f64]>) -> 
     if side(r) == Side::None || dim == 0 {
         return None;
     }
-    let mut acc = vec![0.0f64; dim];
-    let mut wsum = 0.0f64;
     let a = f64::from(r.advantage).abs();
-    for (t, v) in v.chunks_exact(dim).enumerate() {
-        let w = a * weights.map_or(1.0, |w| w[t]);
-        wsum += w;
-        for (acc_j, &x) in acc.iter_mut().zip(v) {
-            *acc_j += w * f64::from(x);
-        }
-    }
-    Some((wsum, acc))
+    let w: Vec<f64> = (0..r.tokens())
+        .map(|t| a * weights.map_or(1.0, |w| w[t]))
+        .collect();
+    // Added in token order from +0, as the sums of the weights always were.
+    let wsum = w.iter().fold(0.0f64, |s, &w| s + w);
+    Some((wsum, sums::weighted_sum(dim, v, &w)))
 }
 
 /// Weighted centroids per side of the responses in `range`: their partials added in the

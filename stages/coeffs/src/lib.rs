@@ -12,6 +12,7 @@ mod delta;
 mod error;
 pub mod shell;
 mod summary;
+mod sums;
 mod vectors;
 
 pub use delta::{delta_coefficients, DeltaStats};
