@@ -131,30 +131,20 @@ pub fn shard(group: Option<&Group>) -> Shard {
     group.map_or(Shard::WHOLE, Group::shard)
 }
 
-/// Every rank's rows, merged in `key` order on rank 0, which writes them (each part travels
-/// as Parquet bytes, an empty part as no bytes); the other ranks get no rows back.
+/// Every rank's rows, merged in `key` order on rank 0, which writes them; the other ranks
+/// get no rows back. The parts go to rank 0 one rank at a time ([`stream_to_rank0`] with
+/// piece `r` = rank `r`'s rows), never to every rank at once: a rank other than 0 holds its
+/// own rows and, while it passes, one other rank's part.
 pub fn gather_rows<T: Table, K: Ord>(
     g: &Group,
     rows: Vec<T>,
     key: impl Fn(&T) -> K,
 ) -> Result<Vec<T>> {
-    let mut bytes = Vec::new();
-    if !rows.is_empty() {
-        write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
-    }
-    drop(rows);
-    let parts = g.all_gather_bytes(&bytes)?;
-    if g.rank() != 0 {
-        return Ok(Vec::new());
-    }
     let mut all = Vec::new();
-    for (r, part) in parts.into_iter().enumerate() {
-        if part.is_empty() {
-            continue;
-        }
-        let (rows, _) = read_table::<T, _>(part.as_slice(), &format!("the rows of rank {r}"))?;
-        all.extend(rows);
-    }
+    stream_to_rank0(g, g.shard().world.max(1), vec![rows], &mut |part| {
+        all.extend(part);
+        Ok(())
+    })?;
     all.sort_by_key(|r| key(r));
     Ok(all)
 }
@@ -187,14 +177,19 @@ pub fn stream_to_rank0<T: Table>(
             }
             continue;
         }
+        // An empty piece (a rank with no work in it) travels as no bytes.
         let mut bytes = Vec::new();
-        if mine {
+        if mine && !rows.is_empty() {
             write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
         }
         let received = g.broadcast_bytes(&bytes, owner)?;
         if g.rank() == 0 {
-            let file = format!("piece {c} from rank {owner}");
-            sink(read_table::<T, _>(received.as_slice(), &file)?.0)?;
+            if received.is_empty() {
+                sink(Vec::new())?;
+            } else {
+                let file = format!("piece {c} from rank {owner}");
+                sink(read_table::<T, _>(received.as_slice(), &file)?.0)?;
+            }
         }
     }
     Ok(())
