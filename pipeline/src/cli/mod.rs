@@ -12,6 +12,7 @@ mod eval;
 mod extract;
 mod generate;
 mod iterate;
+mod model_arg;
 mod plan;
 mod random_model;
 mod report;
@@ -71,11 +72,11 @@ impl Cli {
             Command::Stage(a) => a.run(&self.runs_dir),
             Command::Status(a) => a.run(&self.runs_dir),
             Command::Warmstart(a) => a.run(&self.runs_dir),
-            Command::Generate(a) => a.run(),
+            Command::Generate(a) => a.run(&self.runs_dir),
             Command::RandomModel(a) => a.run(),
             Command::Verify(a) => a.run(),
             Command::Bench(a) => a.run(),
-            Command::Eval(a) => a.run(),
+            Command::Eval(a) => a.run(&self.runs_dir),
             Command::Report(a) => a.run(&self.runs_dir),
             Command::Compare(a) => a.run(&self.runs_dir),
             Command::Config(a) => a.run(),

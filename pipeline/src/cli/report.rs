@@ -34,14 +34,31 @@ pub fn report_binary() -> Option<PathBuf> {
 impl Args {
     pub fn run(self, runs: &Path) -> Result<()> {
         let Some(bin) = report_binary() else {
-            bail!(
-                "`deltarl report` runs the polars-based `deltarl-report` tool, which is not \
-                 built: run `make report RUN={}` (or `make report-tool`)",
-                self.runs[0]
-            );
+            bail!("{}", missing_tool(&self.runs, runs));
         };
         forward(&bin, runs, &self.runs, self.out.as_deref(), false)
     }
+}
+
+/// What to do when the report tool is not built: why it is separate, what building it
+/// costs, and the command that builds it and then reports exactly these runs.
+///
+/// It is not built on first use: a command that silently starts a 20-minute compile is a
+/// surprise, and an installed `deltarl` (the wheel) has no sources to build from; the
+/// wheel carries the tool instead.
+pub fn missing_tool(names: &[String], runs: &Path) -> String {
+    let runs_dir = match runs.to_str() {
+        Some("runs") => String::new(),
+        _ => format!(" RUNS_DIR={}", runs.display()),
+    };
+    format!(
+        "`deltarl report` runs the polars-based `deltarl-report` tool, which this build does \
+         not have: polars takes about 20 minutes to compile on 2 cores, so `make iterate` \
+         leaves it out. In the source checkout, `make report RUNS=\"{}\"{runs_dir}` builds it \
+         once (`make report-tool` builds it alone) and then writes this report; the wheel \
+         (`make wheel`) ships it ready-built.",
+        names.join(" ")
+    )
 }
 
 /// Runs the report tool `bin` on `names`; `quiet` drops the printed table (files are still
@@ -71,4 +88,22 @@ pub fn forward(
         bail!("{} failed ({status})", bin.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_missing_tool_hint_names_every_run_and_the_runs_folder() {
+        let hint = missing_tool(&["a".into(), "b".into()], Path::new("/data/runs"));
+        assert!(
+            hint.contains("make report RUNS=\"a b\" RUNS_DIR=/data/runs"),
+            "{hint}"
+        );
+        assert!(hint.contains("20 minutes"), "{hint}");
+        // The default folder needs no RUNS_DIR.
+        let hint = missing_tool(&["a".into()], Path::new("runs"));
+        assert!(hint.contains("make report RUNS=\"a\"` builds"), "{hint}");
+    }
 }

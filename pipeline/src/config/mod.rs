@@ -18,6 +18,7 @@ use deltarl_update::Aggregation;
 
 mod code;
 mod limits;
+mod locate;
 mod options;
 pub mod overrides;
 pub use options::*;
@@ -87,6 +88,7 @@ impl Options {
     /// Loads a configuration file with `--set section.key=value` changes applied first,
     /// so they are checked exactly like the file.
     pub fn load_with(path: &Path, sets: &[String]) -> Result<Self> {
+        let path = &locate::locate(path, locate::home().as_deref());
         let mut table = read_table(path, 0)?;
         for set in sets {
             overrides::apply(&mut table, set)?;

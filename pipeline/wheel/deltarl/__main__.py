@@ -1,0 +1,5 @@
+"""`python -m deltarl ...` runs the `deltarl` command."""
+
+from deltarl import main
+
+main()
