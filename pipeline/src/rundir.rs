@@ -288,6 +288,16 @@ pub struct RunLock {
 
 impl RunLock {
     pub fn acquire(run: &RunDir) -> Result<Self> {
+        // A link to a folder that is gone would otherwise read "File exists".
+        if run.root.is_symlink() && !run.root.exists() {
+            let target = std::fs::read_link(&run.root).unwrap_or_default();
+            bail!(
+                "run directory {} is a symbolic link to {}, which does not exist: restore \
+                 its target, or remove the link to start a new run there",
+                run.root.display(),
+                target.display()
+            );
+        }
         std::fs::create_dir_all(&run.root)
             .with_context(|| format!("cannot create run directory {}", run.root.display()))?;
         let path = run.root.join(".lock");
@@ -404,5 +414,21 @@ mod tests {
         std::fs::write(run.cache_path(), b"{not json").unwrap();
         let fresh = RunDir::new(dir.path(), "r").unwrap();
         assert_eq!(fresh.hash(&f).unwrap(), sha256_file(&f).unwrap());
+    }
+
+    #[test]
+    fn a_dangling_run_link_is_named_not_reported_as_existing() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path(), "r").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("gone"), &run.root).unwrap();
+        let e = format!("{:#}", RunLock::acquire(&run).unwrap_err());
+        assert!(
+            e.contains("is a symbolic link to") && e.contains("gone"),
+            "{e}"
+        );
+        assert!(!e.contains("File exists"), "{e}");
+        // Its target restored, the run opens.
+        std::fs::create_dir(dir.path().join("gone")).unwrap();
+        RunLock::acquire(&run).unwrap();
     }
 }

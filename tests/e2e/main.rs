@@ -8,6 +8,7 @@
 mod code;
 mod common;
 mod config;
+mod disk_full;
 mod layers;
 mod plan;
 mod ranks;

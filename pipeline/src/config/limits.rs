@@ -1,6 +1,7 @@
-//! Bounds on every size and on the floats the main validation does not cover, so that a
-//! typo like `prompts_per_iter = 1000000000` is refused by name at load instead of
-//! aborting an allocation (and leaving a lock and a temporary file behind) later.
+//! Every check of one configuration's values, in one place: each size between its least
+//! and its greatest value (so that a typo like `prompts_per_iter = 1000000000` is refused
+//! by name at load instead of aborting an allocation, and leaving a lock and a temporary
+//! file behind, later), the ranges of the floats, and the rules between keys.
 
 use anyhow::{bail, Result};
 
@@ -9,9 +10,23 @@ use super::options::Options;
 /// Responses an iteration may sample (prompts x samples): far beyond any real batch.
 const MAX_RESPONSES: u64 = 1 << 24;
 
-fn at_most(key: &str, value: u64, max: u64) -> Result<()> {
+/// `value` in `[min, max]`; a minimum of 1 reads "must be positive".
+fn in_range(key: &str, value: u64, min: u64, max: u64) -> Result<()> {
+    if value < min {
+        match min {
+            1 => bail!("config key `{key}` = {value}: must be positive"),
+            _ => bail!("config key `{key}` = {value}: must be at least {min}"),
+        }
+    }
     if value > max {
         bail!("config key `{key}` = {value}: must be at most {max}");
+    }
+    Ok(())
+}
+
+fn require(ok: bool, key: &str, value: impl std::fmt::Display, rule: &str) -> Result<()> {
+    if !ok {
+        bail!("config key `{key}` = {value}: {rule}");
     }
     Ok(())
 }
@@ -37,62 +52,99 @@ fn at_least_zero(key: &str, value: f64) -> Result<()> {
     Ok(())
 }
 
-/// Checks every size against its limit and the remaining float ranges.
-pub(super) fn check(o: &Options) -> Result<()> {
+/// Checks every value of `o`; `eps_high` is the one resolved from the algorithm.
+pub(super) fn check(o: &Options, eps_high: f64) -> Result<()> {
     o.score.code.settings().map_err(anyhow::Error::msg)?;
     let u = |x: usize| x as u64;
     let (r, t, w, up) = (&o.rollout, &o.model.tiny, &o.warmstart, &o.update);
-    let sizes: [(&str, u64, u64); 25] = [
-        ("data.train_size", u(o.data.train_size), 1 << 26),
-        ("rollout.prompts_per_iter", u(r.prompts_per_iter), 1 << 20),
+    // (key, value, least, greatest)
+    let sizes: [(&str, u64, u64, u64); 27] = [
+        ("data.train_size", u(o.data.train_size), 0, 1 << 26),
+        (
+            "rollout.prompts_per_iter",
+            u(r.prompts_per_iter),
+            1,
+            1 << 20,
+        ),
         (
             "rollout.samples_per_prompt",
             u64::from(r.samples_per_prompt),
+            1,
             1 << 12,
         ),
-        ("rollout.max_new_tokens", u(r.max_new_tokens), 1 << 20),
-        ("rollout.top_k", u(r.top_k), 1 << 24),
-        ("rollout.max_batch_rows", u(r.max_batch_rows), 1 << 20),
-        ("rollout.max_prompt_tokens", u(r.max_prompt_tokens), 1 << 20),
-        ("rollout.kv_cache_tokens", u(r.kv_cache_tokens), 1 << 40),
-        ("score.overlong_buffer", u(o.score.overlong_buffer), 1 << 20),
-        ("features.project_dim", u(o.features.project_dim), 1 << 20),
-        ("features.chunk_rows", u(o.features.chunk_rows), 1 << 20),
-        ("features.chunk_tokens", u(o.features.chunk_tokens), 1 << 30),
-        ("update.optimizer_steps", u(up.optimizer_steps), 1 << 20),
-        ("update.micro_batch_rows", u(up.micro_batch_rows), 1 << 20),
+        ("rollout.max_new_tokens", u(r.max_new_tokens), 1, 1 << 20),
+        ("rollout.top_k", u(r.top_k), 0, 1 << 24),
+        ("rollout.max_batch_rows", u(r.max_batch_rows), 1, 1 << 20),
+        (
+            "rollout.max_prompt_tokens",
+            u(r.max_prompt_tokens),
+            0,
+            1 << 20,
+        ),
+        ("rollout.kv_cache_tokens", u(r.kv_cache_tokens), 0, 1 << 40),
+        (
+            "score.overlong_buffer",
+            u(o.score.overlong_buffer),
+            0,
+            1 << 20,
+        ),
+        (
+            "features.project_dim",
+            u(o.features.project_dim),
+            0,
+            1 << 20,
+        ),
+        ("features.chunk_rows", u(o.features.chunk_rows), 1, 1 << 20),
+        (
+            "features.chunk_tokens",
+            u(o.features.chunk_tokens),
+            0,
+            1 << 30,
+        ),
+        ("update.optimizer_steps", u(up.optimizer_steps), 1, 1 << 20),
+        (
+            "update.micro_batch_rows",
+            u(up.micro_batch_rows),
+            1,
+            1 << 20,
+        ),
         (
             "update.micro_batch_tokens",
             u(up.micro_batch_tokens),
+            0,
             1 << 30,
         ),
-        ("update.warmup_steps", up.warmup_steps, 1 << 40),
-        ("warmstart.steps", u(w.steps), 1 << 30),
-        ("warmstart.batch_size", u(w.batch_size), 1 << 20),
-        ("warmstart.warmup_steps", u(w.warmup_steps), 1 << 30),
-        ("model.threads", u(o.model.threads), 1 << 12),
-        ("model.tiny.hidden_size", u(t.hidden_size), 1 << 16),
+        ("update.warmup_steps", up.warmup_steps, 0, 1 << 40),
+        ("warmstart.steps", u(w.steps), 0, 1 << 30),
+        ("warmstart.batch_size", u(w.batch_size), 1, 1 << 20),
+        ("warmstart.warmup_steps", u(w.warmup_steps), 0, 1 << 30),
+        ("model.threads", u(o.model.threads), 0, 1 << 12),
+        ("model.tiny.hidden_size", u(t.hidden_size), 1, 1 << 16),
         (
             "model.tiny.intermediate_size",
             u(t.intermediate_size),
+            1,
             1 << 18,
         ),
         (
             "model.tiny.num_hidden_layers",
             u(t.num_hidden_layers),
+            1,
             1 << 10,
         ),
         (
             "model.tiny.max_position_embeddings",
             u(t.max_position_embeddings),
+            1,
             1 << 20,
         ),
-        ("eval.problems", u(o.eval.problems), 1 << 24),
+        ("eval.problems", u(o.eval.problems), 0, 1 << 24),
+        ("checkpoint.shard_mb", o.checkpoint.shard_mb, 1, 1 << 30),
+        ("eval.samples", u64::from(o.eval.samples), 1, 1 << 12),
     ];
-    for (key, value, max) in sizes {
-        at_most(key, value, max)?;
+    for (key, value, min, max) in sizes {
+        in_range(key, value, min, max)?;
     }
-    at_most("eval.samples", u64::from(o.eval.samples), 1 << 12)?;
     let responses = u(r.prompts_per_iter) * u64::from(r.samples_per_prompt);
     if responses > MAX_RESPONSES {
         bail!(
@@ -165,6 +217,78 @@ pub(super) fn check(o: &Options) -> Result<()> {
         }
         names.push(name);
     }
+    let r = &o.rollout;
+    require(
+        r.temperature >= 0.0 && r.temperature.is_finite(),
+        "rollout.temperature",
+        r.temperature,
+        "must be >= 0",
+    )?;
+    require(
+        r.top_p > 0.0 && r.top_p <= 1.0,
+        "rollout.top_p",
+        r.top_p,
+        "must be in (0, 1]",
+    )?;
+    // One response must fit the cache budget: its prompt (at most max_prompt_tokens
+    // when that is set, at least one token) and max_new_tokens.
+    let one_row = r.max_prompt_tokens.max(1) + r.max_new_tokens;
+    require(
+        r.kv_cache_tokens == 0 || r.kv_cache_tokens >= one_row,
+        "rollout.kv_cache_tokens",
+        r.kv_cache_tokens,
+        &format!(
+            "must be 0 (no limit) or hold one response: max(max_prompt_tokens, 1) + max_new_tokens = {one_row}"
+        ),
+    )?;
+    let u = &o.update;
+    // vLLM's log-probs come from another engine: the ratio uses the trainer's.
+    require(
+        r.engine == super::options::Engine::Native
+            || u.old_logprobs == deltarl_update::OldLogprobs::Recompute,
+        "update.old_logprobs",
+        "rollout",
+        "must be recompute with rollout.engine = vllm (the sampler's numbers are never the old policy)",
+    )?;
+    require(
+        (0.0..1.0).contains(&u.eps_low),
+        "update.eps_low",
+        u.eps_low,
+        "must be in [0, 1)",
+    )?;
+    require(eps_high >= 0.0, "update.eps_high", eps_high, "must be >= 0")?;
+    require(
+        u.dual_clip == 0.0 || u.dual_clip > 1.0,
+        "update.dual_clip",
+        u.dual_clip,
+        "must be 0 (off) or > 1",
+    )?;
+    require(
+        u.grad_clip >= 0.0,
+        "update.grad_clip",
+        u.grad_clip,
+        "must be >= 0",
+    )?;
+    let s = &o.score;
+    require(
+        s.overlong_buffer < r.max_new_tokens,
+        "score.overlong_buffer",
+        s.overlong_buffer,
+        "must be smaller than rollout.max_new_tokens",
+    )?;
+    require(
+        o.data.template.contains("{question}"),
+        "data.template",
+        format!("{:?}", o.data.template),
+        "must contain {question}",
+    )?;
+    let w = &o.warmstart;
+    require(
+        (0.0..=1.0).contains(&w.wrong_frac),
+        "warmstart.wrong_frac",
+        w.wrong_frac,
+        "must be in [0, 1]",
+    )?;
     Ok(())
 }
 
@@ -182,12 +306,41 @@ mod tests {
     fn refused(edit: impl FnOnce(&mut Options)) -> String {
         let mut o = default();
         edit(&mut o);
-        format!("{:#}", check(&o).unwrap_err())
+        format!("{:#}", check(&o, 0.28).unwrap_err())
+    }
+
+    #[test]
+    fn sizes_of_zero_are_refused_by_name_where_a_size_must_be_positive() {
+        for (key, edit) in [
+            (
+                "model.tiny.hidden_size",
+                (|o: &mut Options| o.model.tiny.hidden_size = 0) as fn(&mut Options),
+            ),
+            ("model.tiny.num_hidden_layers", |o| {
+                o.model.tiny.num_hidden_layers = 0
+            }),
+            ("rollout.prompts_per_iter", |o| {
+                o.rollout.prompts_per_iter = 0
+            }),
+            ("checkpoint.shard_mb", |o| o.checkpoint.shard_mb = 0),
+            ("eval.samples", |o| o.eval.samples = 0),
+        ] {
+            let e = refused(edit);
+            assert!(
+                e.contains(&format!("`{key}` = 0: must be positive")),
+                "{key}: {e}"
+            );
+        }
+        // Where 0 means off, it is accepted.
+        let mut o = default();
+        o.rollout.top_k = 0;
+        o.rollout.kv_cache_tokens = 0;
+        assert!(check(&o, 0.28).is_ok());
     }
 
     #[test]
     fn huge_sizes_are_refused_by_name() {
-        assert!(check(&default()).is_ok());
+        assert!(check(&default(), 0.28).is_ok());
         let e = refused(|o| o.rollout.prompts_per_iter = 1_000_000_000);
         assert!(
             e.contains("rollout.prompts_per_iter") && e.contains("at most"),
@@ -213,13 +366,13 @@ mod tests {
         let mut o = default();
         o.data.source = "prompts.jsonl".into();
         o.eval.every = 0;
-        assert!(check(&o).is_ok());
+        assert!(check(&o, 0.28).is_ok());
         // With benchmark files the loop can evaluate a file dataset.
         o.eval.every = 2;
         o.eval.benchmarks = vec!["a/aime24.jsonl".into(), "b/math500.parquet".into()];
-        assert!(check(&o).is_ok());
+        assert!(check(&o, 0.28).is_ok());
         o.eval.benchmarks.push("c/aime24.parquet".into());
-        let e = check(&o).unwrap_err().to_string();
+        let e = check(&o, 0.28).unwrap_err().to_string();
         assert!(e.contains("eval.benchmarks") && e.contains("aime24"), "{e}");
     }
 

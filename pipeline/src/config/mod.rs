@@ -55,10 +55,26 @@ fn read_table(path: &Path, depth: usize) -> Result<toml::Table> {
     Ok(table)
 }
 
+/// Where a key's value came from, for errors: the `--set` that gave it, else the file.
+struct Origin<'a> {
+    path: &'a Path,
+    sets: &'a [String],
+}
+
+impl Origin<'_> {
+    fn of(&self, key: &str) -> String {
+        self.sets
+            .iter()
+            .rev()
+            .find(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+            .map_or_else(|| self.path.display().to_string(), |s| format!("--set {s}"))
+    }
+}
+
 /// Refuses NaN and infinite floats anywhere in the configuration, naming the key: no
 /// setting of ours means anything when it is not finite, and a NaN slips through every
 /// range check written as a comparison.
-fn check_finite(table: &toml::Table, prefix: &str, path: &Path) -> Result<()> {
+fn check_finite(table: &toml::Table, prefix: &str, origin: &Origin<'_>) -> Result<()> {
     for (k, v) in table {
         let key = if prefix.is_empty() {
             k.clone()
@@ -69,10 +85,10 @@ fn check_finite(table: &toml::Table, prefix: &str, path: &Path) -> Result<()> {
             toml::Value::Float(x) if !x.is_finite() => {
                 bail!(
                     "{}: config key `{key}` = {x}: must be finite",
-                    path.display()
+                    origin.of(&key)
                 )
             }
-            toml::Value::Table(t) => check_finite(t, &key, path)?,
+            toml::Value::Table(t) => check_finite(t, &key, origin)?,
             _ => {}
         }
     }
@@ -93,7 +109,8 @@ impl Options {
         for set in sets {
             overrides::apply(&mut table, set)?;
         }
-        check_finite(&table, "", path)?;
+        let origin = Origin { path, sets };
+        check_finite(&table, "", &origin)?;
         // serde_path_to_error keeps the key a type error is about (`rollout.top_k`), which
         // the merged table's own errors no longer carry.
         serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
@@ -102,7 +119,7 @@ impl Options {
             if key == "." {
                 anyhow::anyhow!("{}: {message}", path.display())
             } else {
-                anyhow::anyhow!("{}: config key `{key}`: {message}", path.display())
+                anyhow::anyhow!("{}: config key `{key}`: {message}", origin.of(&key))
             }
         })
     }
@@ -123,13 +140,6 @@ pub struct Resolved {
 /// A key where 0 means "off" (no limit, no projection, a free port), as an `Option`.
 pub fn zero_is_off<T: Default + PartialEq>(value: T) -> Option<T> {
     (value != T::default()).then_some(value)
-}
-
-fn check(ok: bool, key: &str, value: impl std::fmt::Display, rule: &str) -> Result<()> {
-    if !ok {
-        bail!("config key `{key}` = {value}: {rule}");
-    }
-    Ok(())
 }
 
 impl Resolved {
@@ -180,139 +190,7 @@ impl Resolved {
         };
         deltarl_coeffs::Settings::new(estimator)
             .map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;
-        let r = &o.rollout;
-        check(
-            r.prompts_per_iter > 0,
-            "rollout.prompts_per_iter",
-            r.prompts_per_iter,
-            "must be positive",
-        )?;
-        check(
-            r.samples_per_prompt > 0,
-            "rollout.samples_per_prompt",
-            r.samples_per_prompt,
-            "must be positive",
-        )?;
-        check(
-            r.max_new_tokens > 0,
-            "rollout.max_new_tokens",
-            r.max_new_tokens,
-            "must be positive",
-        )?;
-        check(
-            r.temperature >= 0.0 && r.temperature.is_finite(),
-            "rollout.temperature",
-            r.temperature,
-            "must be >= 0",
-        )?;
-        check(
-            r.top_p > 0.0 && r.top_p <= 1.0,
-            "rollout.top_p",
-            r.top_p,
-            "must be in (0, 1]",
-        )?;
-        check(
-            r.max_batch_rows > 0,
-            "rollout.max_batch_rows",
-            r.max_batch_rows,
-            "must be positive",
-        )?;
-        // One response must fit the cache budget: its prompt (at most max_prompt_tokens
-        // when that is set, at least one token) and max_new_tokens.
-        let one_row = r.max_prompt_tokens.max(1) + r.max_new_tokens;
-        check(
-            r.kv_cache_tokens == 0 || r.kv_cache_tokens >= one_row,
-            "rollout.kv_cache_tokens",
-            r.kv_cache_tokens,
-            &format!(
-                "must be 0 (no limit) or hold one response: max(max_prompt_tokens, 1) + max_new_tokens = {one_row}"
-            ),
-        )?;
-        let u = &o.update;
-        // vLLM's log-probs come from another engine: the ratio uses the trainer's.
-        check(
-            r.engine == options::Engine::Native
-                || u.old_logprobs == deltarl_update::OldLogprobs::Recompute,
-            "update.old_logprobs",
-            "rollout",
-            "must be recompute with rollout.engine = vllm (the sampler's numbers are never the old policy)",
-        )?;
-        check(
-            (0.0..1.0).contains(&u.eps_low),
-            "update.eps_low",
-            u.eps_low,
-            "must be in [0, 1)",
-        )?;
-        check(eps_high >= 0.0, "update.eps_high", eps_high, "must be >= 0")?;
-        check(
-            u.dual_clip == 0.0 || u.dual_clip > 1.0,
-            "update.dual_clip",
-            u.dual_clip,
-            "must be 0 (off) or > 1",
-        )?;
-        check(
-            u.optimizer_steps > 0,
-            "update.optimizer_steps",
-            u.optimizer_steps,
-            "must be positive",
-        )?;
-        check(
-            u.micro_batch_rows > 0,
-            "update.micro_batch_rows",
-            u.micro_batch_rows,
-            "must be positive",
-        )?;
-        check(
-            u.grad_clip >= 0.0,
-            "update.grad_clip",
-            u.grad_clip,
-            "must be >= 0",
-        )?;
-        check(
-            o.checkpoint.shard_mb > 0,
-            "checkpoint.shard_mb",
-            o.checkpoint.shard_mb,
-            "must be positive",
-        )?;
-        let s = &o.score;
-        check(
-            s.overlong_buffer < r.max_new_tokens,
-            "score.overlong_buffer",
-            s.overlong_buffer,
-            "must be smaller than rollout.max_new_tokens",
-        )?;
-        check(
-            o.features.chunk_rows > 0,
-            "features.chunk_rows",
-            o.features.chunk_rows,
-            "must be positive",
-        )?;
-        check(
-            o.data.template.contains("{question}"),
-            "data.template",
-            format!("{:?}", o.data.template),
-            "must contain {question}",
-        )?;
-        limits::check(&o)?;
-        let w = &o.warmstart;
-        check(
-            (0.0..=1.0).contains(&w.wrong_frac),
-            "warmstart.wrong_frac",
-            w.wrong_frac,
-            "must be in [0, 1]",
-        )?;
-        check(
-            w.batch_size > 0,
-            "warmstart.batch_size",
-            w.batch_size,
-            "must be positive",
-        )?;
-        check(
-            o.eval.samples > 0,
-            "eval.samples",
-            o.eval.samples,
-            "must be positive",
-        )?;
+        limits::check(&o, eps_high)?;
         Ok(Resolved {
             advantage,
             overlong_penalty,

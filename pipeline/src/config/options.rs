@@ -66,7 +66,8 @@ pub enum DeviceKind {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Options {
-    /// Run seed: every random draw derives from it.
+    /// Run seed: every random draw derives from it. 0 to 9223372036854775807 (the largest
+    /// TOML integer).
     pub seed: u64,
     /// grpo | dapo | drgrpo | delta.
     pub algorithm: Algorithm,

@@ -5,12 +5,24 @@
 use anyhow::{bail, Context, Result};
 
 /// The value of `--set KEY=VALUE`: a TOML value (`4`, `1e-6`, `true`, `"x"`, `["a"]`), or
-/// else the text itself as a string (`data.source=prompts.jsonl`).
-fn value(text: &str) -> toml::Value {
-    toml::from_str::<toml::Table>(&format!("v = {text}"))
+/// else the text itself as a string (`data.source=prompts.jsonl`) — except a whole number
+/// TOML cannot hold, which is an error rather than a string the key then refuses by type.
+fn value(set: &str, text: &str) -> Result<toml::Value> {
+    if let Some(v) = toml::from_str::<toml::Table>(&format!("v = {text}"))
         .ok()
         .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(text.to_string()))
+    {
+        return Ok(v);
+    }
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        bail!(
+            "--set {set:?}: {text} is outside TOML's integers (signed 64-bit: {} to {})",
+            i64::MIN,
+            i64::MAX
+        );
+    }
+    Ok(toml::Value::String(text.to_string()))
 }
 
 /// Applies one `KEY=VALUE` to `table`, creating missing tables on the way.
@@ -36,7 +48,7 @@ pub fn apply(table: &mut toml::Table, set: &str) -> Result<()> {
         };
         at = t;
     }
-    at.insert((*last).to_string(), value(text.trim()));
+    at.insert((*last).to_string(), value(set, text.trim())?);
     Ok(())
 }
 
@@ -63,6 +75,12 @@ mod tests {
             .to_string()
             .contains("not a section"));
         assert!(apply(&mut t, "novalue").is_err());
+        // A whole number past i64 is refused as such, not read as text.
+        let e = apply(&mut t, "seed=18446744073709551615")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("outside TOML's integers"), "{e}");
+        assert_eq!(t["seed"].as_integer(), Some(3));
         assert!(apply(&mut t, "a..b=1").is_err());
     }
 }

@@ -119,3 +119,44 @@ fn a_kv_cache_budget_must_hold_one_response() {
     );
     Resolved::load_with(&base, &["rollout.kv_cache_tokens=41".into()]).unwrap();
 }
+
+#[test]
+fn an_error_a_set_caused_names_the_set_not_the_file() {
+    let path = configs().join("tiny-arith.toml");
+    let err = |sets: &[&str]| {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        format!("{:#}", Resolved::load_with(&path, &sets).unwrap_err())
+    };
+    let e = err(&["rollout.top_k=abc"]);
+    assert!(
+        e.starts_with("--set rollout.top_k=abc: config key `rollout.top_k`"),
+        "{e}"
+    );
+    let e = err(&["update.lr=nan"]);
+    assert!(
+        e.starts_with("--set update.lr=nan: config key `update.lr` = NaN"),
+        "{e}"
+    );
+    // The last --set of a key is the one that counts.
+    let e = err(&["rollout.top_k=1", "rollout.top_k=x"]);
+    assert!(e.starts_with("--set rollout.top_k=x:"), "{e}");
+    // A bad value from the file still names the file.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!(
+            "extends = {:?}\n[rollout]\ntop_k = \"abc\"\n",
+            path.display().to_string()
+        ),
+    )
+    .unwrap();
+    let e = format!(
+        "{:#}",
+        Resolved::load_with(&bad, &["update.lr=1e-5".into()]).unwrap_err()
+    );
+    assert!(
+        e.starts_with(&format!("{}: config key `rollout.top_k`", bad.display())),
+        "{e}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result};
 
-use deltarl_schemas::{atomic_write, Stage};
+use deltarl_schemas::Stage;
 
 use super::env::Env;
 use super::ran::{num, Ran};
@@ -22,7 +22,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)?;
     let decode = |ids: &[u32]| tokenizer.decode(ids);
     let mut written = (0, Default::default());
-    atomic_write(&env.file(Stage::Coeffs), |w| -> Result<()> {
+    env.write_output(Stage::Coeffs, |w| -> Result<()> {
         written = deltarl_coeffs::shell::run_io(
             s,
             &env.file(Stage::Rollout),

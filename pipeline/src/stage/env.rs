@@ -1,12 +1,14 @@
 //! What a stage run sees besides its settings: the run, the device, the iteration, its
 //! policies and, among several processes, its share.
 
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use deltarl_dist::Group;
 use deltarl_model::{Dtype, Policy};
-use deltarl_schemas::{FileMeta, Shard, Stage};
+use deltarl_schemas::{atomic_write, FileMeta, Shard, Stage};
 use tch::Device;
 
 use crate::rundir::RunDir;
@@ -40,6 +42,24 @@ impl Env<'_> {
     /// The output file of `stage` in this iteration.
     pub fn file(&self, stage: Stage) -> PathBuf {
         self.run.output(self.iter, stage)
+    }
+
+    /// Writes the output file of `stage` in this iteration atomically (a temporary name,
+    /// then the rename); an error names the file, whichever layer it came from — a full
+    /// disk surfaces inside the Parquet writer, which knows only the table's name.
+    pub fn write_output<E>(
+        &self,
+        stage: Stage,
+        fill: impl FnOnce(&mut BufWriter<File>) -> std::result::Result<(), E>,
+    ) -> Result<()>
+    where
+        E: From<deltarl_schemas::Error>,
+        anyhow::Error: From<E>,
+    {
+        let path = self.file(stage);
+        atomic_write(&path, fill)
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("cannot write {}", path.display()))
     }
 
     /// Opens the output file of `stage` in this iteration, with its name for errors.

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use deltarl_model::Dtype;
-use deltarl_schemas::{atomic_write, write_table, Stage};
+use deltarl_schemas::{write_table, Stage};
 
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
@@ -183,7 +183,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         .meta()
         .with("settings", serde_json::to_string(s).unwrap_or_default())
         .with("sampling", drawn.to_string());
-    atomic_write(&env.file(Stage::Eval), |w| write_table(w, &rows, &meta))?;
+    env.write_output(Stage::Eval, |w| write_table(w, &rows, &meta))?;
     let acc =
         |part: Vec<bool>| part.iter().filter(|&&c| c).count() as f64 / part.len().max(1) as f64;
     let mut summary = json!({

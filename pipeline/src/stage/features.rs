@@ -10,7 +10,7 @@ use deltarl_features::Proxy;
 use deltarl_model::generate::logprob_temperature;
 use deltarl_model::Dtype;
 use deltarl_schemas::seed::seed_for;
-use deltarl_schemas::{atomic_write, read_path, FeatureRow, RolloutRow, Stage};
+use deltarl_schemas::{read_path, FeatureRow, RolloutRow, Stage};
 
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
@@ -72,7 +72,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     match env.ranks {
         // One process: each pass's rows go to the file as they come (one row group held).
         None => {
-            atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
+            env.write_output(Stage::Features, |w| -> Result<()> {
                 let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
                 deltarl_features::run_each(
                     &core,
@@ -108,7 +108,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
             )
             .with_context(failed)?;
             if env.writes() {
-                atomic_write(&env.file(Stage::Features), |w| -> Result<()> {
+                env.write_output(Stage::Features, |w| -> Result<()> {
                     let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
                     crate::ranks::stream_to_rank0(g, passes, own, &mut |rows| {
                         stats.add(&rows);

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::Dtype;
-use deltarl_schemas::{atomic_write, FinishReason, Stage};
+use deltarl_schemas::{FinishReason, Stage};
 
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
@@ -170,7 +170,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     if !env.writes() {
         return Ok(Ran::default());
     }
-    atomic_write(&env.file(Stage::Rollout), |w| -> Result<()> {
+    env.write_output(Stage::Rollout, |w| -> Result<()> {
         deltarl_rollout::write(&core, &rows, w, env.meta())?;
         Ok(())
     })?;

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::json;
 
-use deltarl_schemas::{atomic_write, Stage};
+use deltarl_schemas::Stage;
 
 use super::env::Env;
 use super::ran::{num, Ran};
@@ -67,7 +67,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         .unwrap_or(0);
     let progress = Progress::new("score", rows as u64);
     let mut scores = Vec::new();
-    atomic_write(&env.file(Stage::Score), |w| -> Result<()> {
+    env.write_output(Stage::Score, |w| -> Result<()> {
         scores = deltarl_score::run_io(
             &s.core(),
             (bytes.as_slice(), &src.display().to_string()),

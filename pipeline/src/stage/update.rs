@@ -10,7 +10,7 @@ use serde_json::json;
 use deltarl_model::generate::logprob_temperature;
 use deltarl_model::Dtype;
 use deltarl_schemas::seed::seed_for;
-use deltarl_schemas::{atomic_write, Stage};
+use deltarl_schemas::Stage;
 use deltarl_update::shell::{train_rows, write_metrics, Inputs};
 use deltarl_update::{AdamW, AdamWSettings, JoinSettings, LossSettings};
 
@@ -208,7 +208,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     opt.save_named(tmp_opt.path(), &opt_state)?;
     tmp.commit(&final_dir)?;
     tmp_opt.commit(&opt_dir)?;
-    atomic_write(&env.file(Stage::Update), |w| -> Result<()> {
+    env.write_output(Stage::Update, |w| -> Result<()> {
         write_metrics(w, (&core, &s.join), &metrics, &mismatch, env.meta())?;
         Ok(())
     })?;

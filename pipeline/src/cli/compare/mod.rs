@@ -113,7 +113,8 @@ fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow
     let meta = deltarl_schemas::FileMeta::new(Stage::Eval.name(), &ctx.cfg.hash())
         .with("settings", settings)
         .with("base_weights", weights);
-    deltarl_schemas::atomic_write(&path, |w| deltarl_schemas::write_table(w, &rows, &meta))?;
+    deltarl_schemas::atomic_write(&path, |w| deltarl_schemas::write_table(w, &rows, &meta))
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(Some(rows))
 }
 
