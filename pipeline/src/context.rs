@@ -175,11 +175,18 @@ impl Ctx {
             crate::data::read_benchmark(Path::new(b))
                 .with_context(|| format!("config key `eval.benchmarks`: {b:?}"))?;
         }
-        if !self.tiny() && !self.base_dir().join("config.json").is_file() {
-            bail!(
-                "config key `model.source` = {:?}: no config.json there",
-                o.model.source
-            );
+        if !self.tiny() {
+            let dir = self.base_dir();
+            if !dir.join("config.json").is_file() {
+                bail!(
+                    "config key `model.source` = {:?}: no config.json there",
+                    o.model.source
+                );
+            }
+            // Opened as the rollout will open it (but no tensor read), so a broken folder
+            // is refused before this configuration is recorded.
+            deltarl_model::check_folder(&dir)
+                .with_context(|| format!("config key `model.source` = {:?}", o.model.source))?;
         }
         Ok(())
     }

@@ -89,7 +89,7 @@ impl std::fmt::Debug for Policy {
     }
 }
 
-fn file_err(path: &Path, message: impl Into<String>) -> Error {
+pub(crate) fn file_err(path: &Path, message: impl Into<String>) -> Error {
     Error::File {
         path: path.to_path_buf(),
         message: message.into(),
@@ -107,7 +107,7 @@ pub fn read_config(dir: &Path) -> Result<Qwen3Config> {
 }
 
 /// The safetensors files of a checkpoint (one file, or the shards of an index).
-fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let single = dir.join("model.safetensors");
     if single.exists() {
         return Ok(vec![single]);

@@ -11,6 +11,7 @@ mod attention;
 mod checkpoint;
 mod config;
 mod error;
+mod folder;
 pub mod generate;
 mod mlp;
 mod model;
@@ -28,6 +29,7 @@ pub use checkpoint::{
 };
 pub use config::{Dtype, Family, Llama3Rope, Qwen3Config};
 pub use error::{Error, RequestProblem, Result};
+pub use folder::check_folder;
 pub use model::{KvCache, Qwen3};
 pub use recompute::Checkpointed;
 pub use stop::StopScanner;

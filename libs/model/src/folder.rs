@@ -1,0 +1,102 @@
+//! What a model folder must hold, checked without loading a tensor: a configuration we
+//! can build, a tokenizer, and every weight file its index names, each whole. A run's
+//! configuration check calls it, so a folder the rollout would refuse is refused before
+//! the run is recorded.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::checkpoint::{file_err, weight_files};
+use crate::{read_config, Qwen3Config, Result, Tokenizer};
+
+/// Checks `dir` as [`crate::load`] would read it; the configuration when it holds.
+pub fn check_folder(dir: &Path) -> Result<Qwen3Config> {
+    let cfg = read_config(dir)?;
+    let tokenizer = Tokenizer::from_file(&dir.join("tokenizer.json"))?;
+    if tokenizer.vocab_size() > cfg.vocab_size {
+        return Err(file_err(
+            &dir.join("tokenizer.json"),
+            format!(
+                "{} tokens, but the model's vocab_size is {}",
+                tokenizer.vocab_size(),
+                cfg.vocab_size
+            ),
+        ));
+    }
+    for file in weight_files(dir)? {
+        check_safetensors(&file)?;
+    }
+    Ok(cfg)
+}
+
+/// A safetensors file is its 8-byte header length, a JSON header naming each tensor's
+/// byte range, and the data: whole when the file ends where the last range does.
+fn check_safetensors(path: &Path) -> Result<()> {
+    let err = |m: String| file_err(path, m);
+    let mut f = std::fs::File::open(path).map_err(|e| err(e.to_string()))?;
+    let len = f.metadata().map_err(|e| err(e.to_string()))?.len();
+    let mut n = [0u8; 8];
+    f.read_exact(&mut n)
+        .map_err(|_| err("shorter than a safetensors header".into()))?;
+    let n = u64::from_le_bytes(n);
+    if n > len.saturating_sub(8) {
+        return Err(err(format!(
+            "its header claims {n} bytes of a {len}-byte file"
+        )));
+    }
+    let mut header = vec![0u8; n as usize];
+    f.read_exact(&mut header).map_err(|e| err(e.to_string()))?;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| err(format!("unreadable header: {e}")))?;
+    let end = header
+        .iter()
+        .filter(|(k, _)| k.as_str() != "__metadata__")
+        .filter_map(|(_, v)| v.get("data_offsets")?.get(1)?.as_u64())
+        .max()
+        .unwrap_or(0);
+    if 8 + n + end != len {
+        return Err(err(format!(
+            "{len} bytes, but its header describes {} (truncated or padded)",
+            8 + n + end
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_whole_folder_passes_and_each_missing_or_cut_part_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let tokenizer = crate::synthetic::byte_level_bpe(300).unwrap();
+        let p = crate::random_policy(d, &tokenizer, 300, true, 1, 1.0).unwrap();
+        crate::save(&p, d).unwrap();
+        check_folder(d).unwrap();
+
+        let weights = d.join("model.safetensors");
+        let bytes = std::fs::read(&weights).unwrap();
+        std::fs::write(&weights, &bytes[..bytes.len() - 1]).unwrap();
+        let e = check_folder(d).unwrap_err().to_string();
+        assert!(
+            e.contains("model.safetensors") && e.contains("truncated"),
+            "{e}"
+        );
+
+        std::fs::remove_file(&weights).unwrap();
+        let e = check_folder(d).unwrap_err().to_string();
+        assert!(e.contains("no model.safetensors"), "{e}");
+
+        std::fs::write(&weights, &bytes).unwrap();
+        std::fs::remove_file(d.join("tokenizer.json")).unwrap();
+        let e = check_folder(d).unwrap_err().to_string();
+        assert!(e.contains("tokenizer.json"), "{e}");
+
+        std::fs::write(d.join("config.json"), "{}").unwrap();
+        let e = check_folder(d).unwrap_err().to_string();
+        assert!(e.contains("config.json"), "{e}");
+    }
+}
