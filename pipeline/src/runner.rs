@@ -228,6 +228,25 @@ impl<'a> Runner<'a> {
                 );
             }
         }
+        // A stage reads what the stages it depends on wrote: one of them stale (or never
+        // finished) would hand it files of another configuration or of an upstream rerun.
+        for (i, dep) in self.dependencies(iter, stage) {
+            if !self.is_done(i, dep)? {
+                let (what, state) = match self.state(i, dep)? {
+                    StageState::Stale(why) => ("stale", why.to_string()),
+                    _ => ("not done", "it has not finished".to_string()),
+                };
+                let dep_at = match dep {
+                    Stage::Warmstart => "the base".to_string(),
+                    _ => format!("{dep} of iteration {i}"),
+                };
+                bail!(
+                    "stage {stage} of {} reads what {dep_at} wrote, which is {what} ({state}): \
+                     run it first, or `deltarl iterate`, which runs every stage in order",
+                    where_(iter, stage)
+                );
+            }
+        }
         let run = &self.ctx.run;
         let dir = run.stage_dir(iter, stage);
         if stage != Stage::Warmstart {

@@ -377,3 +377,34 @@ fn a_broken_model_folder_is_refused_before_anything_is_recorded() {
         assert!(!runs.join("m/run.toml").exists(), "{says}: recorded");
     }
 }
+
+/// A stage run alone whose dependency is stale is refused, naming the dependency: eval
+/// after a forced coeffs would otherwise grade the policy of an update that will rerun.
+#[test]
+fn a_stage_whose_dependency_is_stale_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "every.toml",
+        "[eval]\nevery = 1\n",
+    );
+    ok(iterate(&runs, &cfg, "s", &[]));
+    let stage = |args: &[&str]| {
+        let mut a = vec!["stage"];
+        a.extend_from_slice(args);
+        a.extend(["--run", "s", "--iter", "1"]);
+        deltarl(&runs, &a)
+    };
+    ok(stage(&["coeffs", "--force"]));
+    let out = stage(&["eval", "--force"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("reads what update of iteration 1 wrote, which is stale"),
+        "{err}"
+    );
+    // Once the update has rerun, eval runs.
+    ok(stage(&["update"]));
+    ok(stage(&["eval", "--force"]));
+}
