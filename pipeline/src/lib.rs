@@ -8,8 +8,8 @@
 //!    `plan` and `host_plan` (device and host memory, disk), `paired`;
 //! 2. `config` (options, validated once into `Resolved`), `ranks` (several processes),
 //!    `rundir` (the run's files), `metrics` (metrics.jsonl, TensorBoard);
-//! 3. `vllm` (the rollout's vLLM engine), `prune` (checkpoint pruning), `context` (an
-//!    opened run);
+//! 3. `vllm` (the rollout's vLLM engine), `prune` (checkpoint pruning), `readiness`
+//!    (whether the files a stage reads are there), `context` (an opened run);
 //! 4. `stage` (one module per stage: its settings from the config, and its run);
 //! 5. `runner` (completion, resume);
 //! 6. `cli` (one module per command).
@@ -32,6 +32,7 @@ pub mod progress;
 pub mod prune;
 pub mod pruned;
 pub mod ranks;
+pub mod readiness;
 pub mod record;
 pub mod rewards;
 pub mod rundir;

@@ -14,6 +14,7 @@ use deltarl_schemas::{Manifest, PolicyUse, Stage, TOOL_VERSION};
 
 use crate::context::Ctx;
 use crate::ranks::Command;
+use crate::readiness::{check_inputs, where_};
 use crate::rundir::{
     clean_temporaries, invalidate_downstream, stage_state, RunLock, StageState, Stale,
 };
@@ -190,44 +191,13 @@ impl<'a> Runner<'a> {
         }
         let env = self.env(iter, stage)?;
         let inputs = self.inputs(iter, stage, &env)?;
-        for p in &inputs {
-            // A sharded checkpoint's index stays when its shards are pruned.
-            let index_of_pruned = p.ends_with("model.safetensors.index.json")
-                && self.ctx.run.pruned_under(p.parent().unwrap_or(p))?;
-            if self.ctx.run.is_pruned(p)? || index_of_pruned {
-                let c = &self.ctx.cfg.opts.checkpoint;
-                let why = if p.ends_with(Stage::Features.output()) {
-                    format!(
-                        "keep_features = {}); only the last iterations' features can be \
-                         reread",
-                        c.keep_features
-                    )
-                } else {
-                    format!(
-                        "keep_last = {}, save_every = {}); only the last iterations' \
-                         policies can be rerun from",
-                        c.keep_last, c.save_every
-                    )
-                };
-                bail!(
-                    "stage {stage} of {} needs {}, which was pruned ([checkpoint] {why}",
-                    where_(iter, stage),
-                    p.display(),
-                );
-            }
-            if !p.exists() {
-                let hint = if p.starts_with(&self.ctx.run.root) {
-                    "run the stages before it first"
-                } else {
-                    "a file the configuration names (model.source or data.source)"
-                };
-                bail!(
-                    "stage {stage} of {} needs {} ({hint})",
-                    where_(iter, stage),
-                    p.display()
-                );
-            }
-        }
+        check_inputs(
+            &self.ctx.run,
+            &self.ctx.cfg.opts.checkpoint,
+            iter,
+            stage,
+            &inputs,
+        )?;
         // A stage reads what the stages it depends on wrote: one of them stale (or never
         // finished) would hand it files of another configuration or of an upstream rerun.
         for (i, dep) in self.dependencies(iter, stage) {
@@ -398,14 +368,6 @@ impl<'a> Runner<'a> {
             eprintln!("{}", summary_line(Stage::Warmstart, &outcome));
         }
         Ok(())
-    }
-}
-
-fn where_(iter: u32, stage: Stage) -> String {
-    if stage == Stage::Warmstart {
-        "the base".into()
-    } else {
-        format!("iteration {iter}")
     }
 }
 

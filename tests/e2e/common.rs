@@ -32,36 +32,26 @@ pub fn run_python(script: &str, args: &[&Path]) {
     );
 }
 
+/// The tables that shrink a built-in task's configuration to a micro run: a tiny model
+/// with a context of `positions`, a short warm start, 8 prompts x 4 samples.
+pub fn micro_tables(positions: usize) -> String {
+    format!(
+        "[model.tiny]\nhidden_size = 32\nintermediate_size = 64\nnum_hidden_layers = 2\n\
+         num_attention_heads = 2\nnum_key_value_heads = 1\n\
+         max_position_embeddings = {positions}\n\
+         [warmstart]\nsteps = 30\nbatch_size = 32\n\
+         [rollout]\nprompts_per_iter = 8\nsamples_per_prompt = 4\nmax_new_tokens = 24\n\
+         [score]\noverlong_buffer = 4\n[eval]\nevery = 2\nproblems = 16\n"
+    )
+}
+
 /// A micro configuration: a tiny model, a short warm start, 8 prompts x 4 samples.
 pub fn micro_config(dir: &Path) -> PathBuf {
     let base = repo()
         .join("configs/tiny-arith.toml")
         .canonicalize()
         .unwrap();
-    let text = format!(
-        r#"extends = "{}"
-[model.tiny]
-hidden_size = 32
-intermediate_size = 64
-num_hidden_layers = 2
-num_attention_heads = 2
-num_key_value_heads = 1
-max_position_embeddings = 64
-[warmstart]
-steps = 30
-batch_size = 32
-[rollout]
-prompts_per_iter = 8
-samples_per_prompt = 4
-max_new_tokens = 24
-[score]
-overlong_buffer = 4
-[eval]
-every = 2
-problems = 16
-"#,
-        base.display()
-    );
+    let text = format!("extends = \"{}\"\n{}", base.display(), micro_tables(64));
     let path = dir.join("micro.toml");
     std::fs::write(&path, text).unwrap();
     path

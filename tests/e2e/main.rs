@@ -11,6 +11,7 @@ mod config;
 mod disk_full;
 mod layers;
 mod plan;
+mod preflight;
 mod ranks;
 mod readme;
 mod readme_commands;

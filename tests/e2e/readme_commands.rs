@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{bin, repo};
+use crate::common::{bin, micro_tables, repo};
 
 /// How one README block is run.
 enum How {
@@ -95,29 +95,6 @@ const BLOCKS: &[(&str, How)] = &[
         How::Run(&[("bench code", "bench code --reps 1 --workers 1")]),
     ),
 ];
-
-/// The keys every built-in task's micro configuration overrides.
-const MICRO: &str = r#"
-[model.tiny]
-hidden_size = 32
-intermediate_size = 64
-num_hidden_layers = 2
-num_attention_heads = 2
-num_key_value_heads = 1
-max_position_embeddings = 128
-[warmstart]
-steps = 30
-batch_size = 32
-[rollout]
-prompts_per_iter = 8
-samples_per_prompt = 4
-max_new_tokens = 24
-[score]
-overlong_buffer = 4
-[eval]
-every = 2
-problems = 16
-"#;
 
 /// The README's shell blocks (first line, text) and inline `bin/deltarl` commands.
 fn blocks(readme: &str) -> Vec<(String, String)> {
@@ -210,7 +187,8 @@ fn scratch(dir: &Path) {
             std::fs::write(configs.join(format!("{stem}-full.toml")), text).unwrap();
             std::fs::write(
                 configs.join(&name),
-                format!("extends = \"{stem}-full.toml\"\n{MICRO}"),
+                // A context of 128: the worded-steps prompts are longer than 64 tokens.
+                format!("extends = \"{stem}-full.toml\"\n{}", micro_tables(128)),
             )
             .unwrap();
         } else {
