@@ -301,13 +301,28 @@ impl RunLock {
         std::fs::create_dir_all(&run.root)
             .with_context(|| format!("cannot create run directory {}", run.root.display()))?;
         let path = run.root.join(".lock");
-        let mut file = OpenOptions::new()
+        let writable = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .with_context(|| format!("cannot open the lock file {}", path.display()))?;
+            .open(&path);
+        // A run on a read-only disk (an archive, a read-only mount) still takes the lock, on
+        // a read-only handle (flock needs none), so that what only reads it — a no-op
+        // `iterate --until N`, `status` — works; anything that writes fails naming its file.
+        let (mut file, read_only) = match writable {
+            Ok(f) => (f, false),
+            Err(e) if read_only_error(&e) => (
+                std::fs::File::open(&path).with_context(|| {
+                    format!("cannot open the lock file {} (read-only)", path.display())
+                })?,
+                true,
+            ),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot open the lock file {}", path.display()))
+            }
+        };
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -327,9 +342,11 @@ impl RunLock {
                 return Err(e).with_context(|| format!("cannot lock {}", path.display()))
             }
         }
-        file.set_len(0)
-            .and_then(|()| writeln!(file, "{}", std::process::id()))
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !read_only {
+            file.set_len(0)
+                .and_then(|()| writeln!(file, "{}", std::process::id()))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
         Ok(RunLock { file })
     }
 }
@@ -339,6 +356,14 @@ impl Drop for RunLock {
     fn drop(&mut self) {
         let _ = self.file.set_len(0);
     }
+}
+
+/// Whether opening for writing failed because the disk or the folder is read-only.
+fn read_only_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
+    )
 }
 
 /// Removes temporary files a killed process may have left in `dir` (never final names).

@@ -8,7 +8,7 @@
 mod code;
 mod common;
 mod config;
-mod disk_full;
+mod disks;
 mod layers;
 mod plan;
 mod preflight;

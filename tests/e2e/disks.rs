@@ -1,10 +1,10 @@
-//! A stage whose output no longer fits on the disk: the error names the file it was
-//! writing (a full disk surfaces inside the Parquet writer, which knows only the table), and
-//! nothing half-written is left under the output's name.
-//!
-//! The full disk is a small tmpfs mounted in a mount namespace of the test's own
-//! (`unshare --mount`, as root), holding a copy of a finished run and room for half of
-//! the stage's file.
+//! Runs on disks that refuse writes, each made in a mount namespace of the test's own
+//! (`unshare --mount`, as root, so the host's mounts are untouched):
+//! - full: a stage whose output no longer fits fails naming the file it was writing (a
+//!   full disk surfaces inside the Parquet writer, which knows only the table), and
+//!   nothing half-written is left under the output's name;
+//! - read-only: what only reads a finished run (a no-op `iterate --until`, `status`)
+//!   works; the next iteration fails naming what it could not write.
 
 use std::path::Path;
 use std::process::Command;
@@ -58,11 +58,7 @@ fn a_full_disk_names_the_file_being_written() {
         bin = bin().display(),
         listing = dir.path().join("listing").display(),
     );
-    let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "bash", "-c", &script])
-        .env("DELTARL_NO_PROGRESS", "1")
-        .output()
-        .unwrap();
+    let out = in_mount_namespace(&script);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -80,6 +76,51 @@ fn a_full_disk_names_the_file_being_written() {
     let listing = std::fs::read_to_string(dir.path().join("listing")).unwrap();
     assert!(!listing.contains("features"), "{listing}");
     assert!(listing.contains("rollouts.parquet"), "{listing}");
+}
+
+/// `script` run by bash in a mount namespace of its own.
+fn in_mount_namespace(script: &str) -> std::process::Output {
+    Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "bash", "-c", script])
+        .env("DELTARL_NO_PROGRESS", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_read_only_run_serves_what_only_reads_it() {
+    assert!(
+        is_root(),
+        "this test remounts a folder read-only: run it as root (CI does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let config = micro_config(dir.path());
+    ok(iterate(&runs, &config, "m", &[]));
+    let deltarl = |args: &str| format!("{} --runs-dir {} {args}", bin().display(), runs.display());
+    let script = format!(
+        "set -u\nmount --bind {runs} {runs} && mount -o remount,ro,bind {runs} || exit 9\n\
+         {noop} || exit 3\n{status} || exit 4\n{next} && exit 5\nexit 0\n",
+        runs = runs.display(),
+        noop = deltarl(&format!(
+            "iterate --config {} --run m --until 1",
+            config.display()
+        )),
+        status = deltarl("status --run m"),
+        next = deltarl(&format!(
+            "iterate --config {} --run m --iters 1",
+            config.display()
+        )),
+    );
+    let out = in_mount_namespace(&script);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    // The next iteration's error names a path of the run.
+    assert!(
+        stderr.contains(&runs.join("m").display().to_string()),
+        "{stderr}"
+    );
 }
 
 fn is_root() -> bool {
