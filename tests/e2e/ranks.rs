@@ -1,6 +1,6 @@
 //! Two processes under the venv's `torchrun` (gloo on the CPU): the same files as one
 //! process, the same weights to round-off, sharded optimizer state equal to unsharded, and a
-//! rank killed mid-update ending both without a hang, then a clean resume.
+//! rank killed mid-features or mid-update ending both without a hang, then a clean resume.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -162,6 +162,80 @@ fn rank_pid(run: &str, rank: usize) -> Option<u32> {
     None
 }
 
+/// Kills rank 1 of a two-process `iterate` once `after`'s manifest is written, so the kill
+/// lands in `stage` (or at its start, while rank 1 waits for it): both stop without a hang,
+/// torchrun names the rank, `stage` is not recorded, and the next run completes the
+/// iteration with the files of a one-process run. A kill that came too late (`stage`
+/// already recorded) is not counted and is tried again on a new run, at most 4 times.
+fn kill_rank_1_in(cfg: &Path, runs: &Path, stage: &str, after: &str) {
+    let c = cfg.to_str().unwrap();
+    ok(deltarl(runs, &["iterate", "--config", c, "--run", "ref"]));
+    let mut landed = None;
+    for attempt in 0..4 {
+        // Named by stage: rank_pid finds processes by run name, and the tests run at once.
+        let name = format!("killed-{stage}-{attempt}");
+        let t0 = Instant::now();
+        let child = torchrun_cmd(runs, &["iterate", "--config", c, "--run", &name])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let before = runs
+            .join(&name)
+            .join(format!("iter-0001/manifest/{after}.json"));
+        while !before.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(300),
+                "{after} never finished"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let pid = rank_pid(&name, 1).expect("rank 1 is running");
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        let killed_at = Instant::now();
+        let out = child.wait_with_output().unwrap();
+        let text = both(&out);
+        let recorded = runs
+            .join(&name)
+            .join(format!("iter-0001/manifest/{stage}.json"));
+        if out.status.success() || recorded.exists() {
+            // The stage had finished before the kill arrived: not a kill in it.
+            eprintln!("attempt {attempt}: the kill came after {stage} had finished");
+            continue;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(60),
+            "took {:?} to stop: {text}",
+            killed_at.elapsed()
+        );
+        // torchrun names the rank that died; rank 0's own error says which rank it is.
+        assert!(
+            text.contains("rank      : 1") || text.contains("rank: 1"),
+            "{text}"
+        );
+        eprintln!("attempt {attempt}: the kill landed in {stage}");
+        landed = Some(name);
+        break;
+    }
+    let name = landed.unwrap_or_else(|| panic!("no kill landed in {stage} in 4 runs"));
+    // Nothing half-written: the next run completes the iteration.
+    let out = torchrun_cmd(
+        runs,
+        &["iterate", "--config", c, "--run", &name, "--until", "1"],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", both(&out));
+    let ref_files = stage_files(&runs.join("ref"), 1);
+    assert_eq!(
+        differing(&ref_files, &stage_files(&runs.join(&name), 1)),
+        Vec::<String>::new()
+    );
+    let w = "iter-0001/policy/model.safetensors";
+    let d = max_rel_diff(&runs.join(&name).join(w), &runs.join("ref").join(w));
+    assert!(d <= 1e-6, "weights differ by {d:e} relative");
+}
+
 #[test]
 fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
     let dir = tempfile::tempdir().unwrap();
@@ -172,57 +246,20 @@ fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
         "kill.toml",
         "[update]\noptimizer_steps = 8\nmicro_batch_rows = 1\n",
     );
-    let runs = dir.path().join("runs");
-    let c = cfg.to_str().unwrap();
-    ok(deltarl(&runs, &["iterate", "--config", c, "--run", "ref"]));
-    let t0 = Instant::now();
-    let child = torchrun_cmd(&runs, &["iterate", "--config", c, "--run", "killed"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The update starts once the coefficients are recorded: kill rank 1 then.
-    let coeffs = runs.join("killed/iter-0001/manifest/coeffs.json");
-    while !coeffs.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(300),
-            "coeffs never finished"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let pid = rank_pid("killed", 1).expect("rank 1 is running");
-    let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    let killed_at = Instant::now();
-    let out = child.wait_with_output().unwrap();
-    let text = both(&out);
-    assert!(!out.status.success(), "{text}");
-    assert!(
-        killed_at.elapsed() < Duration::from_secs(60),
-        "took {:?} to stop: {text}",
-        killed_at.elapsed()
+    kill_rank_1_in(&cfg, &dir.path().join("runs"), "update", "coeffs");
+}
+
+#[test]
+fn a_rank_killed_mid_features_stops_both_and_the_run_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    // One response a pass: as many passes (each streamed to rank 0) as responses, so the
+    // stage lasts long enough for the kill to land in it.
+    let cfg = variant(
+        &config(dir.path()),
+        "kill.toml",
+        "[rollout]\nprompts_per_iter = 16\n[features]\nchunk_rows = 1\n",
     );
-    // torchrun names the rank that died; rank 0's own error says which rank it is.
-    assert!(
-        text.contains("rank      : 1") || text.contains("rank: 1"),
-        "{text}"
-    );
-    // Nothing half-written: the update is not recorded, and the next run completes it.
-    assert!(!runs.join("killed/iter-0001/manifest/update.json").exists());
-    let out = torchrun_cmd(
-        &runs,
-        &["iterate", "--config", c, "--run", "killed", "--until", "1"],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{}", both(&out));
-    let ref_files = stage_files(&runs.join("ref"), 1);
-    assert_eq!(
-        differing(&ref_files, &stage_files(&runs.join("killed"), 1)),
-        Vec::<String>::new()
-    );
-    let w = "iter-0001/policy/model.safetensors";
-    let d = max_rel_diff(&runs.join("killed").join(w), &runs.join("ref").join(w));
-    assert!(d <= 1e-6, "weights differ by {d:e} relative");
+    kill_rank_1_in(&cfg, &dir.path().join("runs"), "features", "score");
 }
 
 /// Two "nodes" (two torchrun agents of one process each) meeting through torchrun's c10d
