@@ -1,4 +1,4 @@
-//! Resuming: after kill -9, and after a change to the warm start.
+//! Resuming: after kill -9 (of iterate and of compare), and after a change to the warm start.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -298,4 +298,74 @@ fn sharded_pruned_policies_resume_refuse_and_keep_their_record() {
         !out.status.success() && err.contains("pruned.json"),
         "{err}"
     );
+}
+
+/// `compare` killed while its first run trains, then run again: it resumes the killed run
+/// and finishes with the runs and the table of a compare never interrupted.
+#[test]
+fn a_killed_compare_resumes_to_the_same_runs_and_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    let args = |name: &'static str| {
+        [
+            "compare",
+            "--config",
+            c,
+            "--variants",
+            "dapo,delta",
+            "--seeds",
+            "1",
+            "--iters",
+            "2",
+            "--name",
+            name,
+        ]
+    };
+    ok(deltarl(&runs, &args("whole")));
+    let mut child = Command::new(bin())
+        .args(args("cut"))
+        .env("DELTARL_RUNS", &runs)
+        .env("DELTARL_NO_PROGRESS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first run's first iteration recorded: three more run-iterations remain.
+    let mark = runs.join("cut-dapo-s1/iter-0001/manifest/update.json");
+    let t0 = Instant::now();
+    while !mark.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "no update recorded"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "compare finished before the kill"
+    );
+    child.kill().unwrap(); // SIGKILL
+    assert!(!child.wait().unwrap().success(), "killed, not finished");
+    assert!(!runs.join("cut/compare.md").exists());
+    ok(deltarl(&runs, &args("cut")));
+    for v in ["dapo", "delta"] {
+        let (a, b) = (
+            parquet_files(&runs.join(format!("whole-{v}-s1"))),
+            parquet_files(&runs.join(format!("cut-{v}-s1"))),
+        );
+        assert!(
+            a.keys().any(|k| k.starts_with("iter-0002/")),
+            "{v}: {:?}",
+            a.keys()
+        );
+        assert_eq!(differing(&a, &b), Vec::<String>::new(), "{v}");
+    }
+    let table = |name: &str| {
+        std::fs::read_to_string(runs.join(name).join("compare.csv"))
+            .unwrap()
+            .replace(name, "NAME")
+    };
+    assert_eq!(table("whole"), table("cut"));
 }
