@@ -43,6 +43,8 @@ pub struct Runner<'a> {
     base: PathBuf,
     /// Whether (iteration, stage) is done, remembered until a stage runs.
     done: RefCell<HashMap<(u32, Stage), bool>>,
+    /// The vLLM server kept from one rollout to the next (stopped when the runner drops).
+    kept: crate::vllm::Kept,
 }
 
 impl<'a> Runner<'a> {
@@ -51,6 +53,7 @@ impl<'a> Runner<'a> {
             ctx,
             base: ctx.base_dir(),
             done: RefCell::default(),
+            kept: crate::vllm::Kept::default(),
         }
     }
 
@@ -66,8 +69,10 @@ impl<'a> Runner<'a> {
                 .ctx
                 .ranks
                 .as_ref()
-                .filter(|_| stage::shared(stage, &self.ctx.cfg))
+                .filter(|_| stage::shared(stage))
                 .map(|r| &r.group),
+            launch: self.ctx.ranks.as_ref().map(|r| &r.launch),
+            kept: &self.kept,
         })
     }
 
@@ -227,7 +232,7 @@ impl<'a> Runner<'a> {
         self.done.borrow_mut().clear();
         let input_hashes = run.hash_inputs(&inputs)?;
         if let Some(r) = &self.ctx.ranks {
-            if stage::shared(stage, &self.ctx.cfg) {
+            if stage::shared(stage) {
                 r.announce(Command::Run { iter, stage })?;
             }
         }

@@ -21,6 +21,7 @@ mod rope;
 pub mod sample;
 mod stop;
 pub mod synthetic;
+mod teacher;
 mod tokenizer;
 
 pub use checkpoint::{

@@ -92,6 +92,10 @@ impl Client {
         &self.url
     }
 
+    pub(crate) fn agent(&self) -> &ureq::Agent {
+        &self.agent
+    }
+
     /// The served model: its name and, when the server says, the folder it came from.
     pub fn served(&self) -> (&str, Option<&str>) {
         (&self.model, self.root.as_deref())

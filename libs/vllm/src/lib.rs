@@ -6,8 +6,11 @@
 //! OpenAI-compatible completions API with token-id prompts, `n` samples, a seed per prompt
 //! and the sampled tokens' log-probs. [`generate`] sends one request per prompt from a few
 //! threads and returns, per prompt, its samples as token ids, log-probs and finish reasons.
+//! A server kept across iterations reloads weights in place and proves which ones it serves
+//! through vLLM's development endpoints (`dev`).
 
 mod client;
+mod dev;
 mod server;
 
 pub use client::{generate, Client, Completion, Prompt, Sampling};

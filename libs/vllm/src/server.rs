@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::{Error, Result};
 
 /// How to start a server.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ServerSettings {
     /// The Python of the vLLM virtual environment (`make vllm`).
     pub python: PathBuf,
@@ -31,6 +31,13 @@ pub struct ServerSettings {
     pub log: PathBuf,
     /// The server's global seed.
     pub seed: u64,
+    /// Expose vLLM's development endpoints (`VLLM_SERVER_DEV_MODE=1`): in-place weight
+    /// reloads, prefix-cache resets, sleep and wake. Only on 127.0.0.1, where it listens.
+    pub dev_mode: bool,
+    /// `--enable-sleep-mode` (CUDA only: vLLM's CPU backend has no sleep mode).
+    pub sleep_mode: bool,
+    /// Set in the server's environment (the devices or cores it may use).
+    pub env: Vec<(String, String)>,
 }
 
 /// A running server; stopped (SIGTERM, then SIGKILL) when dropped, and sent SIGTERM by the
@@ -119,6 +126,9 @@ impl Server {
                 args.extend(["--gpu-memory-utilization".into(), "0.1".into()]);
             }
         }
+        if s.sleep_mode && !given("--enable-sleep-mode") {
+            args.push("--enable-sleep-mode".into());
+        }
         args.extend(s.extra_args.iter().cloned());
         let log = File::create(&s.log).map_err(|e| {
             Error::Setup(format!(
@@ -140,6 +150,10 @@ impl Server {
             .stdout(log)
             .stderr(err_log)
             .process_group(0);
+        if s.dev_mode {
+            cmd.env("VLLM_SERVER_DEV_MODE", "1");
+        }
+        cmd.envs(s.env.iter().map(|(k, v)| (k, v)));
         let child = cmd.spawn().map_err(|e| {
             Error::Setup(format!(
                 "cannot start {} -m vllm...: {e}",
@@ -184,6 +198,11 @@ impl Server {
 
     pub fn log(&self) -> &Path {
         &self.log
+    }
+
+    /// The server's process id (it leads its process group).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.lock().ok().map(|c| c.id())
     }
 
     /// An error about this server, with the last lines of its log.
@@ -274,6 +293,9 @@ mod tests {
             start_timeout: Duration::from_secs(5),
             log: dir.join("vllm.log"),
             seed: 0,
+            dev_mode: false,
+            sleep_mode: false,
+            env: vec![],
         }
     }
 

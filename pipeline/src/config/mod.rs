@@ -21,6 +21,7 @@ mod limits;
 mod locate;
 mod options;
 pub mod overrides;
+mod vllm;
 pub use options::*;
 
 fn merge(base: &mut toml::Table, over: toml::Table) {

@@ -12,6 +12,7 @@ use deltarl_update::Aggregation;
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
 pub use super::code::CodeOptions;
+pub use super::vllm::VllmOptions;
 
 /// The policy-gradient variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -271,33 +272,6 @@ pub enum Engine {
 impl Engine {
     pub fn is_native(&self) -> bool {
         *self == Engine::Native
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct VllmOptions {
-    /// The Python of vLLM's virtual environment ("" = $DELTARL_VLLM_PYTHON, else
-    /// ~/.cache/deltarl/vllm-venv/bin/python, which `make vllm` creates).
-    pub python: String,
-    /// Arguments added to the server's command line (e.g. ["--tensor-parallel-size", "8",
-    /// "--max-model-len", "22528"]); on a CPU `--enforce-eager` and
-    /// `--gpu-memory-utilization 0.1` are added unless given here.
-    pub extra_args: Vec<String>,
-    /// Seconds to wait for the server to answer /health (0 = 600).
-    pub start_timeout_s: u64,
-    /// Requests in flight at once (0 = 8).
-    pub concurrency: usize,
-    /// A server already running ("" = start one per rollout); it must serve this
-    /// iteration's policy folder, or the stage refuses.
-    pub url: String,
-    /// The port of the server started here (0 = a free one).
-    pub port: u16,
-}
-
-impl VllmOptions {
-    pub fn is_default(&self) -> bool {
-        *self == VllmOptions::default()
     }
 }
 

@@ -6,7 +6,7 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use deltarl_dist::Group;
+use deltarl_dist::{Group, Launch};
 use deltarl_model::{Dtype, Policy};
 use deltarl_schemas::{atomic_write, FileMeta, Shard, Stage};
 use tch::Device;
@@ -26,6 +26,10 @@ pub struct Env<'a> {
     pub stage: Stage,
     /// The process group when several processes share the stage ([`shared`]).
     pub ranks: Option<&'a Group>,
+    /// What the launcher said, among several processes (the stage shared or not).
+    pub launch: Option<&'a Launch>,
+    /// The vLLM server kept between this process's rollouts.
+    pub kept: &'a crate::vllm::Kept,
 }
 
 impl Env<'_> {

@@ -72,12 +72,11 @@ pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
 }
 
 /// Whether all processes share the stage (rank 0 alone runs the others while the rest
-/// wait): our engine's rollout, the features pass and the update. vLLM rollouts run on rank
-/// 0 against one server (which spreads over its own GPUs with tensor parallelism).
-pub fn shared(stage: Stage, cfg: &Resolved) -> bool {
+/// wait): the rollout (with vLLM each rank serves its share of the prompts from a server of
+/// its own), the features pass and the update.
+pub fn shared(stage: Stage) -> bool {
     match stage {
-        Stage::Rollout => cfg.opts.rollout.engine == crate::config::Engine::Native,
-        Stage::Features | Stage::Update => true,
+        Stage::Rollout | Stage::Features | Stage::Update => true,
         Stage::Warmstart | Stage::Score | Stage::Coeffs | Stage::Eval => false,
     }
 }

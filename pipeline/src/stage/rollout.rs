@@ -111,30 +111,22 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         "rollout",
         drawn.len() as u64 * u64::from(r.samples_per_prompt),
     );
-    // With vLLM: a server of our own (stopped when `server` drops, on every path) or the
-    // user's, which must serve this very folder.
+    // With vLLM: the server kept from the last rollout with this policy loaded in place, a
+    // new one (stopped when `vllm` drops, on every failing path) or the user's, which must
+    // serve this very folder.
+    let mut vllm_settings = crate::vllm::Settings::new(&s.vllm);
     let vllm = match r.engine {
         Engine::Native => None,
-        Engine::Vllm => Some(crate::vllm::connect(
-            &s.vllm,
-            &dir,
-            &crate::vllm::Placement {
-                log: env.run.iter_dir(env.iter).join("vllm.log"),
-                cpu: env.device == tch::Device::Cpu,
-                dtype: s.dtype,
-                seed: s.seed,
-            },
-        )?),
+        Engine::Vllm => Some(vllm_server(env, s, &mut vllm_settings, &dir, tokenizer)?),
     };
     let engine = match (&policy, &vllm) {
         (Some(p), _) => deltarl_rollout::Engine::Native(&p.model),
-        (None, Some(v)) => deltarl_rollout::Engine::Vllm {
+        (None, Some((v, _))) => deltarl_rollout::Engine::Vllm {
             client: &v.client,
-            concurrency: crate::vllm::concurrency(&s.vllm),
+            concurrency: vllm_settings.concurrency,
         },
         (None, None) => anyhow::bail!("no rollout engine"),
     };
-    let startup = vllm.as_ref().map_or(0.0, |v| v.startup_seconds);
     let t0 = Instant::now();
     let ran = deltarl_rollout::run_with(&core, tokenizer, engine, &drawn, &mut |done, toks| {
         progress.set_message(format!(
@@ -146,11 +138,18 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let rows = match (ran, &vllm) {
         (Ok(rows), _) => Ok(rows),
         // A failed request usually means the server died: say so, with its log.
-        (Err(e), Some(v)) => Err(v.explain(e.into())),
+        (Err(e), Some((v, _))) => Err(v.explain(e.into())),
         (Err(e), None) => Err(too_long_hint(e)),
     }
     .with_context(|| format!("sampling with the policy in {}", dir.display()))?;
-    drop(vllm);
+    let generate_s = t0.elapsed().as_secs_f64();
+    let acquired = match vllm {
+        Some((v, acquired)) => {
+            crate::vllm::release(v, &vllm_settings, env.kept)?;
+            Some(acquired)
+        }
+        None => None,
+    };
     progress.finish();
     // Several processes: each sampled its share of the batches; rank 0 writes them all in
     // the order of one process (prompts as drawn, then samples).
@@ -186,11 +185,12 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         summary: json!({
             "prompts": drawn.len(),
             "tokens": tokens,
-            "tokens_per_s": tokens as f64 / t0.elapsed().as_secs_f64().max(1e-9),
+            "tokens_per_s": tokens as f64 / generate_s.max(1e-9),
             "mean_response_len": tokens as f64 / n,
             "truncated_frac": truncated as f64 / n,
             "engine": r.engine,
-            "engine_startup_s": startup,
+            "engine_startup_s": acquired.as_ref().map_or(0.0, crate::vllm::Acquired::seconds),
+            "engine_server": acquired,
             "epoch": at.map(|a| a.epoch),
             "epoch_batch": at.map(|a| a.batch),
             "batches_per_epoch": at.map(|a| a.batches),
@@ -198,6 +198,78 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         outputs: Vec::new(),
     })
 }
+
+/// This rank's vLLM server for the policy in `dir` (see [`crate::vllm::acquire`]): its log
+/// in this iteration's folder (one per rank among several processes, each pinned to the
+/// rank's device or cores), said on stderr when started or reloaded. A policy whose LM head
+/// is tied to its embeddings is not kept on a CPU (`vs.keep_alive` turned off): vLLM's CPU
+/// backend serves the head from a packed copy of the embeddings made at load time, which
+/// an in-place reload does not refresh (the probe fails on it, measured).
+fn vllm_server(
+    env: &Env,
+    s: &Settings,
+    vs: &mut crate::vllm::Settings,
+    dir: &std::path::Path,
+    tokenizer: &deltarl_model::Tokenizer,
+) -> Result<(crate::vllm::Vllm, crate::vllm::Acquired)> {
+    let cfg = deltarl_model::read_config(dir)?;
+    let (log, pin) = match env.launch {
+        Some(l) => (
+            format!("vllm-rank{}.log", l.rank),
+            crate::vllm::rank_env(env.device, l.local_rank, l.local_world),
+        ),
+        None => ("vllm.log".to_string(), Vec::new()),
+    };
+    let at = crate::vllm::Placement {
+        log: env.run.iter_dir(env.iter).join(log),
+        cpu: env.device == tch::Device::Cpu,
+        dtype: s.dtype,
+        seed: s.seed,
+        env: pin,
+    };
+    if vs.keep_alive && at.cpu && cfg.tie_word_embeddings {
+        vs.keep_alive = false;
+        eprintln!(
+            "  vLLM server not kept: the policy ties its LM head to its embeddings, which \
+             vLLM's CPU backend cannot reload in place"
+        );
+    }
+    let mut ids = tokenizer.encode(crate::vllm::PROBE_TEXT)?;
+    ids.truncate(PROBE_TOKENS.min(cfg.max_position_embeddings));
+    // Loaded only when a kept server is reloaded: the trainer's own numbers for the probe.
+    let reference = |ids: &[u32]| -> Result<Vec<f32>> {
+        let p = load_policy(dir, env.device, s.dtype)?;
+        Ok(p.model.sequence_logprobs(ids, env.device)?)
+    };
+    let probe = crate::vllm::Probe {
+        ids,
+        reference: &reference,
+    };
+    let (v, acquired) = crate::vllm::acquire(vs, dir, &at, env.kept, &probe)?;
+    match &acquired {
+        crate::vllm::Acquired::User => {}
+        crate::vllm::Acquired::Started { seconds, restarted } => eprintln!(
+            "  vLLM server started on {} in {seconds:.1} s{} (log {})",
+            dir.display(),
+            restarted
+                .as_ref()
+                .map_or(String::new(), |why| format!(" ({why})")),
+            at.log.display()
+        ),
+        crate::vllm::Acquired::Reloaded {
+            seconds,
+            probe_max_abs,
+            ..
+        } => eprintln!(
+            "  vLLM server reloaded with {} in {seconds:.1} s (probe max |d| {probe_max_abs:.1e})",
+            dir.display()
+        ),
+    }
+    Ok((v, acquired))
+}
+
+/// The probe's length in tokens (short: its log-probs are computed twice per reload).
+const PROBE_TOKENS: usize = 32;
 
 pub fn summary(s: &serde_json::Value) -> String {
     let mut line = format!(

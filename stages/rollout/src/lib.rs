@@ -27,8 +27,9 @@ pub struct Settings {
     pub seed_stage: Stage,
     /// Longer prompts keep their last this many tokens (left truncation); None = no limit.
     pub max_prompt_tokens: Option<usize>,
-    /// The part of the samples this process draws (our engine only): which process does
-    /// what changes no sample, so it is not a setting of the file.
+    /// The part of the samples this process draws (our engine: batches r, r + N, ...;
+    /// vLLM: prompts r, r + N, ...): which process does what changes no sample, so it is
+    /// not a setting of the file.
     #[serde(skip)]
     pub shard: Shard,
 }
@@ -38,10 +39,10 @@ pub enum Engine<'a> {
     /// Our KV-cache decoder on the policy's weights: per-sample seeds, byte-identical reruns.
     Native(&'a Qwen3),
     /// A vLLM server serving the policy's folder: `n = G` samples per request with one seed
-    /// per prompt, `concurrency` requests in flight.
+    /// per prompt, `concurrency` requests in flight (None = every prompt at once).
     Vllm {
         client: &'a deltarl_vllm::Client,
-        concurrency: usize,
+        concurrency: Option<usize>,
     },
 }
 
@@ -174,21 +175,23 @@ fn native(
     })
 }
 
-/// vLLM: one request of `n = G` samples per prompt, seeded by the prompt's first sample
-/// seed (vLLM draws the G samples of a request from one seeded stream).
+/// vLLM: one request of `n = G` samples per prompt of this shard, seeded by the prompt's
+/// first sample seed (vLLM draws the G samples of a request from one seeded stream); the
+/// other shards' prompts get no samples here.
 fn vllm(
     client: &deltarl_vllm::Client,
-    concurrency: usize,
+    concurrency: Option<usize>,
     requests: &[Request],
     s: &Settings,
     prompts: &[PromptRow],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Vec<(usize, Sample)>>> {
-    let vllm_prompts: Vec<deltarl_vllm::Prompt> = requests
+    let mine: Vec<usize> = (0..requests.len()).filter(|&i| s.shard.owns(i)).collect();
+    let vllm_prompts: Vec<deltarl_vllm::Prompt> = mine
         .iter()
-        .map(|r| deltarl_vllm::Prompt {
-            ids: r.prompt_ids.clone(),
-            seed: r.seeds.first().copied().unwrap_or(0),
+        .map(|&i| deltarl_vllm::Prompt {
+            ids: requests[i].prompt_ids.clone(),
+            seed: requests[i].seeds.first().copied().unwrap_or(0),
         })
         .collect();
     let sampling = deltarl_vllm::Sampling {
@@ -206,15 +209,16 @@ fn vllm(
         &vllm_prompts,
         s.samples_per_prompt,
         &sampling,
-        concurrency,
+        concurrency.unwrap_or(vllm_prompts.len()),
         &|k| {
             done.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
         },
     )
     .map_err(|e| match e {
         deltarl_vllm::Error::Request { prompt, message } => Error::Prompt {
-            id: prompts
+            id: mine
                 .get(prompt)
+                .and_then(|&i| prompts.get(i))
                 .map(|p| p.id.clone())
                 .unwrap_or_default(),
             message,
@@ -223,20 +227,19 @@ fn vllm(
     })?;
     let rows = done.into_inner();
     progress(rows, 0);
-    Ok(out
-        .into_iter()
-        .map(|group| {
-            group
-                .into_iter()
-                .map(|c| Sample {
-                    tokens: c.tokens,
-                    logprobs: c.logprobs,
-                    finish: c.finish,
-                })
-                .enumerate()
-                .collect()
-        })
-        .collect())
+    let mut groups: Vec<Vec<(usize, Sample)>> = vec![Vec::new(); requests.len()];
+    for (&i, group) in mine.iter().zip(out) {
+        groups[i] = group
+            .into_iter()
+            .map(|c| Sample {
+                tokens: c.tokens,
+                logprobs: c.logprobs,
+                finish: c.finish,
+            })
+            .enumerate()
+            .collect();
+    }
+    Ok(groups)
 }
 
 /// The stage's Parquet shell: writes rollouts.parquet from rows of [`run_with`] (merged

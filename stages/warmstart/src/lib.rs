@@ -90,7 +90,7 @@ pub fn tiny_config(t: &TinyOptions, task: tiny::Task) -> Result<Qwen3Config> {
         num_attention_heads: t.num_attention_heads,
         num_key_value_heads: t.num_key_value_heads,
         max_position_embeddings: t.max_position_embeddings,
-        tie_word_embeddings: true,
+        tie_word_embeddings: t.tie_word_embeddings,
     };
     shape
         .config(10_000.0, tiny::EOS_ID, Some(tiny::PAD_ID))

@@ -19,6 +19,18 @@ pub struct TinyOptions {
     pub num_key_value_heads: usize,
     /// Context length.
     pub max_position_embeddings: usize,
+    /// The LM head shares the embedding matrix (as the small Qwen3 models do); false = a
+    /// head of its own.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub tie_word_embeddings: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 /// The supervised warm start's schedule and data (`[warmstart]`).

@@ -88,6 +88,7 @@ fn settings(max_positions: usize) -> deltarl_warmstart::Settings {
             num_attention_heads: 2,
             num_key_value_heads: 1,
             max_position_embeddings: max_positions,
+            tie_word_embeddings: true,
         },
         template: "Q: {question}\nA: ".into(),
         dtype: deltarl_model::Dtype::F32,

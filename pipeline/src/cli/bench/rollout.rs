@@ -128,15 +128,26 @@ fn vllm_rate(run: Run, shape: &Shape, req: &Request) -> Result<(f64, f64)> {
         .model
         .canonicalize()
         .with_context(|| format!("{}", shape.model.display()))?;
-    let vllm = crate::vllm::start(
-        &Default::default(),
-        folder,
+    let settings = crate::vllm::Settings::new(&crate::config::VllmOptions {
+        keep_alive: false,
+        ..Default::default()
+    });
+    let probe = crate::vllm::Probe {
+        ids: Vec::new(),
+        reference: &|_| Ok(Vec::new()),
+    };
+    let (vllm, acquired) = crate::vllm::acquire(
+        &settings,
+        &folder,
         &crate::vllm::Placement {
             log: log.clone(),
             cpu: true,
             dtype: deltarl_model::Dtype::F32,
             seed: 0,
+            env: Vec::new(),
         },
+        &crate::vllm::Kept::default(),
+        &probe,
     )?;
     eprintln!("vLLM server log: {}", log.display());
     let sampling = deltarl_vllm::Sampling {
@@ -162,5 +173,5 @@ fn vllm_rate(run: Run, shape: &Shape, req: &Request) -> Result<(f64, f64)> {
         let toks: usize = out.iter().map(|c| c.tokens.len()).sum();
         v.push(toks as f64 / t.elapsed().as_secs_f64());
     }
-    Ok((vllm.startup_seconds, median(v)))
+    Ok((acquired.seconds(), median(v)))
 }
