@@ -20,4 +20,5 @@ mod resume;
 mod runs;
 mod scale;
 mod vllm;
+mod vllm_kept;
 mod wheel;

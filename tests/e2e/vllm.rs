@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// vLLM's interpreter, found as the rollout stage finds it (`make vllm` installs it).
-fn vllm_python() -> PathBuf {
+pub fn vllm_python() -> PathBuf {
     let p = deltarl::vllm::python(&Default::default());
     assert!(
         p.exists(),
@@ -19,7 +19,7 @@ fn vllm_python() -> PathBuf {
 }
 
 /// The micro configuration with head size 32 and `engine` as the rollout engine.
-fn config(dir: &Path, engine: &str, extra: &str) -> PathBuf {
+pub fn config(dir: &Path, engine: &str, extra: &str) -> PathBuf {
     let base = micro_config(dir);
     let body = format!(
         r#"[model.tiny]
@@ -47,7 +47,12 @@ every = 0
 }
 
 fn manifest(root: &Path, stage: &str) -> serde_json::Value {
-    deltarl_schemas::Manifest::read(&root.join(format!("iter-0001/manifest/{stage}.json")))
+    manifest_of(root, 1, stage)
+}
+
+/// The summary of `stage`'s manifest in iteration `iter`.
+pub fn manifest_of(root: &Path, iter: u32, stage: &str) -> serde_json::Value {
+    deltarl_schemas::Manifest::read(&root.join(format!("iter-{iter:04}/manifest/{stage}.json")))
         .unwrap()
         .unwrap()
         .summary
@@ -126,7 +131,7 @@ fn greedy_vllm_rollouts_equal_native_ones() {
 }
 
 /// Process ids of vLLM servers whose command line names `root`.
-fn servers_of(root: &Path) -> Vec<i32> {
+pub fn servers_of(root: &Path) -> Vec<i32> {
     let needle = root.canonicalize().unwrap().display().to_string();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -200,6 +205,9 @@ fn vllm_failures_are_clear_and_leave_no_partial_rollouts() {
         start_timeout: Duration::from_secs(600),
         log: dir.path().join("other.log"),
         seed: 0,
+        dev_mode: false,
+        sleep_mode: false,
+        env: vec![],
     })
     .unwrap();
     let e = err(stage(&[

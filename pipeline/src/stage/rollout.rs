@@ -213,6 +213,15 @@ fn vllm_server(
     tokenizer: &deltarl_model::Tokenizer,
 ) -> Result<(crate::vllm::Vllm, crate::vllm::Acquired)> {
     let cfg = deltarl_model::read_config(dir)?;
+    if env.launch.is_some_and(|l| l.world > 1) {
+        if let Some(tp) = parallel_size(&vs.extra_args) {
+            anyhow::bail!(
+                "rollout.vllm.extra_args asks for {tp}-way tensor parallelism, but under \
+                 torchrun every rank serves from a vLLM server on its own device: drop \
+                 --tensor-parallel-size, or run one process (one server over all devices)"
+            );
+        }
+    }
     let (log, pin) = match env.launch {
         Some(l) => (
             format!("vllm-rank{}.log", l.rank),
@@ -268,6 +277,26 @@ fn vllm_server(
     Ok((v, acquired))
 }
 
+/// The tensor-parallel size above 1 that server arguments ask for, if any
+/// (`--tensor-parallel-size N`, `--tensor-parallel-size=N`, `-tp N`).
+fn parallel_size(args: &[String]) -> Option<usize> {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = match a.split_once('=') {
+            Some(("--tensor-parallel-size" | "-tp", v)) => Some(v.to_string()),
+            None if a == "--tensor-parallel-size" || a == "-tp" => it.next().cloned(),
+            _ => None,
+        };
+        if let Some(n) = value
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|&n| n > 1)
+        {
+            return Some(n);
+        }
+    }
+    None
+}
+
 /// The probe's length in tokens (short: its log-probs are computed twice per reload).
 const PROBE_TOKENS: usize = 32;
 
@@ -315,5 +344,26 @@ fn too_long_hint(e: deltarl_rollout::Error) -> anyhow::Error {
         )
     } else {
         e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parallel_size;
+
+    #[test]
+    fn tensor_parallel_sizes_are_read_in_every_spelling() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parallel_size(&args(&["--tensor-parallel-size", "4"])),
+            Some(4)
+        );
+        assert_eq!(
+            parallel_size(&args(&["--max-model-len", "9", "-tp=2"])),
+            Some(2)
+        );
+        assert_eq!(parallel_size(&args(&["-tp", "1", "--seed", "3"])), None);
+        assert_eq!(parallel_size(&args(&["--tensor-parallel-size"])), None);
+        assert_eq!(parallel_size(&args(&["--max-model-len", "4096"])), None);
     }
 }

@@ -291,7 +291,7 @@ fn reload(
         .context("probing the kept vLLM server")?;
     let max_abs = max_abs_diff(&got, &want)?;
     let tolerance = s.tolerance(at.dtype);
-    if !(max_abs <= tolerance) {
+    if max_abs.is_nan() || max_abs > tolerance {
         // Dropping `v` stops the server: the next attempt starts one on the folder.
         bail!(
             "the kept vLLM server does not serve {} after reloading it: the probe's log-probs \

@@ -83,8 +83,12 @@ impl Assets {
 
 /// Runs a Python baseline and returns its standard output.
 pub fn run_text(args: &[String]) -> Result<String> {
-    let py = python();
-    let out = Command::new(&py).args(args).output().with_context(|| {
+    run_text_with(&python(), args)
+}
+
+/// [`run_text`] under the interpreter `py` (vLLM's virtual environment, say).
+pub fn run_text_with(py: &Path, args: &[String]) -> Result<String> {
+    let out = Command::new(py).args(args).output().with_context(|| {
         format!(
             "cannot run the Python baseline with {} (set DELTARL_PYTHON, or run `make venv`)",
             py.display()

@@ -6,6 +6,7 @@ mod baseline;
 mod code;
 mod coeffs;
 mod rollout;
+mod rollout_vllm;
 mod timing;
 mod verify;
 
@@ -62,14 +63,18 @@ enum What {
         /// Model folder (e.g. runs/tiny-arith/base).
         #[arg(long)]
         model: PathBuf,
+        /// Distinct prompts.
+        #[arg(long, default_value_t = 1)]
+        prompts: usize,
+        /// Samples of each prompt.
         #[arg(long, default_value_t = 64)]
         batch: usize,
         #[arg(long, default_value_t = 16)]
         prompt_len: usize,
         #[arg(long, default_value_t = 48)]
         new_tokens: usize,
-        /// Also time vLLM (`make vllm`) on the same folder: its server start-up apart from
-        /// its generation.
+        /// Also time the rollout stage's vLLM path (`make vllm`) on the same folder against
+        /// vLLM's offline `LLM.generate`, start-up and in-place reload apart.
         #[arg(long, value_enum, default_value = "native")]
         engine: rollout::EngineArg,
     },
@@ -106,6 +111,7 @@ impl Args {
             What::Code { workers } => code::run(run, &workers),
             What::Rollout {
                 model,
+                prompts,
                 batch,
                 prompt_len,
                 new_tokens,
@@ -114,6 +120,7 @@ impl Args {
                 run,
                 &rollout::Shape {
                     model,
+                    prompts,
                     batch,
                     prompt_len,
                     new_tokens,

@@ -1,6 +1,6 @@
 //! `deltarl bench rollout`: generation tokens/s of our decoder (with and without its KV
-//! cache) against transformers' `generate`, and optionally vLLM's server, on one model
-//! folder.
+//! cache) against transformers' `generate`, and optionally the rollout stage's vLLM path
+//! against vLLM's offline engine ([`super::rollout_vllm`]), on one model folder.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -17,14 +17,31 @@ pub enum EngineArg {
     Vllm,
 }
 
-/// The batch every engine generates: one prompt of `prompt_len` tokens, `batch` samples of
-/// exactly `new_tokens` each.
+/// The batch every engine generates: `prompts` distinct prompts of `prompt_len` tokens,
+/// `batch` samples of each, exactly `new_tokens` a sample.
 #[derive(Clone, Debug)]
 pub struct Shape {
     pub model: PathBuf,
+    pub prompts: usize,
     pub batch: usize,
     pub prompt_len: usize,
     pub new_tokens: usize,
+}
+
+impl Shape {
+    /// The prompts' token ids: distinct per prompt (so no prefix is shared but the
+    /// samples'), inside the model's vocabulary.
+    pub fn prompt_ids(&self) -> Result<Vec<Vec<u32>>> {
+        let vocab = deltarl_model::read_config(&self.model)?.vocab_size as u32;
+        let span = vocab.saturating_sub(5).max(1);
+        Ok((0..self.prompts as u32)
+            .map(|i| {
+                (0..self.prompt_len as u32)
+                    .map(|t| 5 + (i * 31 + t * 7) % span)
+                    .collect()
+            })
+            .collect())
+    }
 }
 
 /// Tokens per second (medians).
@@ -36,14 +53,15 @@ pub struct Rates {
 }
 
 pub fn run(run: Run, shape: &Shape, engine: EngineArg) -> Result<()> {
-    let req = Request {
-        prompt_ids: vec![5; shape.prompt_len],
-        seeds: (0..shape.batch as u64).collect(),
-    };
-    let r = rates(run, shape, &req)?;
+    let prompts = shape.prompt_ids()?;
+    let assets = Assets::write(&[&baseline::HF_GENERATE, &super::rollout_vllm::VLLM_GENERATE])?;
+    let prompts_file = assets.path(&baseline::HF_GENERATE) + ".prompts.json";
+    std::fs::write(&prompts_file, serde_json::to_string(&prompts)?)
+        .with_context(|| format!("cannot write {prompts_file}"))?;
+    let r = rates(run, shape, &prompts, &assets, &prompts_file)?;
     println!(
-        "rollout: batch {}, prompt {}, {} new tokens, {} threads, median of {}",
-        shape.batch, shape.prompt_len, shape.new_tokens, run.threads, run.reps
+        "rollout: {} prompts x {} samples, prompt {}, {} new tokens, {} threads, median of {}",
+        shape.prompts, shape.batch, shape.prompt_len, shape.new_tokens, run.threads, run.reps
     );
     println!("  deltarl (KV cache)     {:>10.1} tok/s", r.cached);
     println!(
@@ -59,19 +77,38 @@ pub fn run(run: Run, shape: &Shape, engine: EngineArg) -> Result<()> {
     match engine {
         EngineArg::Native => {}
         EngineArg::Vllm => {
-            let (startup, rate) = vllm_rate(run, shape, &req)?;
-            println!(
-                "  vLLM (server)          {rate:>10.1} tok/s  (ours {:.2}x; server start-up \
-                 {startup:.1} s, not counted)",
-                r.cached / rate
-            );
+            let v = super::rollout_vllm::rates(
+                run,
+                &shape.model,
+                shape.batch,
+                shape.new_tokens,
+                &prompts,
+                &assets,
+                &prompts_file,
+            )?;
+            v.print(r.cached);
         }
     }
     Ok(())
 }
 
-fn rates(run: Run, shape: &Shape, req: &Request) -> Result<Rates> {
+fn rates(
+    run: Run,
+    shape: &Shape,
+    prompts: &[Vec<u32>],
+    assets: &Assets,
+    prompts_file: &str,
+) -> Result<Rates> {
     let policy = deltarl_model::load(&shape.model, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
+    let g = shape.batch as u64;
+    let requests: Vec<Request> = prompts
+        .iter()
+        .zip(0u64..)
+        .map(|(ids, i)| Request {
+            prompt_ids: ids.clone(),
+            seeds: (i * g..(i + 1) * g).collect(),
+        })
+        .collect();
     let rate = |use_cache: bool| -> Result<f64> {
         let s = SampleSettings {
             temperature: 1.0,
@@ -81,7 +118,7 @@ fn rates(run: Run, shape: &Shape, req: &Request) -> Result<Rates> {
             // No EOS: every row generates exactly new_tokens, as the baseline does.
             eos_ids: Vec::new(),
             stop_strings: Vec::new(),
-            max_batch_rows: shape.batch,
+            max_batch_rows: shape.batch * shape.prompts,
             max_cache_tokens: None,
             use_cache,
         };
@@ -91,7 +128,7 @@ fn rates(run: Run, shape: &Shape, req: &Request) -> Result<Rates> {
             let out = generate(
                 &policy.model,
                 &policy.tokenizer,
-                std::slice::from_ref(req),
+                &requests,
                 &s,
                 &mut |_, _| {},
             )?;
@@ -102,11 +139,10 @@ fn rates(run: Run, shape: &Shape, req: &Request) -> Result<Rates> {
     };
     let cached = rate(true)?;
     let uncached = rate(false)?;
-    let assets = Assets::write(&[&baseline::HF_GENERATE])?;
     let transformers = baseline::run_number(&[
         assets.path(&baseline::HF_GENERATE),
         shape.model.display().to_string(),
-        shape.prompt_len.to_string(),
+        prompts_file.to_string(),
         shape.batch.to_string(),
         shape.new_tokens.to_string(),
         run.threads.to_string(),
@@ -117,61 +153,4 @@ fn rates(run: Run, shape: &Shape, req: &Request) -> Result<Rates> {
         uncached,
         transformers,
     })
-}
-
-/// vLLM's generation rate for `req` (one request of n = its seeds, exactly `new_tokens`
-/// each), median of the repetitions, and its server's start-up seconds. The server is the
-/// rollout stage's, started with the default `[rollout.vllm]` options.
-fn vllm_rate(run: Run, shape: &Shape, req: &Request) -> Result<(f64, f64)> {
-    let log = std::env::temp_dir().join(format!("deltarl-bench-vllm-{}.log", std::process::id()));
-    let folder = shape
-        .model
-        .canonicalize()
-        .with_context(|| format!("{}", shape.model.display()))?;
-    let settings = crate::vllm::Settings::new(&crate::config::VllmOptions {
-        keep_alive: false,
-        ..Default::default()
-    });
-    let probe = crate::vllm::Probe {
-        ids: Vec::new(),
-        reference: &|_| Ok(Vec::new()),
-    };
-    let (vllm, acquired) = crate::vllm::acquire(
-        &settings,
-        &folder,
-        &crate::vllm::Placement {
-            log: log.clone(),
-            cpu: true,
-            dtype: deltarl_model::Dtype::F32,
-            seed: 0,
-            env: Vec::new(),
-        },
-        &crate::vllm::Kept::default(),
-        &probe,
-    )?;
-    eprintln!("vLLM server log: {}", log.display());
-    let sampling = deltarl_vllm::Sampling {
-        temperature: 1.0,
-        top_p: 1.0,
-        top_k: 0,
-        max_tokens: shape.new_tokens,
-        stop_token_ids: Vec::new(),
-        stop: Vec::new(),
-        ignore_eos: true,
-    };
-    let prompt = deltarl_vllm::Prompt {
-        ids: req.prompt_ids.clone(),
-        seed: 0,
-    };
-    let mut v = Vec::new();
-    for _ in 0..run.reps {
-        let t = Instant::now();
-        let out = vllm
-            .client
-            .complete(&prompt, req.seeds.len() as u32, &sampling)
-            .map_err(|e| vllm.explain(anyhow::anyhow!(e)))?;
-        let toks: usize = out.iter().map(|c| c.tokens.len()).sum();
-        v.push(toks as f64 / t.elapsed().as_secs_f64());
-    }
-    Ok((acquired.seconds(), median(v)))
 }

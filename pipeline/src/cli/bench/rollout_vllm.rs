@@ -1,0 +1,168 @@
+//! `deltarl bench rollout --engine vllm`: the rollout stage's vLLM path (its server, every
+//! prompt's request in flight at once, as the stage sends them) against vLLM's own offline
+//! `LLM.generate` on the same prompts and sampling parameters. The server's start-up and an
+//! in-place weight reload (the kept server's cost per iteration) are timed apart.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+use super::baseline::{Asset, Assets};
+use super::timing::{median, Run};
+use crate::config::VllmOptions;
+
+/// vLLM's offline engine on the prompts file.
+pub const VLLM_GENERATE: Asset = Asset {
+    name: "vllm_generate.py",
+    text: include_str!("vllm_generate.py"),
+};
+
+/// What the vLLM side measured.
+#[derive(Clone, Debug)]
+pub struct VllmRates {
+    pub startup_s: f64,
+    /// tokens/s of the stage's path, median.
+    pub stage: f64,
+    /// Seconds to load the policy into the running server and probe it; None when it
+    /// cannot be kept (a tied head on a CPU).
+    pub reload_s: Option<f64>,
+    pub offline_startup_s: f64,
+    pub offline: f64,
+}
+
+impl VllmRates {
+    pub fn print(&self, ours: f64) {
+        println!(
+            "  vLLM, the stage's path {:>10.1} tok/s  ({:.2}x offline LLM.generate; ours {:.2}x)",
+            self.stage,
+            self.stage / self.offline,
+            ours / self.stage
+        );
+        println!(
+            "  vLLM LLM.generate      {:>10.1} tok/s  (the anchor)",
+            self.offline
+        );
+        let reload = self
+            .reload_s
+            .map_or("n/a (a tied LM head on a CPU is not kept)".into(), |s| {
+                format!("{s:.2} s")
+            });
+        println!(
+            "  vLLM start-up: server {:.1} s, offline engine {:.1} s; in-place reload + probe {reload} (not counted)",
+            self.startup_s, self.offline_startup_s
+        );
+    }
+}
+
+/// Times the stage's path on a server of `model` (CPU, f32), then vLLM's offline engine.
+pub fn rates(
+    run: Run,
+    model: &Path,
+    samples: usize,
+    new_tokens: usize,
+    prompts: &[Vec<u32>],
+    assets: &Assets,
+    prompts_file: &str,
+) -> Result<VllmRates> {
+    let folder = model
+        .canonicalize()
+        .with_context(|| format!("{}", model.display()))?;
+    let log = std::env::temp_dir().join(format!("deltarl-bench-vllm-{}.log", std::process::id()));
+    let tied = deltarl_model::read_config(&folder)?.tie_word_embeddings;
+    let settings = crate::vllm::Settings::new(&VllmOptions {
+        keep_alive: !tied,
+        ..Default::default()
+    });
+    let at = crate::vllm::Placement {
+        log: log.clone(),
+        cpu: true,
+        dtype: deltarl_model::Dtype::F32,
+        seed: 0,
+        env: Vec::new(),
+    };
+    let reference = |ids: &[u32]| -> Result<Vec<f32>> {
+        let p = deltarl_model::load(&folder, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
+        Ok(p.model.sequence_logprobs(ids, tch::Device::Cpu)?)
+    };
+    let tokenizer = deltarl_model::Tokenizer::from_file(&folder.join("tokenizer.json"))?;
+    let mut ids = tokenizer.encode(crate::vllm::PROBE_TEXT)?;
+    ids.truncate(32);
+    let probe = crate::vllm::Probe {
+        ids,
+        reference: &reference,
+    };
+    let kept = crate::vllm::Kept::default();
+    let (vllm, how) = crate::vllm::acquire(&settings, &folder, &at, &kept, &probe)?;
+    eprintln!("vLLM server log: {}", log.display());
+    let sampling = deltarl_vllm::Sampling {
+        temperature: 1.0,
+        top_p: 1.0,
+        top_k: 0,
+        max_tokens: new_tokens,
+        stop_token_ids: Vec::new(),
+        stop: Vec::new(),
+        ignore_eos: true,
+    };
+    let requests: Vec<deltarl_vllm::Prompt> = prompts
+        .iter()
+        .zip(0u64..)
+        .map(|(ids, seed)| deltarl_vllm::Prompt {
+            ids: ids.clone(),
+            seed,
+        })
+        .collect();
+    let timed = || -> Result<f64> {
+        let t = Instant::now();
+        let out = deltarl_vllm::generate(
+            &vllm.client,
+            &requests,
+            samples as u32,
+            &sampling,
+            requests.len(),
+            &|_| {},
+        )
+        .map_err(|e| vllm.explain(e.into()))?;
+        let toks: usize = out.iter().flatten().map(|c| c.tokens.len()).sum();
+        Ok(toks as f64 / t.elapsed().as_secs_f64())
+    };
+    // One untimed call first, as the anchor makes one.
+    timed()?;
+    let stage = median((0..run.reps).map(|_| timed()).collect::<Result<Vec<_>>>()?);
+    let reload_s = if tied {
+        None
+    } else {
+        crate::vllm::release(vllm, &settings, &kept)?;
+        let (_again, reloaded) = crate::vllm::acquire(&settings, &folder, &at, &kept, &probe)?;
+        Some(reloaded.seconds())
+    };
+    let text = super::baseline::run_text_with(
+        &crate::vllm::python(&VllmOptions::default()),
+        &[
+            assets.path(&VLLM_GENERATE),
+            folder.display().to_string(),
+            prompts_file.to_string(),
+            samples.to_string(),
+            new_tokens.to_string(),
+            run.reps.to_string(),
+            "1".into(),
+        ],
+    )?;
+    let nums: Vec<f64> = text
+        .lines()
+        .last()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let [offline_startup_s, offline] = nums[..] else {
+        anyhow::bail!("vLLM's offline anchor printed {text:?}");
+    };
+    Ok(VllmRates {
+        startup_s: how.seconds(),
+        stage,
+        reload_s,
+        offline_startup_s,
+        offline,
+    })
+}
