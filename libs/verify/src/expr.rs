@@ -161,10 +161,15 @@ impl Parser<'_> {
     }
 
     fn command(&mut self) -> R {
-        let fns: [(&str, Unary); 7] = [
+        let fns: [(&str, Unary); 12] = [
+            ("\\arcsin", f64::asin),
+            ("\\arccos", f64::acos),
             ("\\sin", f64::sin),
             ("\\cos", f64::cos),
             ("\\tan", f64::tan),
+            ("\\sec", |x| 1.0 / x.cos()),
+            ("\\csc", |x| 1.0 / x.sin()),
+            ("\\cot", |x| 1.0 / x.tan()),
             ("\\ln", f64::ln),
             ("\\log", f64::log10),
             ("\\exp", f64::exp),
@@ -193,8 +198,18 @@ impl Parser<'_> {
         for (name, f) in fns {
             if self.starts(name) {
                 self.i += name.len();
-                let v = self.power()?;
-                return Some(f(v));
+                // `\tan^2 y` is (tan y)^2.
+                let exponent = if self.eat(b'^') {
+                    Some(self.unary_atom()?)
+                } else {
+                    None
+                };
+                let v = f(self.power()?);
+                return match exponent {
+                    Some(e) if e.abs() <= 1e4 => Some(v.powf(e)),
+                    Some(_) => None,
+                    None => Some(v),
+                };
             }
         }
         None

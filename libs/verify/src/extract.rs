@@ -72,8 +72,54 @@ fn last_box(s: &str) -> Option<String> {
 }
 
 /// Phrases that introduce a final answer, as written in responses: "The answer is 12",
-/// "Final Answer: 12", "**Answer:** 12", "answer: $x = 3$".
-const ANSWER_PHRASES: [&str; 3] = ["the answer is", "final answer", "answer:"];
+/// "Final Answer: 12", "**Answer:** 12", "answer: $x = 3$", "**Answer**" above the math.
+const ANSWER_PHRASES: [&str; 4] = ["the answer is", "final answer", "answer:", "**answer**"];
+
+/// Where a chat model's turn ends: what follows is a turn it made up (or the template's
+/// debris), not its answer to this prompt.
+const TURN_ENDS: [&str; 6] = [
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|end_of_text|>",
+    "</s>",
+];
+
+/// The response up to the first end-of-turn marker.
+fn this_turn(s: &str) -> &str {
+    let end = TURN_ENDS
+        .iter()
+        .filter_map(|m| s.find(m))
+        .min()
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// Commands whose backslash doubled shows JSON-escaped LaTeX (`\\boxed{\\frac{1}{2}}`).
+const ESCAPED: [&str; 10] = [
+    "\\\\boxed",
+    "\\\\frac",
+    "\\\\dfrac",
+    "\\\\left",
+    "\\\\sqrt",
+    "\\\\text",
+    "\\\\begin",
+    "\\\\pi",
+    "\\\\cdot",
+    "\\\\infty",
+];
+
+/// Text whose LaTeX was escaped once more (every backslash doubled) as it was written:
+/// when a doubled backslash starts a command, every doubled backslash is one (an escaped
+/// matrix row break `\\\\` becomes `\\`).
+pub(crate) fn unescape_doubled(s: &str) -> std::borrow::Cow<'_, str> {
+    if ESCAPED.iter().any(|c| s.contains(c)) {
+        std::borrow::Cow::Owned(s.replace("\\\\", "\\"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
 
 /// The answer after the last answer phrase: the math between `$`s when it starts with
 /// one, else the rest of its sentence; without markdown bold, a leading colon or "is",
@@ -100,6 +146,10 @@ fn answer_is(s: &str) -> Option<String> {
         .max_by_key(|&(i, p)| (i + p.len(), p.len()))?;
     let rest = &s[pos + phrase.len()..];
     let mut ans = rest.lines().next()?.trim();
+    // The answer on the lines below the phrase ("**Answer**" then display math).
+    if ans.trim_matches([':', '*', ' ']).is_empty() {
+        ans = rest.trim_start_matches([':', '*', ' ']).trim_start();
+    }
     loop {
         let before = ans;
         ans = ans.trim_start_matches([':', '*', ' ']);
@@ -110,7 +160,22 @@ fn answer_is(s: &str) -> Option<String> {
             break;
         }
     }
-    let ans = match ans.strip_prefix("\\(").or_else(|| ans.strip_prefix('$')) {
+    let display = ans
+        .strip_prefix("\\[")
+        .map(|m| m.split("\\]").next().unwrap_or(m));
+    let ans = match display {
+        Some(math) => math.trim(),
+        None => inline(ans),
+    };
+    let ans = ans.trim_end_matches(['.', '*', ' ', '$']).trim();
+    (!ans.is_empty()).then(|| ans.to_string())
+}
+
+/// The answer text after a phrase: the math between `$`s or `\( \)` when it starts with
+/// one, else the rest of its line up to the end of its sentence.
+fn inline(ans: &str) -> &str {
+    let ans = ans.lines().next().unwrap_or(ans);
+    match ans.strip_prefix("\\(").or_else(|| ans.strip_prefix('$')) {
         Some(math) => {
             let math = math.trim_start_matches('$');
             let end = math
@@ -121,9 +186,7 @@ fn answer_is(s: &str) -> Option<String> {
         }
         // A sentence ends at ". " (a decimal point is followed by a digit).
         None => ans.split(". ").next().unwrap_or(ans),
-    };
-    let ans = ans.trim_end_matches(['.', '*', ' ', '$']).trim();
-    (!ans.is_empty()).then(|| ans.to_string())
+    }
 }
 
 fn hashes(s: &str) -> Option<String> {
@@ -136,6 +199,13 @@ fn hashes(s: &str) -> Option<String> {
 /// math-verify's last-expression fallback: "we obtain 42." counts, "it might be 13, but I
 /// am not sure." does not.
 fn last_number(s: &str) -> Option<String> {
+    // The sign-off of the MATH format ("... I hope it is correct.") is not the ending.
+    let t = s.trim_end();
+    let s = t
+        .len()
+        .checked_sub(HOPE.len())
+        .filter(|&i| t.is_char_boundary(i) && t[i..].eq_ignore_ascii_case(HOPE))
+        .map_or(t, |i| &t[..i]);
     let s = s.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '.' | '$' | '*' | ')'));
     if !s.ends_with(|c: char| c.is_ascii_digit()) {
         return None;
@@ -159,10 +229,14 @@ fn last_number(s: &str) -> Option<String> {
     Some(s[start..end].trim_start_matches('.').to_string())
 }
 
+const HOPE: &str = "I hope it is correct.";
+
 /// Extracts the final answer. Strict by default: only a box counts, so an answer merely
 /// mentioned in the text gets no credit. The fallbacks, when on, come in math-verify's
 /// order: answer phrases, GSM8K's `####`, then the last number.
 pub fn extract(response: &str, opts: &ExtractOptions) -> Option<Extraction> {
+    let response = unescape_doubled(response);
+    let response = this_turn(&response);
     if opts.joined_boxes {
         if let Some(a) = boxes_on_last_line(response) {
             return Some(Extraction {

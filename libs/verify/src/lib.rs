@@ -32,11 +32,29 @@
 //!
 //! # Answers others wrote
 //!
-//! `tests/written.jsonl` (151 cases written here, 26 kinds) labels each case with the
+//! `tests/written.jsonl` (234 cases written here, 50 kinds) labels each case with the
 //! verdict intended under each policy; every case gets it (`tests/written.rs`). Where the
 //! label deliberately differs from math-verify the case's `note` says why (a tuple is not
 //! a set; `2x = 4` does not answer 4; an inequality denotes its interval; `\mathrm{e}`;
-//! a decimal comma; a choice written with its value). `deltarl bench verify` prints both
+//! a decimal comma; a choice written with its value).
+//!
+//! The second round's kinds: digit groups apart by spaces (`1 000`) or `,\!`; a decimal
+//! comma beside a gold decimal (`1,22`, `0,111`, unless a space follows the comma);
+//! currency signs and units after a number (`€`, `m²`, `\text{ cm}^3`); `percentage`;
+//! an answer phrase above display math (`**Answer**` then `\[ 9 \]`); the end of a chat
+//! turn (`<|im_end|>`, `<|im_start|>`, ...: what follows is not the answer, under either
+//! policy) and MATH's "I hope it is correct."; JSON-escaped LaTeX (`\\boxed{...}`);
+//! unicode relations (`≥`, `≤`, `≠`); a negated variable (`-x > -1` is `x < 1`); `|z| > 2`
+//! as the union of its intervals; `x = 1/3 \approx 0.33` by its exact part; `;` between
+//! items; labelled ratios (`V_1:V_2 = 11:21`); `\sec`, `\csc`, `\cot` and powers of
+//! functions (`\tan^2 y`).
+//!
+//! Deliberately graded otherwise than math-verify's defaults, beyond the table above: a
+//! set written as one (`{1,3}`) never equals a pair (`(1,3)`); a decimal of fewer than
+//! four places never stands for a fraction (`0.33` is not 1/3, in a matrix or not); two
+//! boxes in a list equal one box holding both (`\boxed{1}, \boxed{2}` is `1, 2`: the
+//! boxes are one answer written in parts). Not handled: sums and products of matrices
+//! (a matrix answer compares entry by entry only). `deltarl bench verify` prints both
 //! agreements for both policies. Every gold answer of the seven benchmark files verifies
 //! against itself when boxed (`tests/agreement.rs`).
 //!
@@ -201,6 +219,17 @@ pub fn equivalent(pred: &str, gold: &str) -> bool {
     if p == g {
         return true;
     }
+    // "1,22" against "1.22": beside a decimal point a comma between digits is a decimal
+    // comma, unless a space follows it ("3, 5" is a list).
+    let spaced = |raw: &str| raw.contains(", ") || raw.contains(",\n");
+    for (c, d, raw) in [(&p, &g, pred), (&g, &p, gold)] {
+        let Some(c) = comma_decimal(c).filter(|_| d.contains('.') && !spaced(raw)) else {
+            continue;
+        };
+        if let (Some(a), Some(b)) = (Rational::parse(&c), Rational::parse(d)) {
+            return a == b;
+        }
+    }
     // Answers in words compare without case ("Monday", "monday"); short ones may be
     // products of names (`xy`) and go on to the expression rules.
     let word = |s: &str| s.len() >= 3 && s.chars().all(|c| c.is_ascii_alphabetic());
@@ -278,6 +307,13 @@ fn same(p: &str, g: &str) -> bool {
         return a == b || values().is_some_and(|(a, b)| approximates(p, g, a, b));
     }
     values().is_some_and(|(a, b)| expr::close(a, b) || approximates(p, g, a, b))
+}
+
+/// `1,22` as `1.22`: digits, one comma, digits (a sign allowed).
+fn comma_decimal(s: &str) -> Option<String> {
+    let (int, frac) = s.split_once(',')?;
+    let digits = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
+    (digits(int.strip_prefix('-').unwrap_or(int)) && digits(frac)).then(|| format!("{int}.{frac}"))
 }
 
 /// A decimal written with at least [`MIN_PLACES`] places stands for an exact value it

@@ -50,10 +50,18 @@ fn unwrap_command(s: &str, cmd: &str, drop_units: bool) -> String {
                 .chars()
                 .all(|c| c.is_alphabetic() || c == ' ' || c == '^')
             && !inner.trim().is_empty();
-        if !is_unit {
+        rest = &after[end + 1..];
+        if is_unit {
+            // "8 \text{ cm}^3": the unit's exponent goes with it.
+            for power in ["^2", "^3", "^{2}", "^{3}"] {
+                if let Some(r) = rest.strip_prefix(power) {
+                    rest = r;
+                    break;
+                }
+            }
+        } else {
             out.push_str(inner);
         }
-        rest = &after[end + 1..];
     }
     out.push_str(rest);
     out
@@ -101,6 +109,8 @@ fn strip_thousands(s: &str) -> String {
     let ok = groups.len() > 1
         && !groups[0].is_empty()
         && groups[0].len() <= 3
+        // A number never starts with a 0 before its thousands: `0,111` is not 111.
+        && !groups[0].starts_with('0')
         && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_digit()))
         && groups[1..].iter().all(|g| g.len() == 3)
         && t[int_part.len()..]
@@ -180,6 +190,42 @@ fn decimal_comma(s: &str) -> Option<String> {
         .then(|| format!("{int}.{frac}"))
 }
 
+/// `1#000#000` (digit groups marked apart by spaces) as `1000000` when every group after
+/// the first has three digits and the first one to three.
+fn space_thousands(t: &str) -> Option<String> {
+    let body = t.strip_prefix('-').unwrap_or(t);
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    let groups: Vec<&str> = int.split('#').collect();
+    let digits = |g: &str| !g.is_empty() && g.chars().all(|c| c.is_ascii_digit());
+    let ok = groups.len() >= 2
+        && groups.iter().all(|g| digits(g))
+        && groups[0].len() <= 3
+        && groups[1..].iter().all(|g| g.len() == 3)
+        && frac.chars().all(|c| c.is_ascii_digit());
+    ok.then(|| t.replace('#', ""))
+}
+
+/// Units written after a number without `\text{}` (spaces are gone): `12m²`, `5km`.
+/// Single letters other than `m` are left alone (`5s` may be an expression).
+const UNITS: [&str; 24] = [
+    "km/h", "m/s", "cm²", "cm³", "mm²", "mm³", "km²", "km³", "m²", "m³", "cm^2", "cm^3", "m^2",
+    "m^3", "km", "cm", "mm", "kg", "mg", "ml", "mL", "min", "sec", "m",
+];
+
+/// A number followed by one of [`UNITS`]: the number.
+fn strip_unit(t: &str) -> Option<String> {
+    UNITS.iter().find_map(|u| {
+        let n = t.strip_suffix(u)?;
+        let body = n.strip_prefix('-').unwrap_or(n);
+        (!body.is_empty()
+            && body.starts_with(|c: char| c.is_ascii_digit())
+            && body
+                .chars()
+                .all(|c| c.is_ascii_digit() || matches!(c, '.' | ',' | '/')))
+        .then(|| n.to_string())
+    })
+}
+
 /// `\ne` as `!=` where it is the whole command (not the start of `\neg`, `\nearrow`).
 fn not_equal(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -202,6 +248,12 @@ fn not_equal(s: &str) -> String {
 /// dollar signs, thousands separators or trailing punctuation; `\dfrac`/`\tfrac` as
 /// `\frac`; no spaces.
 pub fn normalize(s: &str) -> String {
+    let s = crate::extract::unescape_doubled(s);
+    // "x = 1/3 \approx 0.33": the exact part is the answer.
+    let s = match s.find("\\approx").or_else(|| s.find('≈')) {
+        Some(pos) if pos > 0 => &s[..pos],
+        _ => &s[..],
+    };
     let mut t = s.trim().to_string();
     // Before the spacing commands go: `\\ ` separates matrix rows.
     if t.contains("\\begin{") {
@@ -255,6 +307,23 @@ pub fn normalize(s: &str) -> String {
         ("\\lt", "<"),
         ("\\gt", ">"),
         ("−", "-"),
+        ("≤", "<="),
+        ("≥", ">="),
+        ("≠", "!="),
+        ("×", "*"),
+        ("·", "*"),
+        ("÷", "/"),
+        ("∞", "oo"),
+        ("π", "\\pi"),
+        ("∪", "\\cup"),
+        ("√", "\\sqrt"),
+        // Currency signs around a number.
+        ("€", ""),
+        ("£", ""),
+        ("¥", ""),
+        ("₹", ""),
+        ("\\euro", ""),
+        ("\\pounds", ""),
         ("\\infty", "oo"),
         ("\\lbrace", "{"),
         ("\\rbrace", "}"),
@@ -315,8 +384,12 @@ pub fn normalize(s: &str) -> String {
         }
     }
     let t = t.trim_end_matches(['.', ',', ';']).to_string();
+    // "(1; 2)": a semicolon separates items as a comma does.
+    let t = t.replace(';', ",");
+    // "1 000 000": digit groups of three apart are one number (not "1 3").
+    let t = space_thousands(&t).unwrap_or(t);
     // "28 percent", "28 pct" (spaces are gone by now): the word after a number.
-    let t = ["percent", "pct"]
+    let t = ["percentagepoints", "percentage", "percent", "pct"]
         .iter()
         .find_map(|w| {
             t.strip_suffix(w)
@@ -324,6 +397,7 @@ pub fn normalize(s: &str) -> String {
                 .map(str::to_string)
         })
         .unwrap_or(t);
+    let t = strip_unit(&t).unwrap_or(t);
     let t = brace_short_args(&t);
     let t = if spaced_comma {
         t

@@ -5,8 +5,8 @@
 use crate::expr;
 
 /// What the answer names on the left of `=` or inside an inequality: names (letters,
-/// commands), digits only in a subscript or a function's argument, and `(),_{}\'+-*`
-/// between them — `x`, `x_1`, `f(x)`, `g(3)`, `(p,q)`, `a+b` — but not `2x` or `x+1`,
+/// commands), digits only in a subscript or a function's argument, and `(),_{}\'+-*:`
+/// between them — `x`, `x_1`, `f(x)`, `g(3)`, `(p,q)`, `a+b`, `V_1:V_2` — but not `2x` or `x+1`,
 /// whose number makes the right side something else than the answer.
 pub fn label(l: &str) -> bool {
     let first_ok = l.starts_with(|c: char| c.is_ascii_alphabetic() || c == '(' || c == '\\');
@@ -14,7 +14,7 @@ pub fn label(l: &str) -> bool {
     let chars_ok = l.chars().all(|c| {
         let in_argument = depth > 0 && after_name;
         let ok = c.is_ascii_alphabetic()
-            || "(),_{}\\'+-*".contains(c)
+            || "(),_{}\\'+-*:".contains(c)
             || (c.is_ascii_digit() && (after_underscore || in_argument));
         match c {
             '(' => {
@@ -84,7 +84,8 @@ fn bounds(lo: (&str, bool), hi: (&str, bool)) -> String {
 }
 
 /// `-793<a<10` -> `(-793,10)`, `2<=x<5` -> `[2,5)`, `x<=3` -> `(-oo,3]`, `x>1` ->
-/// `(1,oo)`, `5>x>=1` -> `[1,5)`; None for anything else.
+/// `(1,oo)`, `5>x>=1` -> `[1,5)`, `-x>-1` -> `(-oo,1)`, `|z|>2` -> `(-oo,-2)\cup(2,oo)`,
+/// `|x|<=3` -> `[-3,3]`; None for anything else.
 pub fn interval(s: &str) -> Option<String> {
     let (sides, ops) = chain(s)?;
     let less = |o: Cmp| matches!(o, Cmp::Less { .. });
@@ -94,23 +95,70 @@ pub fn interval(s: &str) -> Option<String> {
             Cmp::Less { closed: true } | Cmp::Greater { closed: true }
         )
     };
+    let one_side = |x: &str, o: Cmp, b: &str| -> Option<String> {
+        if let Some(v) = x.strip_prefix('|').and_then(|r| r.strip_suffix('|')) {
+            if !label(v) || b.starts_with('-') {
+                return None;
+            }
+            let nb = negate(b);
+            return Some(if less(o) {
+                bounds((&nb, closed(o)), (b, closed(o)))
+            } else {
+                format!(
+                    "{}\\cup{}",
+                    bounds(("-oo", false), (&nb, closed(o))),
+                    bounds((b, closed(o)), ("oo", false))
+                )
+            });
+        }
+        label(x).then(|| {
+            if less(o) {
+                bounds(("-oo", false), (b, closed(o)))
+            } else {
+                bounds((b, closed(o)), ("oo", false))
+            }
+        })
+    };
+    // One side and a bound, the side first: `x < b` (a bound first flips the comparison).
+    let one = |x: &str, o: Cmp, b: &str| -> Option<String> {
+        if let Some(v) = x.strip_prefix('-').filter(|v| label(v)) {
+            // -x < b is x > -b.
+            let flipped = match o {
+                Cmp::Less { closed } => Cmp::Greater { closed },
+                Cmp::Greater { closed } => Cmp::Less { closed },
+            };
+            return one_side(v, flipped, &negate(b));
+        }
+        one_side(x, o, b)
+    };
+    let flip = |o: Cmp| match o {
+        Cmp::Less { closed } => Cmp::Greater { closed },
+        Cmp::Greater { closed } => Cmp::Less { closed },
+    };
     match (sides.as_slice(), ops.as_slice()) {
         ([a, x, b], [o1, o2]) if label(x) && less(*o1) == less(*o2) => Some(if less(*o1) {
             bounds((a, closed(*o1)), (b, closed(*o2)))
         } else {
             bounds((b, closed(*o2)), (a, closed(*o1)))
         }),
-        ([x, b], [o]) if label(x) => Some(if less(*o) {
-            bounds(("-oo", false), (b, closed(*o)))
-        } else {
-            bounds((b, closed(*o)), ("oo", false))
-        }),
-        ([b, x], [o]) if label(x) => Some(if less(*o) {
-            bounds((b, closed(*o)), ("oo", false))
-        } else {
-            bounds(("-oo", false), (b, closed(*o)))
-        }),
+        ([x, b], [o]) if !is_bound(x) => one(x, *o, b),
+        ([b, x], [o]) if !is_bound(x) => one(x, flip(*o), b),
         _ => None,
+    }
+}
+
+/// A side that is a bound, not what is bounded: a number or a constant expression.
+fn is_bound(s: &str) -> bool {
+    s.strip_prefix('-')
+        .unwrap_or(s)
+        .starts_with(|c: char| c.is_ascii_digit() || c == '.')
+}
+
+/// `-b` as written: `2` -> `-2`, `-2` -> `2`.
+fn negate(b: &str) -> String {
+    match b.strip_prefix('-') {
+        Some(r) => r.to_string(),
+        None => format!("-{b}"),
     }
 }
 
@@ -168,6 +216,12 @@ mod tests {
         assert_eq!(interval("5>x>=1").as_deref(), Some("[1,5)"));
         assert_eq!(interval("3>=x").as_deref(), Some("(-oo,3]"));
         assert_eq!(interval("1<x>3"), None);
+        assert_eq!(interval("-x>-1").as_deref(), Some("(-oo,1)"));
+        assert_eq!(interval("-x<=2").as_deref(), Some("[-2,oo)"));
+        assert_eq!(interval("|z|>2").as_deref(), Some("(-oo,-2)\\cup(2,oo)"));
+        assert_eq!(interval("|x|<=3").as_deref(), Some("[-3,3]"));
+        assert_eq!(interval("2>|x|").as_deref(), Some("(-2,2)"));
+        assert_eq!(interval("|x|<-1"), None);
         assert_eq!(interval("2x<4"), None);
         assert_eq!(interval("(1,2)"), None);
     }

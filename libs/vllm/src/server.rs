@@ -21,8 +21,8 @@ pub struct ServerSettings {
     pub dtype: &'static str,
     /// The port to listen on (None = a free one).
     pub port: Option<u16>,
-    /// On a CPU: eager mode and a small share of host memory for the KV cache, unless the
-    /// extra arguments say otherwise.
+    /// On a CPU: eager mode, a small share of host memory for the KV cache and no chunked
+    /// prefill, unless the extra arguments say otherwise.
     pub cpu: bool,
     /// Passed through to the server (tensor / data parallel size, memory, max length...).
     pub extra_args: Vec<String>,
@@ -124,6 +124,13 @@ impl Server {
             // On a CPU vLLM reserves this share of host memory for its cache.
             if !given("--gpu-memory-utilization") {
                 args.extend(["--gpu-memory-utilization".into(), "0.1".into()]);
+            }
+            // vLLM 0.32's CPU runner rewinds a seeded request's generator when a step
+            // prefilled only part of its prompt, which CPU generators cannot do: the engine
+            // dies ("CPU Generator does not use offset") once the prompts in flight exceed
+            // one step's token budget. Whole prompts a step avoid it.
+            if !given("--enable-chunked-prefill") && !given("--no-enable-chunked-prefill") {
+                args.push("--no-enable-chunked-prefill".into());
             }
         }
         if s.sleep_mode && !given("--enable-sleep-mode") {

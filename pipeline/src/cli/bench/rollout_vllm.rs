@@ -18,12 +18,18 @@ pub const VLLM_GENERATE: Asset = Asset {
     text: include_str!("vllm_generate.py"),
 };
 
+/// Requests in flight of the comparison line (the stage's default before every prompt went
+/// at once).
+const EIGHT: usize = 8;
+
 /// What the vLLM side measured.
 #[derive(Clone, Debug)]
 pub struct VllmRates {
     pub startup_s: f64,
-    /// tokens/s of the stage's path, median.
+    /// tokens/s of the stage's path (every request in flight), median.
     pub stage: f64,
+    /// The same with 8 requests in flight (the stage's earlier default).
+    pub eight: f64,
     /// Seconds to load the policy into the running server and probe it; None when it
     /// cannot be kept (a tied head on a CPU).
     pub reload_s: Option<f64>,
@@ -38,6 +44,11 @@ impl VllmRates {
             self.stage,
             self.stage / self.offline,
             ours / self.stage
+        );
+        println!(
+            "  vLLM, {EIGHT} in flight      {:>10.1} tok/s  ({:.2}x offline)",
+            self.eight,
+            self.eight / self.offline
         );
         println!(
             "  vLLM LLM.generate      {:>10.1} tok/s  (the anchor)",
@@ -112,14 +123,14 @@ pub fn rates(
             seed,
         })
         .collect();
-    let timed = || -> Result<f64> {
+    let timed = |in_flight: usize| -> Result<f64> {
         let t = Instant::now();
         let out = deltarl_vllm::generate(
             &vllm.client,
             &requests,
             samples as u32,
             &sampling,
-            requests.len(),
+            in_flight,
             &|_| {},
         )
         .map_err(|e| vllm.explain(e.into()))?;
@@ -127,15 +138,26 @@ pub fn rates(
         Ok(toks as f64 / t.elapsed().as_secs_f64())
     };
     // One untimed call first, as the anchor makes one.
-    timed()?;
-    let stage = median((0..run.reps).map(|_| timed()).collect::<Result<Vec<_>>>()?);
+    timed(requests.len())?;
+    let stage = median(
+        (0..run.reps)
+            .map(|_| timed(requests.len()))
+            .collect::<Result<Vec<_>>>()?,
+    );
+    let eight = median(
+        (0..run.reps)
+            .map(|_| timed(EIGHT))
+            .collect::<Result<Vec<_>>>()?,
+    );
     let reload_s = if tied {
+        drop(vllm);
         None
     } else {
         crate::vllm::release(vllm, &settings, &kept)?;
-        let (_again, reloaded) = crate::vllm::acquire(&settings, &folder, &at, &kept, &probe)?;
+        let (_, reloaded) = crate::vllm::acquire(&settings, &folder, &at, &kept, &probe)?;
         Some(reloaded.seconds())
     };
+    // The server is stopped by now (dropped above): the anchor has the machine to itself.
     let text = super::baseline::run_text_with(
         &crate::vllm::python(&VllmOptions::default()),
         &[
@@ -150,17 +172,18 @@ pub fn rates(
     )?;
     let nums: Vec<f64> = text
         .lines()
-        .last()
+        .find_map(|l| l.strip_prefix("deltarl-anchor "))
         .unwrap_or("")
         .split_whitespace()
         .filter_map(|x| x.parse().ok())
         .collect();
     let [offline_startup_s, offline] = nums[..] else {
-        anyhow::bail!("vLLM's offline anchor printed {text:?}");
+        anyhow::bail!("vLLM's offline anchor printed no result line:\n{text}");
     };
     Ok(VllmRates {
         startup_s: how.seconds(),
         stage,
+        eight,
         reload_s,
         offline_startup_s,
         offline,

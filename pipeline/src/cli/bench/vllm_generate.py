@@ -1,7 +1,8 @@
 """Anchor of `deltarl bench rollout --engine vllm`: vLLM's own offline `LLM.generate` on
 the prompts and sampling parameters the rollout stage sends its server (the same engine
 flags the stage's server gets on a CPU), all prompts in one call. Prints the engine's
-start-up seconds and the median tokens/s over the repetitions, after one untimed call."""
+start-up seconds and the median tokens/s over the repetitions, after one untimed call, on
+a line of its own starting `deltarl-anchor`."""
 import json
 import sys
 import time
@@ -9,26 +10,36 @@ import time
 from vllm import LLM, SamplingParams
 from vllm.inputs import TokensPrompt
 
-model, prompts_path, n, new_tokens, reps, cpu = sys.argv[1:7]
-n, new_tokens, reps, cpu = int(n), int(new_tokens), int(reps), cpu == "1"
-with open(prompts_path) as f:
-    prompts = json.load(f)
-t = time.perf_counter()
-extra = {"enforce_eager": True, "gpu_memory_utilization": 0.1} if cpu else {}
-llm = LLM(model=model, dtype="float32", seed=0, logprobs_mode="processed_logprobs", **extra)
-startup = time.perf_counter() - t
-inputs = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
-params = [
-    SamplingParams(n=n, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=new_tokens,
-                   ignore_eos=True, seed=i, logprobs=0)
-    for i in range(len(prompts))
-]
-llm.generate(inputs, params, use_tqdm=False)
-rates = []
-for _ in range(reps):
+
+def main():
+    model, prompts_path, n, new_tokens, reps, cpu = sys.argv[1:7]
+    n, new_tokens, reps, cpu = int(n), int(new_tokens), int(reps), cpu == "1"
+    with open(prompts_path) as f:
+        prompts = json.load(f)
     t = time.perf_counter()
-    outs = llm.generate(inputs, params, use_tqdm=False)
-    dt = time.perf_counter() - t
-    rates.append(sum(len(c.token_ids) for o in outs for c in o.outputs) / dt)
-rates.sort()
-print(f"{startup:.3f} {rates[len(rates) // 2]:.3f}")
+    # The flags the stage's server gets on a CPU (libs/vllm's server.rs says why).
+    extra = {"enforce_eager": True, "gpu_memory_utilization": 0.1,
+             "enable_chunked_prefill": False} if cpu else {}
+    llm = LLM(model=model, dtype="float32", seed=0, logprobs_mode="processed_logprobs", **extra)
+    startup = time.perf_counter() - t
+    inputs = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
+    params = [
+        SamplingParams(n=n, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=new_tokens,
+                       ignore_eos=True, seed=i, logprobs=0)
+        for i in range(len(prompts))
+    ]
+    llm.generate(inputs, params, use_tqdm=False)
+    rates = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        outs = llm.generate(inputs, params, use_tqdm=False)
+        dt = time.perf_counter() - t
+        rates.append(sum(len(c.token_ids) for o in outs for c in o.outputs) / dt)
+    rates.sort()
+    # vLLM logs to standard output too: the result line is marked.
+    print(f"deltarl-anchor {startup:.3f} {rates[len(rates) // 2]:.3f}", flush=True)
+
+
+# vLLM starts its engine in a spawned process, which imports this file again.
+if __name__ == "__main__":
+    main()
