@@ -1,11 +1,13 @@
 //! Paired comparison of two variants run on the same seeds: each seed shares the base, the
 //! prompt draws and the held-out problems between the two, so the per-seed, per-problem
-//! differences are what to average, and their spread over seeds *and* problems is the
-//! uncertainty (a two-level bootstrap); and the Student-t interval of a mean over seeds.
+//! differences are what to average. The primary interval is the Student-t interval of the
+//! per-seed mean differences (what the field reports), with its two-sided p-value and
+//! Holm's correction across the arms of one comparison; the secondary one is a bootstrap
+//! that respects the crossed design (seeds and one shared draw of problems).
 
 use deltarl_schemas::seed::Rng;
 
-use deltarl_eval::stats::{mean, Estimate, DRAWS};
+use deltarl_eval::stats::{Estimate, DRAWS};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// One seed's per-problem scores: (variant, baseline) for each problem both evaluated.
@@ -14,33 +16,90 @@ pub struct Pair {
     pub problems: Vec<(f64, f64)>,
 }
 
-/// The mean paired difference (variant − baseline) and its 95 % percentile interval:
-/// resamples seeds with replacement and, within each drawn seed, problems with replacement
-/// (2,000 draws, seeded), averaging the per-problem differences.
+/// The mean paired difference (variant − baseline) and its 95 % percentile interval, for a
+/// crossed design: every seed is graded on the same problems, so a replicate draws the
+/// seeds with replacement *and one* draw of problems with replacement that applies to
+/// every drawn seed (2,000 draws, seeded). Only problems every seed evaluated count. A
+/// problem that is hard for both variants under every seed thus moves all seeds together,
+/// as it does in the data; drawing problems per seed would treat the seeds' shared problem
+/// set as independent samples and narrow the interval.
 pub fn paired_bootstrap(pairs: &[Pair], seed: u64) -> Estimate {
-    let diffs: Vec<Vec<f64>> = pairs
-        .iter()
-        .map(|p| p.problems.iter().map(|(a, b)| a - b).collect())
-        .collect();
-    if diffs.is_empty() || diffs.iter().any(Vec::is_empty) {
+    let Some(d) = crossed(pairs) else {
         return Estimate::NONE;
-    }
-    let mean_of = |d: &[Vec<f64>]| mean(&d.iter().map(|x| mean(x)).collect::<Vec<f64>>());
+    };
+    let (n_seeds, n_problems) = (d.len(), d[0].len());
+    let mean_of = |seeds: &[usize], problems: &[usize]| {
+        let total: f64 = seeds
+            .iter()
+            .map(|&s| problems.iter().map(|&p| d[s][p]).sum::<f64>())
+            .sum();
+        total / (seeds.len() * problems.len()) as f64
+    };
+    let all_seeds: Vec<usize> = (0..n_seeds).collect();
+    let all_problems: Vec<usize> = (0..n_problems).collect();
     let mut rng = Rng::new(seed);
     let draws = (0..DRAWS)
         .map(|_| {
-            let seeds: Vec<Vec<f64>> = (0..diffs.len())
-                .map(|_| {
-                    let d = &diffs[rng.below(diffs.len() as u64) as usize];
-                    (0..d.len())
-                        .map(|_| d[rng.below(d.len() as u64) as usize])
-                        .collect()
-                })
+            let seeds: Vec<usize> = (0..n_seeds)
+                .map(|_| rng.below(n_seeds as u64) as usize)
                 .collect();
-            mean_of(&seeds)
+            let problems: Vec<usize> = (0..n_problems)
+                .map(|_| rng.below(n_problems as u64) as usize)
+                .collect();
+            mean_of(&seeds, &problems)
         })
         .collect();
-    Estimate::from_draws(mean_of(&diffs), draws)
+    Estimate::from_draws(mean_of(&all_seeds, &all_problems), draws)
+}
+
+/// The differences as a seeds x problems matrix. Callers build every pair from the same
+/// problem ids in the same order (compare's table: the problems every seed evaluated);
+/// pairs of different lengths are refused.
+fn crossed(pairs: &[Pair]) -> Option<Vec<Vec<f64>>> {
+    let n = pairs.iter().map(|p| p.problems.len()).min()?;
+    if n == 0 || pairs.iter().any(|p| p.problems.len() != n) {
+        return None;
+    }
+    Some(
+        pairs
+            .iter()
+            .map(|p| p.problems.iter().map(|(a, b)| a - b).collect())
+            .collect(),
+    )
+}
+
+/// The two-sided p-value of the paired t-test that the mean of `xs` (per-seed differences)
+/// is 0: t = mean / (sd / sqrt(n)) with n − 1 degrees of freedom. NaN with fewer than two
+/// values; 0 or 1 when every difference is the same (0 when that value is not 0).
+pub fn t_test_p(xs: &[f64]) -> f64 {
+    let n = xs.len();
+    if n < 2 {
+        return f64::NAN;
+    }
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    if var == 0.0 {
+        return if mean == 0.0 { 1.0 } else { 0.0 };
+    }
+    let t = mean / (var / n as f64).sqrt();
+    StudentsT::new(0.0, 1.0, (n - 1) as f64).map_or(f64::NAN, |d| 2.0 * d.sf(t.abs()))
+}
+
+/// Holm's step-down adjustment of the p-values of one family of tests (the arms of one
+/// comparison against the same baseline): sorted ascending, the i-th (from 0) is multiplied
+/// by (m − i), made non-decreasing, and capped at 1; returned in the input's order. A NaN
+/// stays NaN and does not count in m.
+pub fn holm(ps: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..ps.len()).filter(|&i| !ps[i].is_nan()).collect();
+    order.sort_by(|&a, &b| ps[a].total_cmp(&ps[b]));
+    let m = order.len();
+    let mut out = vec![f64::NAN; ps.len()];
+    let mut running = 0f64;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max((ps[i] * (m - rank) as f64).min(1.0));
+        out[i] = running;
+    }
+    out
 }
 
 /// The two-sided 95 % Student-t quantile with `df` degrees of freedom.
@@ -71,6 +130,64 @@ mod tests {
         // t(2) = 4.302653 (tables print 4.303).
         assert!((ci - 4.302653 * 0.1 / 3f64.sqrt()).abs() < 1e-6);
         assert!(mean_ci(&[0.4]).1.is_nan());
+    }
+
+    #[test]
+    fn t_test_p_by_hand() {
+        // 1, 2, 3: mean 2, sd 1, t = 2 / (1 / sqrt 3) = 3.4641, 2 df: p = 2 (1 - F(t)) =
+        // 1 - t / sqrt(t^2 + 2) (the t(2) distribution's closed form) = 0.074180.
+        let t = 2.0 * 3f64.sqrt();
+        let want = 1.0 - t / (t * t + 2.0).sqrt();
+        assert!((t_test_p(&[1.0, 2.0, 3.0]) - want).abs() < 1e-9);
+        assert!((want - 0.074180).abs() < 1e-6);
+        // Symmetric in the sign; degenerate cases.
+        assert!((t_test_p(&[-1.0, -2.0, -3.0]) - want).abs() < 1e-9);
+        assert_eq!(t_test_p(&[0.5, 0.5]), 0.0);
+        assert_eq!(t_test_p(&[0.0, 0.0, 0.0]), 1.0);
+        assert!(t_test_p(&[0.3]).is_nan());
+    }
+
+    #[test]
+    fn holm_by_hand() {
+        // Sorted 0.01, 0.03, 0.04 with m = 3: 0.03, 0.06, 0.04 -> monotone 0.03, 0.06, 0.06.
+        let adj = holm(&[0.04, 0.01, 0.03]);
+        for (got, want) in adj.iter().zip([0.06, 0.03, 0.06]) {
+            assert!((got - want).abs() < 1e-12, "{adj:?}");
+        }
+        assert_eq!(adj.len(), 3);
+        // Capped at 1; a NaN is left out of the family.
+        let adj = holm(&[0.6, f64::NAN, 0.2]);
+        assert!(
+            (adj[0] - 0.6).abs() < 1e-12 && (adj[2] - 0.4).abs() < 1e-12,
+            "{adj:?}"
+        );
+        assert!(adj[1].is_nan());
+        assert_eq!(holm(&[0.9, 0.8]), vec![1.0, 1.0]);
+    }
+
+    #[test]
+    fn one_problem_draw_moves_every_seed() {
+        // Four seeds with the same two problems: differences 1 and 0 on each. A shared draw
+        // of problems gives means 0, 0.5, 1 with chances 1/4, 1/2, 1/4 whatever the seeds
+        // drawn: the percentile interval is [0, 1]. Per-seed draws would average four
+        // independent draws, 0 only with chance (1/4)^4 = 0.4 % (below 2.5 %).
+        let p = Pair {
+            problems: vec![(1.0, 0.0), (0.0, 0.0)],
+        };
+        let d = paired_bootstrap(&vec![p; 4], 5);
+        assert_eq!((d.mean, d.lo, d.hi), (0.5, 0.0, 1.0), "{d:?}");
+    }
+
+    #[test]
+    fn seeds_with_other_problem_counts_are_refused() {
+        let a = Pair {
+            problems: vec![(1.0, 0.0), (0.0, 0.0)],
+        };
+        let b = Pair {
+            problems: vec![(1.0, 0.0)],
+        };
+        assert!(paired_bootstrap(&[a, b], 1).mean.is_nan());
+        assert!(paired_bootstrap(&[], 1).mean.is_nan());
     }
 
     #[test]

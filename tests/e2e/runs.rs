@@ -325,7 +325,8 @@ fn reruns_are_byte_identical() {
 }
 
 /// `deltarl compare` pairs each variant with the baseline seed by seed: the table has the
-/// mean paired difference, its t-interval over seeds and the seeds x problems bootstrap. A
+/// mean paired difference, its t-interval over seeds, the t-test's p-value and its Holm
+/// adjustment over the arms, and the bootstrap over seeds and shared problems. A
 /// labelled variant (an ablation) runs with its keys set; the shared base is graded once as
 /// iteration 0.
 #[test]
@@ -359,9 +360,17 @@ fn compare_reports_paired_differences_from_the_baseline() {
     let cells: Vec<&str> = row.split('|').map(str::trim).collect();
     assert_eq!(cells[2], "2", "{row}");
     // The mean paired difference is the mean of the per-seed differences.
-    let per: Vec<f64> = cells[6].split(", ").map(|x| x.parse().unwrap()).collect();
+    let per: Vec<f64> = cells[8].split(", ").map(|x| x.parse().unwrap()).collect();
+    assert_eq!(per.len(), 2, "{row}");
     let mean: f64 = cells[3].parse().unwrap();
     assert!((mean - (per[0] + per[1]) / 2.0).abs() < 1e-3, "{row}");
+    // Two arms against dapo: Holm's p is at least the plain one, and at most 1.
+    let (p, holm): (f64, f64) = (cells[5].parse().unwrap(), cells[6].parse().unwrap());
+    assert!(
+        (0.0..=1.0).contains(&p) && holm >= p && holm <= 1.0,
+        "{row}"
+    );
+    assert!(md.contains("p (Holm, 2 arms)"), "{md}");
     assert!(md.lines().any(|l| l.starts_with("| k0 | 2 |")), "{md}");
     let k0 = std::fs::read_to_string(runs.join("cmp-k0-s2/run.toml")).unwrap();
     assert!(k0.contains("refine_steps = 0"), "{k0}");

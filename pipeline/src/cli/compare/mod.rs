@@ -1,16 +1,19 @@
 //! `deltarl compare`: each variant x seed as its own run from one shared warm-started base,
 //! then the final held-out accuracy per variant with a 95 % confidence interval, and each
 //! variant's paired difference from the baseline (same seeds: same base, prompt draws and
-//! held-out problems) with a t-interval over seeds and a seeds x problems bootstrap. A
+//! held-out problems) with a t-interval over seeds (its p-value Holm-corrected over the
+//! arms) and a bootstrap over seeds and one shared draw of problems. A
 //! variant is an algorithm or a labelled set of configuration keys (ablations, sweeps).
 
 mod figure;
 mod outcome;
+mod paired_table;
 mod variant;
 
 use figure::figure;
 
 use outcome::Outcome;
+use paired_table::paired_table;
 use variant::Variant;
 
 use std::path::{Path, PathBuf};
@@ -124,55 +127,6 @@ fn accuracy(rows: &[EvalRow]) -> f64 {
 
 fn read_eval(path: &Path) -> Result<Vec<EvalRow>> {
     Ok(read_path::<EvalRow>(path)?.0)
-}
-
-/// The paired-difference table: each variant against `baseline` on the seeds both ran.
-fn paired_table(
-    variants: &[String],
-    baseline: &str,
-    results: &[Outcome],
-    scores: &std::collections::BTreeMap<(String, u64), std::collections::BTreeMap<String, f64>>,
-) -> String {
-    let mut t = format!(
-        "
-| variant − {baseline} | seeds | mean paired difference | 95 % CI (t over seeds) | 95 % CI (bootstrap, seeds x problems) | per seed |
-|---|---|---|---|---|---|
-"
-    );
-    for v in variants.iter().filter(|v| v.as_str() != baseline) {
-        let mut pairs = Vec::new();
-        let mut per_seed = Vec::new();
-        for r in results.iter().filter(|r| &r.variant == v) {
-            let (seed, last) = (&r.seed, r.last);
-            let base = results
-                .iter()
-                .find(|b| b.variant == baseline && b.seed == *seed);
-            let (Some(b), Some(sv), Some(sb)) = (
-                base,
-                scores.get(&(v.clone(), *seed)),
-                scores.get(&(baseline.to_string(), *seed)),
-            ) else {
-                continue;
-            };
-            per_seed.push(last - b.last);
-            // Problems both evaluated, in id order.
-            let ids: Vec<&String> = sv.keys().filter(|k| sb.contains_key(*k)).collect();
-            pairs.push(crate::paired::Pair {
-                problems: ids.iter().map(|k| (sv[*k], sb[*k])).collect(),
-            });
-        }
-        let (m, ci) = crate::paired::mean_ci(&per_seed);
-        let boot = crate::paired::paired_bootstrap(&pairs, 0);
-        let per: Vec<String> = per_seed.iter().map(|x| format!("{x:+.3}")).collect();
-        t += &format!(
-            "| {v} | {} | {m:+.4} | ± {ci:.4} | [{:+.4}, {:+.4}] | {} |\n",
-            per_seed.len(),
-            boot.lo,
-            boot.hi,
-            per.join(", ")
-        );
-    }
-    t
 }
 
 impl Args {
