@@ -74,6 +74,30 @@ pub fn deltarl(runs: &Path, args: &[&str]) -> Output {
         .expect("run the deltarl binary")
 }
 
+/// `deltarl random-model --out OUT` of a small shape (hidden 64, 2 layers, 2 heads, one
+/// key/value head, head size 32 as vLLM's CPU attention takes) and `extra` arguments
+/// (vocabulary, family, context, seed).
+pub fn small_random_model(out: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "random-model",
+        "--out",
+        out.to_str().unwrap(),
+        "--hidden",
+        "64",
+        "--intermediate",
+        "128",
+        "--layers",
+        "2",
+        "--heads",
+        "2",
+        "--kv-heads",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let runs = out.parent().unwrap_or(out).join("runs");
+    ok(deltarl(&runs, &args));
+}
+
 /// `deltarl iterate --config CONFIG --run RUN EXTRA...`, for tests of what it refuses.
 pub fn iterate(runs: &Path, config: &Path, run: &str, extra: &[&str]) -> Output {
     let mut args = vec![

@@ -144,30 +144,17 @@ fn a_verl_dataset_on_a_qwen2_model_runs_every_stage() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let model = dir.path().join("qwen2");
-    ok(deltarl(
-        &runs,
+    small_random_model(
+        &model,
         &[
-            "random-model",
-            "--out",
-            model.to_str().unwrap(),
             "--family",
             "qwen2",
             "--vocab",
             "2048",
-            "--hidden",
-            "64",
-            "--intermediate",
-            "128",
-            "--layers",
-            "2",
-            "--heads",
-            "2",
-            "--kv-heads",
-            "1",
             "--max-positions",
             "256",
         ],
-    ));
+    );
     let cfg: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(model.join("config.json")).unwrap()).unwrap();
     assert_eq!(cfg["model_type"], "qwen2");

@@ -162,30 +162,10 @@ fn a_server_serving_other_weights_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let folder = |seed: &str| {
         let out = dir.path().join(format!("m{seed}"));
-        ok(deltarl(
-            dir.path(),
-            &[
-                "random-model",
-                "--out",
-                out.to_str().unwrap(),
-                "--vocab",
-                "512",
-                "--hidden",
-                "64",
-                "--intermediate",
-                "128",
-                "--layers",
-                "2",
-                "--heads",
-                "2",
-                "--kv-heads",
-                "1",
-                "--max-positions",
-                "128",
-                "--seed",
-                seed,
-            ],
-        ));
+        small_random_model(
+            &out,
+            &["--vocab", "512", "--max-positions", "128", "--seed", seed],
+        );
         out
     };
     let (a, b) = (folder("1"), folder("2"));

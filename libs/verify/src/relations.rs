@@ -40,6 +40,16 @@ enum Cmp {
     Greater { closed: bool },
 }
 
+impl Cmp {
+    /// The comparison read the other way round (`a < b` is `b > a`; `-x < b` is `x > -b`).
+    fn flipped(self) -> Cmp {
+        match self {
+            Cmp::Less { closed } => Cmp::Greater { closed },
+            Cmp::Greater { closed } => Cmp::Less { closed },
+        }
+    }
+}
+
 /// Splits `a<b<=c` into sides and comparisons; None without one or with `!=`.
 fn chain(s: &str) -> Option<(Vec<&str>, Vec<Cmp>)> {
     if s.contains("!=") || s.contains('=') && !s.contains("<=") && !s.contains(">=") {
@@ -122,18 +132,9 @@ pub fn interval(s: &str) -> Option<String> {
     // One side and a bound, the side first: `x < b` (a bound first flips the comparison).
     let one = |x: &str, o: Cmp, b: &str| -> Option<String> {
         if let Some(v) = x.strip_prefix('-').filter(|v| label(v)) {
-            // -x < b is x > -b.
-            let flipped = match o {
-                Cmp::Less { closed } => Cmp::Greater { closed },
-                Cmp::Greater { closed } => Cmp::Less { closed },
-            };
-            return one_side(v, flipped, &negate(b));
+            return one_side(v, o.flipped(), &negate(b));
         }
         one_side(x, o, b)
-    };
-    let flip = |o: Cmp| match o {
-        Cmp::Less { closed } => Cmp::Greater { closed },
-        Cmp::Greater { closed } => Cmp::Less { closed },
     };
     match (sides.as_slice(), ops.as_slice()) {
         ([a, x, b], [o1, o2]) if label(x) && less(*o1) == less(*o2) => Some(if less(*o1) {
@@ -142,7 +143,7 @@ pub fn interval(s: &str) -> Option<String> {
             bounds((b, closed(*o2)), (a, closed(*o1)))
         }),
         ([x, b], [o]) if !is_bound(x) => one(x, *o, b),
-        ([b, x], [o]) if !is_bound(x) => one(x, flip(*o), b),
+        ([b, x], [o]) if !is_bound(x) => one(x, o.flipped(), b),
         _ => None,
     }
 }
