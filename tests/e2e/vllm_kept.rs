@@ -81,12 +81,26 @@ fn a_kept_server_serves_three_iterations_from_one_start() {
 }
 
 /// The kept server SIGKILLed between two iterations: the next rollout starts a new one
-/// (saying why) and the run completes. deltarl is stopped (SIGSTOP) while the server is
-/// killed, after iteration 1's rollout and before its evaluation ends; a stop that came
-/// too late (the evaluation done, iteration 2 maybe begun) is not counted and is tried on
-/// a new run.
+/// (saying why) and the run completes.
 #[test]
 fn a_kept_server_killed_between_iterations_is_started_again() {
+    between_iterations("-KILL", "had stopped");
+}
+
+/// The kept server wedged between two iterations (SIGSTOP: it runs but answers nothing):
+/// the next rollout's health check gives up after 30 s, the wedged server is killed and a
+/// new one serves.
+#[test]
+fn a_wedged_kept_server_is_replaced() {
+    between_iterations("-STOP", "does not answer");
+}
+
+/// Sends `sig` to the kept server between iterations 1 and 2 of a run and checks that
+/// iteration 2 started a new server for the reason `why`. deltarl itself is stopped
+/// (SIGSTOP) meanwhile, after iteration 1's rollout and before its evaluation ends; a stop
+/// that came too late (the evaluation done, iteration 2 maybe begun) is not counted and is
+/// tried on a new run.
+fn between_iterations(sig: &str, why: &str) {
     let dir = tempfile::tempdir().unwrap();
     // The held-out evaluation after iteration 1 leaves time to stop deltarl in between.
     let cfg = variant(
@@ -121,7 +135,7 @@ fn a_kept_server_killed_between_iterations_is_started_again() {
         if !begun {
             assert!(!servers.is_empty(), "no kept server between iterations");
             for s in &servers {
-                signal("-KILL", &s.to_string());
+                signal(sig, &s.to_string());
             }
         }
         signal("-CONT", &pid);
@@ -141,10 +155,9 @@ fn a_kept_server_killed_between_iterations_is_started_again() {
         assert_eq!(err.matches("vLLM server started").count(), 2, "{err}");
         let s = &manifest_of(&root, 2, "rollout")["engine_server"];
         assert_eq!(s["server"], "started", "{s}");
-        assert!(
-            s["restarted"].as_str().unwrap().contains("had stopped"),
-            "{s}"
-        );
+        assert!(s["restarted"].as_str().unwrap().contains(why), "{s}");
+        // Neither server is left, the replaced one included.
+        assert!(servers_of(&root).is_empty(), "{:?}", servers_of(&root));
         return;
     }
     panic!("deltarl could never be stopped between iterations 1 and 2");

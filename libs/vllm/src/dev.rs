@@ -12,10 +12,16 @@ use serde_json::{json, Value};
 
 use crate::{Client, Error, Result};
 
+/// How long a cache reset may take.
+const QUICK: Duration = Duration::from_secs(30);
+/// How long sleeping, waking or one short prompt may take (moving a large model's memory).
+const SLOW: Duration = Duration::from_secs(300);
+
 impl Client {
-    /// POSTs `body` to `path`; the answer's JSON (null when empty) or an error naming the
-    /// endpoint and what the server said. A 404 means the server lacks the dev endpoints.
-    fn post_dev(&self, path: &str, body: &Value) -> Result<Value> {
+    /// POSTs `body` to `path` and waits at most `within` for the answer: its JSON (null
+    /// when empty) or an error naming the endpoint and what the server said (a server that
+    /// does not answer in time is wedged). A 404 means the server lacks the dev endpoints.
+    fn post_dev(&self, path: &str, body: &Value, within: Duration) -> Result<Value> {
         let err = |message: String| Error::Server {
             url: self.url().to_string(),
             message,
@@ -23,8 +29,16 @@ impl Client {
         let mut resp = self
             .agent()
             .post(format!("{}{path}", self.url()))
+            .config()
+            .timeout_global(Some(within))
+            .build()
             .send_json(body)
-            .map_err(|e| err(format!("POST {path}: {e}")))?;
+            .map_err(|e| {
+                err(format!(
+                    "POST {path} (waiting at most {} s): {e}",
+                    within.as_secs()
+                ))
+            })?;
         let status = resp.status();
         let text = resp
             .body_mut()
@@ -46,14 +60,15 @@ impl Client {
     }
 
     /// Loads the weights of the Hugging Face folder `folder` into the served model in
-    /// place (every worker reads them from disk), without a restart.
-    pub fn reload_weights(&self, folder: &Path) -> Result<()> {
+    /// place (every worker reads them from disk), without a restart, within `within`.
+    pub fn reload_weights(&self, folder: &Path, within: Duration) -> Result<()> {
         self.post_dev(
             "/collective_rpc",
             &json!({
                 "method": "reload_weights",
                 "kwargs": { "weights_path": folder.display().to_string() },
             }),
+            within,
         )?;
         Ok(())
     }
@@ -64,7 +79,7 @@ impl Client {
     pub fn reset_prefix_cache(&self) -> Result<()> {
         let start = Instant::now();
         loop {
-            let v = self.post_dev("/reset_prefix_cache", &json!({}))?;
+            let v = self.post_dev("/reset_prefix_cache", &json!({}), QUICK)?;
             if v["success"].as_bool() == Some(true) {
                 return Ok(());
             }
@@ -82,13 +97,13 @@ impl Client {
     /// `--enable-sleep-mode`). Level 2 discards the weights too: the next rollout reloads
     /// them from the new policy anyway.
     pub fn sleep(&self, level: u8) -> Result<()> {
-        self.post_dev(&format!("/sleep?level={level}"), &json!({}))?;
+        self.post_dev(&format!("/sleep?level={level}"), &json!({}), SLOW)?;
         Ok(())
     }
 
     /// Takes the memory [`Client::sleep`] freed back.
     pub fn wake_up(&self) -> Result<()> {
-        self.post_dev("/wake_up", &json!({}))?;
+        self.post_dev("/wake_up", &json!({}), SLOW)?;
         Ok(())
     }
 
@@ -105,6 +120,7 @@ impl Client {
                 "temperature": 1.0,
                 "prompt_logprobs": 0,
             }),
+            SLOW,
         )?;
         parse_prompt_logprobs(&v, ids).map_err(|message| Error::Server {
             url: self.url().to_string(),

@@ -176,6 +176,25 @@ impl Server {
         Ok(server)
     }
 
+    /// Ok when the server runs and answers `/health` with 200 within `within`; otherwise
+    /// an error saying which (a process that runs but does not answer is wedged).
+    pub fn healthy(&self, within: Duration) -> Result<()> {
+        self.check()?;
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(within))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        match agent.get(format!("{}/health", self.url)).call() {
+            Ok(r) if r.status() == 200 => Ok(()),
+            Ok(r) => Err(self.error(&format!("GET /health answered {}", r.status()))),
+            Err(e) => Err(self.error(&format!(
+                "GET /health had no answer within {} s: {e}",
+                within.as_secs()
+            ))),
+        }
+    }
+
     fn wait_healthy(&self, timeout: Duration) -> Result<()> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(5)))
@@ -271,6 +290,10 @@ impl Drop for Server {
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
+        }
+        // A wedged server (stopped, or deaf to SIGTERM) must not block this wait.
+        if let Ok(None) = child.try_wait() {
+            let _ = killpg(group, Signal::SIGKILL);
         }
         let _ = child.wait();
         // What is left of the group (Python's resource tracker ignores SIGTERM and cleans

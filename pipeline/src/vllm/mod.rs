@@ -247,6 +247,9 @@ fn reuse(v: Vllm, wish: &ServerSettings) -> Result<Vllm, String> {
     if let Err(e) = server.check() {
         return Err(format!("the kept server had stopped: {e}"));
     }
+    if let Err(e) = server.healthy(Duration::from_secs(30)) {
+        return Err(format!("the kept server does not answer: {e}"));
+    }
     let comparable = |w: &ServerSettings| ServerSettings {
         model: PathBuf::new(),
         log: PathBuf::new(),
@@ -278,8 +281,11 @@ fn reload(
     if v.started.as_ref().is_some_and(|w| w.sleep_mode) {
         step("waking", v.client.wake_up())?;
     }
-    step("loading the policy into", v.client.reload_weights(folder))
-        .with_context(|| format!("policy {}", folder.display()))?;
+    step(
+        "loading the policy into",
+        v.client.reload_weights(folder, s.start_timeout),
+    )
+    .with_context(|| format!("policy {}", folder.display()))?;
     step(
         "resetting the prefix cache of",
         v.client.reset_prefix_cache(),
