@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use crate::{
-    CoeffRow, FeatureRow, FeatureScalars, FeatureVectors, LogprobRow, RolloutRow, ScoreRow,
+    CoeffRow, FeatureProbs, FeatureRow, FeatureScalars, FeatureVectors, LogprobRow, RolloutRow,
+    ScoreRow,
 };
 
 /// A response's key, shown the way every message names a response:
@@ -59,6 +60,7 @@ keyed!(
     CoeffRow,
     LogprobRow,
     FeatureScalars,
+    FeatureProbs,
     FeatureVectors
 );
 

@@ -33,7 +33,7 @@ pub use tables::{
     CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RewardKind, RolloutRow,
     ScoreRow, Table, UpdateRow,
 };
-pub use views::{FeatureScalars, FeatureVectors, LogprobRow};
+pub use views::{FeatureProbs, FeatureScalars, FeatureVectors, LogprobRow};
 
 /// The schema version written into every file and required by every reader.
 pub const SCHEMA_VERSION: &str = "1";

@@ -79,6 +79,14 @@ token_column_view!(
     entropy
 );
 
+token_column_view!(
+    /// The probability of each response token (the `token_prob` column of
+    /// features.parquet): `1 - p` is how much gradient the token's log-prob can carry.
+    FeatureProbs,
+    "features (token probabilities)",
+    token_prob
+);
+
 /// A response's token vectors (the `features` column of features.parquet).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureVectors {

@@ -9,7 +9,7 @@ use crate::value;
 type Dashed = Option<(&'static str, &'static str)>;
 
 /// `(title, solid column, dashed column)` per panel.
-const PANELS: [(&str, &str, Dashed); 9] = [
+const PANELS: [(&str, &str, Dashed); 10] = [
     ("reward mean (train)", "reward_mean", None),
     ("accuracy (train samples)", "accuracy", None),
     ("held-out accuracy (eval)", "eval_accuracy", None),
@@ -30,6 +30,11 @@ const PANELS: [(&str, &str, Dashed); 9] = [
         "coeff p90-p10: A>0, A<0 (dashed)",
         "coeff_spread_pos",
         Some(("coeff_spread_neg", "A<0")),
+    ),
+    (
+        "coeff where the gradient is: A>0, A<0 (dashed)",
+        "coeff_grad_pos",
+        Some(("coeff_grad_neg", "A<0")),
     ),
 ];
 

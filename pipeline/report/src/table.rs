@@ -10,7 +10,7 @@ use polars::prelude::*;
 use crate::{ReportError, Result};
 
 /// The columns of the report, in order (`run`, `iter`, then the metrics as f64).
-pub const COLUMNS: [&str; 19] = [
+pub const COLUMNS: [&str; 21] = [
     "run",
     "iter",
     "reward_mean",
@@ -27,6 +27,8 @@ pub const COLUMNS: [&str; 19] = [
     "coeff_mean",
     "coeff_spread_pos",
     "coeff_spread_neg",
+    "coeff_grad_pos",
+    "coeff_grad_neg",
     "mismatch_max_abs",
     "mismatch_k3",
     "eval_accuracy",
@@ -199,10 +201,14 @@ fn summary_value(run: &Path, iter: u32, stage: Stage, path: &[&str]) -> Result<O
 }
 
 /// Batch properties that are not aggregates of rows come from manifest summaries: the
-/// centroid cosines (coeffs) and the sampler/trainer log-prob mismatch (update).
-const BATCH_STATS: [(&str, Stage, &[&str]); 4] = [
+/// centroid cosines and the gradient-weighted mean coefficient per side,
+/// Σ c (1 − p) |A| / Σ (1 − p) |A| (coeffs), and the sampler/trainer log-prob mismatch
+/// (update).
+const BATCH_STATS: [(&str, Stage, &[&str]); 6] = [
     ("cos_before", Stage::Coeffs, &["cos_before"]),
     ("cos_after", Stage::Coeffs, &["cos_after"]),
+    ("coeff_grad_pos", Stage::Coeffs, &["grad_coeff_pos"]),
+    ("coeff_grad_neg", Stage::Coeffs, &["grad_coeff_neg"]),
     ("mismatch_max_abs", Stage::Update, &["mismatch", "max_abs"]),
     ("mismatch_k3", Stage::Update, &["mismatch", "k3"]),
 ];

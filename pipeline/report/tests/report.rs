@@ -184,7 +184,8 @@ fn make_runs(root: &Path) {
                 advantage: 0.0,
             },
         ],
-        serde_json::json!({"cos_before": 0.99, "cos_after": 0.98}),
+        serde_json::json!({"cos_before": 0.99, "cos_after": 0.98,
+            "grad_coeff_pos": 1.25, "grad_coeff_neg": 0.75}),
     );
     put(
         &r,
@@ -287,6 +288,8 @@ fn aggregates_match_the_hand_computed_values() {
     assert!(close(v("grad_norm"), 3.0));
     assert!(close(v("cos_before"), 0.99));
     assert!(close(v("cos_after"), 0.98));
+    assert!(close(v("coeff_grad_pos"), 1.25));
+    assert!(close(v("coeff_grad_neg"), 0.75));
     // (sum 1.0..2.0 = 16.5) + 0.5 + 0.7 + 9.0 over 14 tokens.
     assert!(close(v("coeff_mean"), (16.5 + 1.2 + 9.0) / 14.0));
     assert!(

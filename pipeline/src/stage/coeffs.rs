@@ -50,11 +50,14 @@ pub fn summary(s: &serde_json::Value) -> String {
         );
     }
     format!(
-        "cos(mu+, mu-) {:.4} -> {:.4}, gamma+ {:.3e} gamma- {:.3e}, g {:.4}",
+        "cos(mu+, mu-) {:.4} -> {:.4}, gamma+ {:.3e} gamma- {:.3e}, g {:.4}, \
+         gradient-weighted c {:.3} / {:.3}",
         num(s, "cos_before"),
         num(s, "cos_after"),
         num(s, "gamma_pos"),
         num(s, "gamma_neg"),
-        num(s, "norm")
+        num(s, "norm"),
+        num(s, "grad_coeff_pos"),
+        num(s, "grad_coeff_neg")
     )
 }

@@ -120,6 +120,9 @@ pub struct Response<'a> {
     pub features: &'a [f32],
     /// Per-token entropy (used by `top-entropy`).
     pub entropy: &'a [f32],
+    /// Per-token probability `p` (the summary's gradient weights `(1 - p) |A|`; empty =
+    /// weight `|A|` for every token).
+    pub token_prob: &'a [f32],
 }
 
 impl Response<'_> {

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use deltarl_schemas::{
-    read_path, vector_dim, write_table, CoeffRow, FeatureScalars, FeatureVectors, FileMeta, Index,
-    Keyed, RolloutRow, ScoreRow, TableReader,
+    read_path, vector_dim, write_table, CoeffRow, FeatureProbs, FeatureScalars, FeatureVectors,
+    FileMeta, Index, Keyed, RolloutRow, ScoreRow, TableReader,
 };
 
 use crate::{
@@ -58,26 +58,33 @@ impl Vectors for FileVectors<'_> {
 }
 
 /// The stage's work: coefficient rows in rollout order plus the summary, the vectors read
-/// from the features file pass by pass (`features_scalars` are its entropies, `dim` its
-/// vector dimension); the estimation itself is [`estimate_sorted`]. `decode` turns token
-/// ids into text for the extreme-token table.
+/// from the features file pass by pass (`features_scalars` are its entropies,
+/// `features_probs` its token probabilities, `dim` its vector dimension); the estimation
+/// itself is [`estimate_sorted`]. `decode` turns token ids into text for the extreme-token
+/// table.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     settings: &Settings,
     rollouts: &[RolloutRow],
     scores: &[ScoreRow],
     features_scalars: &[FeatureScalars],
+    features_probs: &[FeatureProbs],
     dim: usize,
     features: &Path,
     decode: &dyn Fn(&[u32]) -> String,
 ) -> Result<(Vec<CoeffRow>, Summary)> {
     let score_of = Index::new(scores);
     let feats = Index::new(features_scalars);
+    let probs = Index::new(features_probs);
     let mut responses = Vec::with_capacity(rollouts.len());
     for r in rollouts {
         let at = || r.response().to_string();
         let s = score_of.get(r, "scores").map_err(Error::Input)?;
         let f = feats.get(r, "features").map_err(Error::Input)?;
-        if f.entropy.len() != r.response_token_ids.len() {
+        let p = probs.get(r, "features").map_err(Error::Input)?;
+        if f.entropy.len() != r.response_token_ids.len()
+            || p.token_prob.len() != r.response_token_ids.len()
+        {
             return Err(Error::Input(format!(
                 "{}: {} feature vectors for {} response tokens",
                 at(),
@@ -92,6 +99,7 @@ pub fn run(
             kept: s.kept,
             features: &[],
             entropy: &f.entropy,
+            token_prob: &p.token_prob,
         });
     }
     let order = fixed_order(&responses)?;
@@ -152,9 +160,10 @@ pub fn run_io<W: Write + Send>(
     let rollouts: Vec<RolloutRow> = read_path(rollouts)?.0;
     let scores: Vec<ScoreRow> = read_path(scores)?.0;
     let scalars: Vec<FeatureScalars> = read_path(features)?.0;
+    let probs: Vec<FeatureProbs> = read_path(features)?.0;
     let dim = vector_dim(features, "features")?.unwrap_or(0);
     let (rows, summary) = run(
-        settings, &rollouts, &scores, &scalars, dim, features, decode,
+        settings, &rollouts, &scores, &scalars, &probs, dim, features, decode,
     )?;
     let meta = meta
         .with(

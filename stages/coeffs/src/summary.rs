@@ -69,6 +69,12 @@ pub struct Summary {
     pub tokens_excluded: usize,
     pub coeff_pos: Quantiles,
     pub coeff_neg: Quantiles,
+    /// Σ c (1 − p) |A| / Σ (1 − p) |A| over the positive side's tokens: the coefficients'
+    /// mean where the gradient is (a token predicted with p ≈ 1 carries none, so the plain
+    /// per-token mean is dominated by tokens no weight can move). 0 without such tokens.
+    pub grad_coeff_pos: f64,
+    /// The same over the negative side.
+    pub grad_coeff_neg: f64,
     /// Highest-coefficient tokens of non-zero-advantage responses, highest first.
     pub top: Vec<TokenRef>,
     /// Lowest-coefficient tokens of non-zero-advantage responses, lowest first.
@@ -116,16 +122,29 @@ pub(crate) fn summarize(
         ..Summary::default()
     };
     let (mut pos, mut neg) = (Vec::new(), Vec::new());
+    // (Σ c w, Σ w) per side, w = (1 - p) |A|.
+    let (mut gpos, mut gneg) = ((0f64, 0f64), (0f64, 0f64));
+    let weighted = |r: &Response<'_>, c: &[f32], acc: &mut (f64, f64)| {
+        let a = f64::from(r.advantage.abs());
+        for (t, &x) in c.iter().enumerate() {
+            let p = r.token_prob.get(t).map_or(0.0, |&p| f64::from(p));
+            let w = (1.0 - p).max(0.0) * a;
+            acc.0 += f64::from(x) * w;
+            acc.1 += w;
+        }
+    };
     let mut ranked: Vec<(f32, usize, usize)> = Vec::new();
     for (i, (r, c)) in sorted.iter().zip(coeffs).enumerate() {
         match side(r) {
             Side::Pos => {
                 s.tokens_pos += c.len();
                 pos.extend(c.iter().map(|&x| f64::from(x)));
+                weighted(r, c, &mut gpos);
             }
             Side::Neg => {
                 s.tokens_neg += c.len();
                 neg.extend(c.iter().map(|&x| f64::from(x)));
+                weighted(r, c, &mut gneg);
             }
             Side::None if r.kept => s.tokens_zero += c.len(),
             Side::None => s.tokens_excluded += c.len(),
@@ -136,6 +155,9 @@ pub(crate) fn summarize(
     }
     s.coeff_pos = Quantiles::of(pos);
     s.coeff_neg = Quantiles::of(neg);
+    let ratio = |(num, den): (f64, f64)| if den > 0.0 { num / den } else { 0.0 };
+    s.grad_coeff_pos = ratio(gpos);
+    s.grad_coeff_neg = ratio(gneg);
     // Total order: coefficient, then the fixed (response, position) order.
     ranked.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
     let token = |&(c, i, t): &(f32, usize, usize)| TokenRef {
@@ -150,4 +172,44 @@ pub(crate) fn summarize(
     s.bottom = ranked.iter().take(EXTREMES).map(token).collect();
     s.top = ranked.iter().rev().take(EXTREMES).map(token).collect();
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response<'a>(advantage: f32, token_prob: &'a [f32]) -> Response<'a> {
+        Response {
+            prompt_id: "p",
+            sample_idx: 0,
+            advantage,
+            kept: true,
+            features: &[],
+            entropy: &[],
+            token_prob,
+        }
+    }
+
+    #[test]
+    fn gradient_weighted_coefficients_by_hand() {
+        // Positive side: A = 1, c = [2, 0], p = [0, 1]: weights 1 and 0, so 2 (the plain
+        // mean is 1). Negative side: A = -2, c = [1, 3], p = [0.5, 0.75]: weights 1 and 0.5,
+        // so (1 + 1.5) / 1.5 = 5/3.
+        let sorted = [response(1.0, &[0.0, 1.0]), response(-2.0, &[0.5, 0.75])];
+        let coeffs = vec![vec![2.0, 0.0], vec![1.0, 3.0]];
+        let s = summarize(&sorted, &coeffs, &[], (vec![], vec![]), (vec![], vec![]));
+        assert!((s.grad_coeff_pos - 2.0).abs() < 1e-12, "{s:?}");
+        assert!((s.grad_coeff_neg - 5.0 / 3.0).abs() < 1e-12, "{s:?}");
+        assert!((s.coeff_pos.mean - 1.0).abs() < 1e-12);
+        // No gradient anywhere on a side (every p = 1): 0, not a division by zero.
+        let sorted = [response(1.0, &[1.0, 1.0])];
+        let s = summarize(
+            &sorted,
+            &coeffs[..1],
+            &[],
+            (vec![], vec![]),
+            (vec![], vec![]),
+        );
+        assert_eq!(s.grad_coeff_pos, 0.0);
+    }
 }

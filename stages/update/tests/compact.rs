@@ -95,6 +95,7 @@ fn coefficients(rows: &[FeatureRow]) -> Vec<f32> {
             kept: true,
             features: &r.features,
             entropy: &r.entropy,
+            token_prob: &r.token_prob,
         })
         .collect();
     let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();

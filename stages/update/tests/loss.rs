@@ -162,6 +162,7 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
             kept: true,
             features: &feats[i],
             entropy: &ents[i],
+            token_prob: &[],
         })
         .collect();
     let unit = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings {

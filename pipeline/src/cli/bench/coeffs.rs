@@ -138,6 +138,7 @@ fn time(run: Run, shape: Shape, from_file: bool, numpy: bool) -> Result<Timing> 
             kept: true,
             features: &feats[i],
             entropy: &ents[i],
+            token_prob: &[],
         })
         .collect();
     let s = Settings::new(Estimator::Delta(DeltaSettings::default()))?;
