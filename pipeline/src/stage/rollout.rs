@@ -27,8 +27,8 @@ pub struct Settings {
     /// With `vllm` reduced to what changes samples (its extra server arguments).
     pub rollout: RolloutOptions,
     pub dtype: Dtype,
-    /// How to reach vLLM (interpreter, port, timeout, concurrency, url): not hashed, the
-    /// samples do not depend on them.
+    /// How to reach vLLM (interpreter, port, timeout, concurrency, url, whether the server
+    /// is kept, the probe's tolerance): not hashed, the samples do not depend on them.
     #[serde(skip)]
     pub vllm: VllmOptions,
 }
