@@ -62,6 +62,7 @@
 //! [`MAX_DIGITS`] digits are "not equal"; the expression evaluator has a step budget. No
 //! global state, so it is safe on any thread.
 
+mod decimal;
 mod expr;
 mod extract;
 mod normalize;
@@ -71,6 +72,8 @@ mod relations;
 pub use extract::{extract, Extraction};
 pub use normalize::normalize;
 pub use number::Rational;
+
+use decimal::{approximates, comma_decimal};
 
 /// Answers longer than this (after extraction) are never equal to anything.
 pub const MAX_INPUT: usize = 2_000;
@@ -308,42 +311,6 @@ fn same(p: &str, g: &str) -> bool {
     }
     values().is_some_and(|(a, b)| expr::close(a, b) || approximates(p, g, a, b))
 }
-
-/// `1,22` as `1.22`: digits, one comma, digits (a sign allowed).
-fn comma_decimal(s: &str) -> Option<String> {
-    let (int, frac) = s.split_once(',')?;
-    let digits = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit());
-    (digits(int.strip_prefix('-').unwrap_or(int)) && digits(frac)).then(|| format!("{int}.{frac}"))
-}
-
-/// A decimal written with at least [`MIN_PLACES`] places stands for an exact value it
-/// rounds or truncates to: `|decimal - value| <= 10^-places` (plus f64 round-off), so
-/// `0.333333` is 1/3 but `0.33` is not, and `1.41421356` is `\sqrt{2}` but `3.14` is not
-/// `\pi`. Only between a decimal and a non-decimal (two decimals compare exactly).
-fn approximates(p: &str, g: &str, pv: [f64; 3], gv: [f64; 3]) -> bool {
-    let places = |s: &str| -> Option<i32> {
-        let t = s.strip_prefix('-').unwrap_or(s);
-        let (int, frac) = t.split_once('.')?;
-        let digits = |x: &str| x.chars().all(|c| c.is_ascii_digit());
-        (digits(int) && !frac.is_empty() && digits(frac)).then_some(frac.len() as i32)
-    };
-    let (dec, exact) = match (places(p), places(g)) {
-        (Some(n), None) => (n, gv),
-        (None, Some(n)) => (n, pv),
-        _ => return false,
-    };
-    let value = if places(p).is_some() { pv[0] } else { gv[0] };
-    // The exact side must be a constant (the same at every evaluation point).
-    let constant = exact
-        .iter()
-        .all(|x| (x - exact[0]).abs() <= 1e-12 * x.abs().max(1.0));
-    dec >= MIN_PLACES
-        && constant
-        && (value - exact[0]).abs() <= 10f64.powi(-dec) + 1e-12 * exact[0].abs()
-}
-
-/// Fewest decimal places that stand for an exact value.
-const MIN_PLACES: i32 = 4;
 
 /// A tuple, interval or set: brackets and top-level elements.
 struct Collection {
