@@ -194,12 +194,15 @@ fn a_server_serving_other_weights_is_refused() {
         env: Vec::new(),
     };
     let tokenizer = deltarl_model::Tokenizer::from_file(&a.join("tokenizer.json")).unwrap();
-    let mut ids = tokenizer.encode(deltarl::vllm::PROBE_TEXT).unwrap();
-    ids.truncate(32);
+    let ids = deltarl::vllm::probe_ids(&tokenizer, 128).unwrap();
     let reference_of = |folder: PathBuf| {
-        move |ids: &[u32]| -> anyhow::Result<Vec<f32>> {
-            let p = deltarl_model::load(&folder, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
-            Ok(p.model.sequence_logprobs(ids, tch::Device::Cpu)?)
+        move |ids: &[u32]| {
+            deltarl::vllm::trainer_logprobs(
+                &folder,
+                tch::Device::Cpu,
+                deltarl_model::Dtype::F32,
+                ids,
+            )
         }
     };
     let kept = deltarl::vllm::Kept::default();

@@ -226,11 +226,6 @@ impl Server {
         &self.log
     }
 
-    /// The server's process id (it leads its process group).
-    pub fn pid(&self) -> Option<u32> {
-        self.child.lock().ok().map(|c| c.id())
-    }
-
     /// An error about this server, with the last lines of its log.
     pub fn error(&self, message: &str) -> Error {
         Error::Server {

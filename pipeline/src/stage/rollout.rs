@@ -243,15 +243,10 @@ fn vllm_server(
              vLLM's CPU backend cannot reload in place"
         );
     }
-    let mut ids = tokenizer.encode(crate::vllm::PROBE_TEXT)?;
-    ids.truncate(PROBE_TOKENS.min(cfg.max_position_embeddings));
     // Loaded only when a kept server is reloaded: the trainer's own numbers for the probe.
-    let reference = |ids: &[u32]| -> Result<Vec<f32>> {
-        let p = load_policy(dir, env.device, s.dtype)?;
-        Ok(p.model.sequence_logprobs(ids, env.device)?)
-    };
+    let reference = |ids: &[u32]| crate::vllm::trainer_logprobs(dir, env.device, s.dtype, ids);
     let probe = crate::vllm::Probe {
-        ids,
+        ids: crate::vllm::probe_ids(tokenizer, cfg.max_position_embeddings)?,
         reference: &reference,
     };
     let (v, acquired) = crate::vllm::acquire(vs, dir, &at, env.kept, &probe)?;
@@ -296,9 +291,6 @@ fn parallel_size(args: &[String]) -> Option<usize> {
     }
     None
 }
-
-/// The probe's length in tokens (short: its log-probs are computed twice per reload).
-const PROBE_TOKENS: usize = 32;
 
 pub fn summary(s: &serde_json::Value) -> String {
     let mut line = format!(

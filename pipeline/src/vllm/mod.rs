@@ -146,6 +146,29 @@ pub struct Probe<'a> {
 pub const PROBE_TEXT: &str =
     "Question: what is 12 + 30? Let's think step by step. 12 + 30 = 42, so the answer is \\boxed{42}.";
 
+/// The probe's length in tokens (short: the trainer scores it once per reload).
+const PROBE_TOKENS: usize = 32;
+
+/// The probe's token ids: the first [`PROBE_TOKENS`] tokens of [`PROBE_TEXT`], at most
+/// `context` (the model's context length).
+pub fn probe_ids(tokenizer: &deltarl_model::Tokenizer, context: usize) -> Result<Vec<u32>> {
+    let mut ids = tokenizer.encode(PROBE_TEXT)?;
+    ids.truncate(PROBE_TOKENS.min(context));
+    Ok(ids)
+}
+
+/// The trainer's log-probs of `ids` under the policy in `folder`, loaded for this only.
+pub fn trainer_logprobs(
+    folder: &Path,
+    device: tch::Device,
+    dtype: Dtype,
+    ids: &[u32],
+) -> Result<Vec<f32>> {
+    let p = deltarl_model::load(folder, device, dtype)
+        .with_context(|| format!("cannot load the policy in {}", folder.display()))?;
+    Ok(p.model.sequence_logprobs(ids, device)?)
+}
+
 /// The server for `policy`: the user's (which must serve it), the kept one with `policy`
 /// loaded in place, or a new one.
 pub fn acquire(

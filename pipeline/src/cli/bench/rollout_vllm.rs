@@ -80,7 +80,8 @@ pub fn rates(
         .canonicalize()
         .with_context(|| format!("{}", model.display()))?;
     let log = std::env::temp_dir().join(format!("deltarl-bench-vllm-{}.log", std::process::id()));
-    let tied = deltarl_model::read_config(&folder)?.tie_word_embeddings;
+    let config = deltarl_model::read_config(&folder)?;
+    let tied = config.tie_word_embeddings;
     let settings = crate::vllm::Settings::new(&VllmOptions {
         keep_alive: !tied,
         ..Default::default()
@@ -92,15 +93,12 @@ pub fn rates(
         seed: 0,
         env: Vec::new(),
     };
-    let reference = |ids: &[u32]| -> Result<Vec<f32>> {
-        let p = deltarl_model::load(&folder, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
-        Ok(p.model.sequence_logprobs(ids, tch::Device::Cpu)?)
+    let reference = |ids: &[u32]| {
+        crate::vllm::trainer_logprobs(&folder, tch::Device::Cpu, deltarl_model::Dtype::F32, ids)
     };
     let tokenizer = deltarl_model::Tokenizer::from_file(&folder.join("tokenizer.json"))?;
-    let mut ids = tokenizer.encode(crate::vllm::PROBE_TEXT)?;
-    ids.truncate(32);
     let probe = crate::vllm::Probe {
-        ids,
+        ids: crate::vllm::probe_ids(&tokenizer, config.max_position_embeddings)?,
         reference: &reference,
     };
     let kept = crate::vllm::Kept::default();
