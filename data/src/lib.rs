@@ -28,6 +28,7 @@
 //! ```
 
 pub mod code;
+mod roles;
 mod split;
 mod tokenizer;
 

@@ -379,6 +379,24 @@ fn compare_reports_paired_differences_from_the_baseline() {
         "{md}"
     );
     assert!(runs.join("cmp/base-eval.parquet").is_file());
+    // The second readout: every final policy sampled as the rollout samples, 4 answers a
+    // problem, with its own paired table.
+    assert!(
+        md.contains("sampled as the rollout samples (4 answers a problem at temperature 1"),
+        "{md}"
+    );
+    assert_eq!(md.matches("p (Holm, 2 arms)").count(), 2, "{md}");
+    let (rows, _) = deltarl_schemas::read_path::<deltarl_schemas::EvalRow>(
+        &runs.join("cmp/sampled/cmp-delta-s2.parquet"),
+    )
+    .unwrap();
+    let problems: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r.problem_id.as_str()).collect();
+    assert!(
+        !problems.is_empty() && rows.len() == 4 * problems.len(),
+        "{}",
+        rows.len()
+    );
     assert!(md.contains("| variant | 0 | 1 |"), "the curve table: {md}");
     // Refusals name what is wrong: a baseline that is not compared, a variant that would
     // change what the runs share.
@@ -445,5 +463,34 @@ opens = r["response_text"].str.starts_with("first ").mean()
 assert opens >= 0.25, (opens, r["response_text"].head(5).to_list())
 "#,
         &[&run],
+    );
+    // The oracle on the same base, without dynamic sampling so that every response is
+    // kept: 0 on each character of a phrase, 1 elsewhere.
+    let base = format!("model.source={:?}", run.join("base").display().to_string());
+    let sets = [
+        "--set",
+        "coeffs.estimator=\"oracle-tokens\"",
+        "--set",
+        "score.dynamic_sampling=false",
+        "--set",
+        &base,
+    ];
+    ok(iterate(&runs, &cfg, "oracle", &sets));
+    run_python(
+        r#"
+import sys, polars as pl
+it = sys.argv[1] + "/iter-0001/"
+r = pl.read_parquet(it + "rollouts.parquet")
+c = pl.read_parquet(it + "coeffs.parquet")
+j = r.join(c, on=["prompt_id", "sample_idx"])
+assert j.height == r.height > 0
+opened = j.filter(pl.col("response_text").str.starts_with("first "))
+assert opened.height > 0
+for coeff in opened["coeff"]:
+    assert coeff[:6].to_list() == [0.0] * 5 + [1.0], coeff
+values = set(v for coeff in j["coeff"] for v in coeff)
+assert values == {0.0, 1.0}, values
+"#,
+        &[&runs.join("oracle")],
     );
 }

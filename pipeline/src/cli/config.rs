@@ -38,6 +38,7 @@ impl Args {
             Estimator::Uniform => EstimatorKind::Uniform,
             Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
             Estimator::Delta(_) => EstimatorKind::Delta,
+            Estimator::OracleTokens { .. } => EstimatorKind::OracleTokens,
         });
         // Keys whose serialisation is skipped at their default (so that runs made before
         // they existed keep their hashes) are written out here too: every key is shown.
@@ -53,6 +54,7 @@ impl Args {
                 "vllm",
                 toml::Value::try_from(VllmOptions::default())?,
             ),
+            ("coeffs", "oracle_value", toml::Value::Float(0.0)),
         ];
         for (section, key, value) in defaults {
             if let Some(t) = v.get_mut(section).and_then(toml::Value::as_table_mut) {

@@ -46,7 +46,7 @@ fn unit(key: &str, value: f64, zero_ok: bool) -> Result<()> {
 }
 
 fn at_least_zero(key: &str, value: f64) -> Result<()> {
-    if value < 0.0 {
+    if value.is_nan() || value < 0.0 {
         bail!("config key `{key}` = {value}: must be >= 0");
     }
     Ok(())
@@ -170,6 +170,7 @@ pub(super) fn check(o: &Options, eps_high: f64) -> Result<()> {
     at_least_zero("score.overlong_factor", o.score.overlong_factor)?;
     at_least_zero("eval.temperature", o.eval.temperature)?;
     at_least_zero("update.tis_cap", up.tis_cap)?;
+    at_least_zero("coeffs.oracle_value", o.coeffs.oracle_value)?;
     if up.tis_cap > 0.0 && up.old_logprobs == deltarl_update::OldLogprobs::Rollout {
         bail!(
             "config key `update.tis_cap` = {}: needs update.old_logprobs = \"recompute\" \

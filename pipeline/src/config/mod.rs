@@ -188,6 +188,19 @@ impl Resolved {
                 lam_max: o.coeffs.lam_max,
                 scope: o.coeffs.scope,
             }),
+            EstimatorKind::OracleTokens => Estimator::OracleTokens {
+                task: deltarl_data::Task::from_source(&o.data.source)
+                    .filter(|t| t.has_connectives())
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "config key `coeffs.estimator` = \"oracle-tokens\" needs a built-in \
+                         task whose tokens' roles are known as `data.source` \
+                         (tiny-steps, tiny-steps-varied), not {:?}",
+                            o.data.source
+                        )
+                    })?,
+                value: o.coeffs.oracle_value,
+            },
         };
         deltarl_coeffs::Settings::new(estimator)
             .map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;

@@ -53,6 +53,8 @@ pub enum EstimatorKind {
     Uniform,
     TopEntropy,
     Delta,
+    /// The positive control on built-in tasks whose tokens' roles are known.
+    OracleTokens,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -317,7 +319,9 @@ pub struct FeatureOptions {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CoeffOptions {
-    /// uniform | top-entropy | delta (default from algorithm).
+    /// uniform | top-entropy | delta | oracle-tokens (default from algorithm).
+    /// `oracle-tokens` needs a built-in task whose connective phrases are labelled
+    /// (`tiny-steps`, `tiny-steps-varied`): `oracle_value` on their tokens, 1 elsewhere.
     pub estimator: Option<EstimatorKind>,
     /// DelTA refinement passes K.
     pub refine_steps: u32,
@@ -329,6 +333,14 @@ pub struct CoeffOptions {
     pub scope: Scope,
     /// Kept fraction of the top-entropy estimator.
     pub top_entropy_keep: f64,
+    /// The oracle's coefficient on the tokens that cannot discriminate (0 = their gradient
+    /// removed).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub oracle_value: f64,
+}
+
+pub fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

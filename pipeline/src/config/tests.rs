@@ -160,3 +160,33 @@ fn an_error_a_set_caused_names_the_set_not_the_file() {
         "{e}"
     );
 }
+
+#[test]
+fn the_oracle_reads_its_task_from_the_data_source_and_leaves_hashes_alone() {
+    let varied = configs().join("tiny-steps-varied.toml");
+    let plain = Resolved::load(&varied).unwrap();
+    // An oracle value at its default is not serialised: configurations without the key
+    // keep their hashes.
+    let zero = Resolved::load_with(&varied, &["coeffs.oracle_value=0".into()]).unwrap();
+    assert_eq!(plain.hash(), zero.hash());
+    let sets = [
+        "coeffs.estimator=\"oracle-tokens\"".to_string(),
+        "coeffs.oracle_value=0.5".into(),
+    ];
+    let r = Resolved::load_with(&varied, &sets).unwrap();
+    assert_eq!(
+        r.estimator,
+        Estimator::OracleTokens {
+            task: deltarl_data::Task::Varied,
+            value: 0.5
+        }
+    );
+    assert_ne!(r.hash(), plain.hash());
+    // tiny-arith has no phrases to label.
+    let e = Resolved::load_with(&configs().join("tiny-arith.toml"), &sets[..1]).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("coeffs.estimator") && e.contains("tiny-arith"),
+        "{e}"
+    );
+}

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::options::is_zero_f64;
+
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct VllmOptions {
@@ -41,10 +43,6 @@ pub struct VllmOptions {
 // their defaults, so those runs' hashes stay the same.
 fn is_true(b: &bool) -> bool {
     *b
-}
-
-fn is_zero_f64(x: &f64) -> bool {
-    *x == 0.0
 }
 
 impl Default for VllmOptions {

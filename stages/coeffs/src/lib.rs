@@ -33,6 +33,14 @@ pub enum Estimator {
     TopEntropy { keep: f64 },
     /// DelTA (`docs/method.md` §4).
     Delta(DeltaSettings),
+    /// The positive control: coefficient `value` on the tokens `task` labels as unable to
+    /// tell a correct answer from a wrong one (its connective phrases,
+    /// [`deltarl_data::Task::connective_tokens`]), 1 on the others. Only built-in tasks
+    /// know their tokens' roles; on them it bounds what reweighting tokens can gain.
+    OracleTokens {
+        task: deltarl_data::Task,
+        value: f64,
+    },
 }
 
 /// DelTA's hyper-parameters, validated at construction.
@@ -101,6 +109,20 @@ impl Settings {
                     )));
                 }
             }
+            Estimator::OracleTokens { task, value } => {
+                if !task.has_connectives() {
+                    return Err(Error::Setting(format!(
+                        "oracle-tokens needs a task whose tokens' roles are known \
+                         (tiny-steps, tiny-steps-varied), not {}",
+                        task.source()
+                    )));
+                }
+                if !(value.is_finite() && value >= 0.0) {
+                    return Err(Error::Setting(format!(
+                        "oracle value {value} must be finite and >= 0"
+                    )));
+                }
+            }
         }
         Ok(Settings { estimator })
     }
@@ -123,6 +145,9 @@ pub struct Response<'a> {
     /// Per-token probability `p` (the summary's gradient weights `(1 - p) |A|`; empty =
     /// weight `|A|` for every token).
     pub token_prob: &'a [f32],
+    /// Per token, whether the task labels it unable to discriminate (read by
+    /// `oracle-tokens` only; empty = not labelled).
+    pub shared: &'a [bool],
 }
 
 impl Response<'_> {
@@ -232,6 +257,7 @@ pub fn estimate_sorted(
             (c, Vec::new(), None)
         }
         Estimator::TopEntropy { keep } => (top_entropy(keep, sorted), Vec::new(), None),
+        Estimator::OracleTokens { value, .. } => (oracle(value, sorted)?, Vec::new(), None),
         Estimator::Delta(d) => {
             let scopes: Vec<std::ops::Range<usize>> = match d.scope {
                 Scope::Batch => std::iter::once(0..sorted.len()).collect(),
@@ -258,6 +284,32 @@ pub fn estimate_sorted(
     let after = delta::batch_centroids(dim, sorted, &weighted);
     let summary = summary::summarize(sorted, &coeffs, &stats, before, after);
     Ok((coeffs, summary))
+}
+
+/// The oracle: `value` on labelled tokens, 1 on the others, 0 on responses not kept. Not
+/// normalised: the point is to remove (or shrink) the labelled tokens' share of the
+/// gradient, leaving every other token's as DAPO has it.
+fn oracle(value: f64, sorted: &[Response<'_>]) -> Result<Vec<Vec<f32>>> {
+    sorted
+        .iter()
+        .map(|r| {
+            if !r.kept {
+                return Ok(vec![0.0; r.tokens()]);
+            }
+            if r.shared.len() != r.tokens() {
+                return Err(Error::Input(format!(
+                    "{}: {} token labels for {} tokens (oracle-tokens needs each token's role)",
+                    r.key(),
+                    r.shared.len(),
+                    r.tokens()
+                )));
+            }
+            Ok(r.shared
+                .iter()
+                .map(|&s| if s { value as f32 } else { 1.0 })
+                .collect())
+        })
+        .collect()
 }
 
 /// The "80/20" baseline: the top `keep` fraction of valid tokens by entropy get `1/keep`.

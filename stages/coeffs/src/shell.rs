@@ -11,8 +11,8 @@ use deltarl_schemas::{
 };
 
 use crate::{
-    estimate_sorted, fixed_order, Error, Output, Response, Result, Settings, Summary, Vectors,
-    Visit,
+    estimate_sorted, fixed_order, Error, Estimator, Output, Response, Result, Settings, Summary,
+    Vectors, Visit,
 };
 
 /// Decoded vectors a batch of a pass holds at most (one response when a single one is
@@ -61,7 +61,7 @@ impl Vectors for FileVectors<'_> {
 /// from the features file pass by pass (`features_scalars` are its entropies,
 /// `features_probs` its token probabilities, `dim` its vector dimension); the estimation
 /// itself is [`estimate_sorted`]. `decode` turns token ids into text for the extreme-token
-/// table.
+/// table and, for `oracle-tokens`, for the task's token labels.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     settings: &Settings,
@@ -76,8 +76,23 @@ pub fn run(
     let score_of = Index::new(scores);
     let feats = Index::new(features_scalars);
     let probs = Index::new(features_probs);
+    // The oracle's token labels: each token decoded alone, the task's grammar applied.
+    let labels: Vec<Vec<bool>> = match settings.estimator {
+        Estimator::OracleTokens { task, .. } => rollouts
+            .iter()
+            .map(|r| {
+                let pieces: Vec<String> =
+                    r.response_token_ids.iter().map(|&t| decode(&[t])).collect();
+                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                task.connective_tokens(&pieces).unwrap_or_default()
+            })
+            .collect(),
+        Estimator::Uniform | Estimator::TopEntropy { .. } | Estimator::Delta(_) => {
+            vec![Vec::new(); rollouts.len()]
+        }
+    };
     let mut responses = Vec::with_capacity(rollouts.len());
-    for r in rollouts {
+    for (r, shared) in rollouts.iter().zip(&labels) {
         let at = || r.response().to_string();
         let s = score_of.get(r, "scores").map_err(Error::Input)?;
         let f = feats.get(r, "features").map_err(Error::Input)?;
@@ -100,6 +115,7 @@ pub fn run(
             features: &[],
             entropy: &f.entropy,
             token_prob: &p.token_prob,
+            shared,
         });
     }
     let order = fixed_order(&responses)?;

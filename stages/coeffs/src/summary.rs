@@ -187,6 +187,7 @@ mod tests {
             features: &[],
             entropy: &[],
             token_prob,
+            shared: &[],
         }
     }
 

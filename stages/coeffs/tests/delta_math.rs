@@ -16,6 +16,7 @@ fn resp<'a>(pid: &'a str, idx: u32, adv: f32, f: &'a [f32], e: &'a [f32]) -> Res
         features: f,
         entropy: e,
         token_prob: &[],
+        shared: &[],
     }
 }
 

@@ -96,6 +96,7 @@ fn coefficients(rows: &[FeatureRow]) -> Vec<f32> {
             features: &r.features,
             entropy: &r.entropy,
             token_prob: &r.token_prob,
+            shared: &[],
         })
         .collect();
     let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();

@@ -163,6 +163,7 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
             features: &feats[i],
             entropy: &ents[i],
             token_prob: &[],
+            shared: &[],
         })
         .collect();
     let unit = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings {

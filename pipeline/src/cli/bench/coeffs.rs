@@ -139,6 +139,7 @@ fn time(run: Run, shape: Shape, from_file: bool, numpy: bool) -> Result<Timing> 
             features: &feats[i],
             entropy: &ents[i],
             token_prob: &[],
+            shared: &[],
         })
         .collect();
     let s = Settings::new(Estimator::Delta(DeltaSettings::default()))?;

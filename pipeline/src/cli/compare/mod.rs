@@ -6,6 +6,7 @@
 //! variant is an algorithm or a labelled set of configuration keys (ablations, sweeps).
 
 mod figure;
+mod heldout;
 mod outcome;
 mod paired_table;
 mod variant;
@@ -20,6 +21,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Stage};
+use heldout::{base_eval, sampled_eval, SAMPLED_ANSWERS};
+use paired_table::Scores;
 
 use crate::context::Ctx;
 use crate::rundir::RunLock;
@@ -89,38 +92,6 @@ fn run_config(
     Ok(toml::to_string(&t)?)
 }
 
-/// The held-out answers of the shared base (iteration 0 of every curve), graded as the eval
-/// stage grades; kept in the comparison's folder for the same base weights and eval
-/// settings, recomputed otherwise. None when the runs have no built-in task.
-fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
-    let s = crate::stage::eval::Settings::new(&ctx.cfg);
-    let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
-        return Ok(None);
-    };
-    let settings = serde_json::to_string(&s)?;
-    // The base's identity: the hashes of the files its warm start wrote.
-    let weights = deltarl_schemas::Manifest::read(&base.join("manifest.json"))?
-        .map(|m| m.outputs.values().cloned().collect::<Vec<_>>().join(","))
-        .unwrap_or_default();
-    let path = folder.join("base-eval.parquet");
-    if path.exists() && !weights.is_empty() {
-        let (rows, meta) = read_path::<EvalRow>(&path)?;
-        if meta.extra.get("base_weights") == Some(&weights)
-            && meta.extra.get("settings") == Some(&settings)
-        {
-            return Ok(Some(rows));
-        }
-    }
-    let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
-    let rows = crate::stage::eval::heldout_rows(&policy, task, &s, 0)?;
-    let meta = deltarl_schemas::FileMeta::new(Stage::Eval.name(), &ctx.cfg.hash())
-        .with("settings", settings)
-        .with("base_weights", weights);
-    deltarl_schemas::atomic_write(&path, |w| deltarl_schemas::write_table(w, &rows, &meta))
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(Some(rows))
-}
-
 fn accuracy(rows: &[EvalRow]) -> f64 {
     rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64
 }
@@ -153,7 +124,11 @@ impl Args {
             .canonicalize()
             .with_context(|| format!("config {}", self.config.display()))?;
         let mut results: Vec<Outcome> = Vec::new();
-        let mut scores = std::collections::BTreeMap::new();
+        let mut scores = Scores::new();
+        // The second readout: final policies sampled as the rollout samples.
+        let mut sampled: Vec<Outcome> = Vec::new();
+        let mut sampled_scores = Scores::new();
+        let mut sampling = String::new();
         let mut shared_base: Option<PathBuf> = None;
         let variants = labels;
         let total = variants.len() as u64 * self.seeds;
@@ -202,25 +177,25 @@ impl Args {
                     curve,
                     last,
                 });
+                if let Some(rows) = sampled_eval(&ctx, &folder, &name, self.iters)? {
+                    let r = &ctx.cfg.opts.rollout;
+                    sampling = format!(
+                        "{SAMPLED_ANSWERS} answers a problem at temperature {}, top-p {}, top-k {}",
+                        r.temperature, r.top_p, r.top_k
+                    );
+                    sampled_scores.insert((v.clone(), seed), deltarl_eval::problem_accuracy(&rows));
+                    sampled.push(Outcome {
+                        variant: v.clone(),
+                        seed,
+                        curve: Vec::new(),
+                        last: accuracy(&rows),
+                    });
+                }
             }
         }
         let base_acc = base_rows.as_deref().map(accuracy);
-        let mut table = String::from("| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n|---|---|---|---|---|\n");
+        let mut table = means_table(&variants, &results);
         let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
-        for v in &variants {
-            let finals: Vec<f64> = results
-                .iter()
-                .filter(|r| &r.variant == v)
-                .map(|r| r.last)
-                .collect();
-            let (m, ci) = crate::paired::mean_ci(&finals);
-            let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
-            table += &format!(
-                "| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n",
-                finals.len(),
-                per.join(", ")
-            );
-        }
         let baseline = match self.baseline {
             Some(b) => b,
             None if variants.iter().any(|v| v == "dapo") => "dapo".to_string(),
@@ -228,6 +203,16 @@ impl Args {
         };
         if variants.len() > 1 {
             table += &paired_table(&variants, &baseline, &results, &scores);
+        }
+        if !sampled.is_empty() {
+            table += &format!(
+                "\nThe final policies sampled as the rollout samples ({sampling}; the runs' \
+                 own evaluation above is the config's `[eval]`):\n\n"
+            );
+            table += &means_table(&variants, &sampled);
+            if variants.len() > 1 {
+                table += &paired_table(&variants, &baseline, &sampled, &sampled_scores);
+            }
         }
         for Outcome {
             variant: v,
@@ -276,6 +261,30 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// Each variant's final held-out accuracy over seeds: the mean, its 95 % t-interval and
+/// every seed's.
+fn means_table(variants: &[String], results: &[Outcome]) -> String {
+    let mut table = String::from(
+        "| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n\
+         |---|---|---|---|---|\n",
+    );
+    for v in variants {
+        let finals: Vec<f64> = results
+            .iter()
+            .filter(|r| &r.variant == v)
+            .map(|r| r.last)
+            .collect();
+        let (m, ci) = crate::paired::mean_ci(&finals);
+        let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
+        table += &format!(
+            "| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n",
+            finals.len(),
+            per.join(", ")
+        );
+    }
+    table
 }
 
 /// The run of one variant and seed of a comparison.

@@ -86,6 +86,8 @@ fn negative_coefficients_are_refused() {
     assert!(e.contains("update.entropy_coef"), "{e}");
     let e = refused(|o| o.score.overlong_factor = -1.0);
     assert!(e.contains("score.overlong_factor"), "{e}");
+    let e = refused(|o| o.coeffs.oracle_value = f64::NAN);
+    assert!(e.contains("coeffs.oracle_value"), "{e}");
 }
 
 #[test]

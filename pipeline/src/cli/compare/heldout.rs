@@ -1,0 +1,115 @@
+//! Held-out answers `compare` grades itself, beside each run's eval stage: the shared base's
+//! (iteration 0 of every curve) and each final policy's sampled as the rollout samples —
+//! what RL optimises — next to the eval stage's own setting (greedy in the shipped
+//! configs). Both are kept in the comparison folder and reused only for the same weights
+//! and settings, so a rerun of a finished comparison grades nothing again.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use deltarl_schemas::{read_path, EvalRow, Manifest, Stage};
+
+use crate::context::Ctx;
+use crate::stage::eval::{heldout_rows, Settings};
+
+/// Answers a problem in the sampled readout: enough that a problem's score is a fraction,
+/// not a coin, at four times a greedy evaluation's cost.
+pub const SAMPLED_ANSWERS: u32 = 4;
+
+/// The weights a stage wrote, by the hashes its manifest records ("" when it has none).
+fn weights(manifest: &Path) -> Result<String> {
+    Ok(Manifest::read(manifest)?
+        .map(|m| m.outputs.values().cloned().collect::<Vec<_>>().join(","))
+        .unwrap_or_default())
+}
+
+/// The rows in `path` when they were graded for the same `weights` and `s`, else those
+/// `grade` computes, written there.
+fn cached(
+    ctx: &Ctx,
+    path: &Path,
+    weights: String,
+    s: &Settings,
+    grade: impl FnOnce() -> Result<Vec<EvalRow>>,
+) -> Result<Vec<EvalRow>> {
+    let settings = serde_json::to_string(s)?;
+    if path.exists() && !weights.is_empty() {
+        let (rows, meta) = read_path::<EvalRow>(path)?;
+        if meta.extra.get("base_weights") == Some(&weights)
+            && meta.extra.get("settings") == Some(&settings)
+        {
+            return Ok(rows);
+        }
+    }
+    let rows = grade()?;
+    let meta = deltarl_schemas::FileMeta::new(Stage::Eval.name(), &ctx.cfg.hash())
+        .with("settings", settings)
+        .with("base_weights", weights);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    deltarl_schemas::atomic_write(path, |w| deltarl_schemas::write_table(w, &rows, &meta))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(rows)
+}
+
+/// The held-out answers of the shared base, graded as the eval stage grades, kept as
+/// `base-eval.parquet`. None when the runs have no built-in task.
+pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
+    let s = Settings::new(&ctx.cfg);
+    let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
+        return Ok(None);
+    };
+    let rows = cached(
+        ctx,
+        &folder.join("base-eval.parquet"),
+        weights(&base.join("manifest.json"))?,
+        &s,
+        || {
+            let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
+            heldout_rows(&policy, task, &s, 0)
+        },
+    )?;
+    Ok(Some(rows))
+}
+
+/// The eval stage's settings with the rollout's sampling: [`SAMPLED_ANSWERS`] answers a
+/// problem at the rollout's temperature, top-p and top-k.
+pub fn sampled_settings(ctx: &Ctx) -> Settings {
+    let r = &ctx.cfg.opts.rollout;
+    Settings {
+        samples: SAMPLED_ANSWERS,
+        temperature: r.temperature,
+        top_p: r.top_p,
+        top_k: r.top_k,
+        ..Settings::new(&ctx.cfg)
+    }
+}
+
+/// The held-out answers of the run's policy after iteration `iter`, sampled as the rollout
+/// samples ([`sampled_settings`]), kept as `sampled/<run>.parquet`. None when the run has
+/// no built-in task.
+pub fn sampled_eval(
+    ctx: &Ctx,
+    folder: &Path,
+    run: &str,
+    iter: u32,
+) -> Result<Option<Vec<EvalRow>>> {
+    let s = sampled_settings(ctx);
+    let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
+        return Ok(None);
+    };
+    let dir = ctx.run.iter_dir(iter).join("policy");
+    let rows = cached(
+        ctx,
+        &folder.join("sampled").join(format!("{run}.parquet")),
+        weights(&ctx.run.manifest_path(iter, Stage::Update))?,
+        &s,
+        || {
+            let policy = crate::stage::load_policy(&dir, ctx.device, s.dtype)?;
+            heldout_rows(&policy, task, &s, iter)
+        },
+    )
+    .with_context(|| format!("the sampled held-out readout of {}", dir.display()))?;
+    Ok(Some(rows))
+}

@@ -1,0 +1,73 @@
+//! The oracle estimator (`oracle-tokens`) on a batch small enough to check by hand.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use deltarl_coeffs::{estimate, Estimator, Response, Settings};
+use deltarl_data::Task;
+
+fn resp<'a>(idx: u32, adv: f32, kept: bool, f: &'a [f32], shared: &'a [bool]) -> Response<'a> {
+    Response {
+        prompt_id: "p",
+        sample_idx: idx,
+        advantage: adv,
+        kept,
+        features: f,
+        entropy: &[0.5; 3][..f.len() / 2],
+        token_prob: &[],
+        shared,
+    }
+}
+
+const F: [f32; 6] = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+
+fn oracle(value: f64) -> Settings {
+    Settings::new(Estimator::OracleTokens {
+        task: Task::Varied,
+        value,
+    })
+    .unwrap()
+}
+
+#[test]
+fn labelled_tokens_get_the_value_the_others_one() {
+    let labels = [true, false, true];
+    let batch = [
+        resp(0, 1.0, true, &F, &labels),
+        resp(1, -1.0, true, &F, &[false, false, true]),
+        // Not kept (dynamic sampling): 0 everywhere, whatever its labels.
+        resp(2, 0.0, false, &F, &labels),
+    ];
+    let out = estimate(&oracle(0.0), 2, &batch).unwrap();
+    assert_eq!(
+        out.coeffs,
+        vec![vec![0.0, 1.0, 0.0], vec![1.0, 1.0, 0.0], vec![0.0; 3]]
+    );
+    let out = estimate(&oracle(0.25), 2, &batch).unwrap();
+    assert_eq!(out.coeffs[0], vec![0.25, 1.0, 0.25]);
+    // Value 1 is DAPO's coefficients exactly.
+    let dapo = estimate(&Settings::new(Estimator::Uniform).unwrap(), 2, &batch).unwrap();
+    assert_eq!(
+        estimate(&oracle(1.0), 2, &batch).unwrap().coeffs,
+        dapo.coeffs
+    );
+}
+
+#[test]
+fn missing_labels_and_unlabelled_tasks_are_refused_by_name() {
+    let batch = [resp(4, 1.0, true, &F, &[true])];
+    let e = estimate(&oracle(0.0), 2, &batch).unwrap_err().to_string();
+    assert!(
+        e.contains("sample_idx 4") && e.contains("1 token labels for 3 tokens"),
+        "{e}"
+    );
+    for task in [Task::Arith, Task::Code] {
+        let e = Settings::new(Estimator::OracleTokens { task, value: 0.0 }).unwrap_err();
+        assert!(e.to_string().contains(task.source()), "{e}");
+    }
+    for value in [-0.5, f64::NAN] {
+        let e = Settings::new(Estimator::OracleTokens {
+            task: Task::Steps,
+            value,
+        });
+        assert!(e.is_err(), "value {value}");
+    }
+}
