@@ -35,13 +35,17 @@ pub struct Args {
     config: PathBuf,
     /// Comma-separated variants: an algorithm (`dapo`), or a label and the keys it sets,
     /// `LABEL:KEY=VALUE[;KEY=VALUE...]` (`k0:algorithm=delta;coeffs.refine_steps=0`). The
-    /// first variant's seed-1 run warm-starts the base every other run starts from: keep it
+    /// first variant's first-seed run warm-starts the base every other run starts from: keep it
     /// first when adding variants to a comparison, or its base is warm-started again.
     #[arg(long, default_value = "grpo,dapo,delta", value_delimiter = ',')]
     variants: Vec<Variant>,
-    /// Seeds per variant (1..=N).
+    /// Seeds per variant: `--first-seed` and the N - 1 after it.
     #[arg(long, default_value_t = 3)]
     seeds: u64,
+    /// The first seed (tuning on seeds apart from the reported ones: `--first-seed 101`).
+    /// Its run warm-starts the comparison's base, so another first seed is another base.
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
     /// Iterations per run.
     #[arg(long, default_value_t = 20)]
     iters: u32,
@@ -136,7 +140,7 @@ impl Args {
         let mut base_rows = None;
         for variant in &self.variants {
             let v = &variant.label;
-            for seed in 1..=self.seeds {
+            for seed in self.first_seed..self.first_seed.saturating_add(self.seeds) {
                 k += 1;
                 let name = run_name(&self.name, v, seed);
                 let cfg = folder.join("configs").join(format!("{v}-s{seed}.toml"));
