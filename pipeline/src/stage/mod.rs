@@ -52,7 +52,7 @@ pub fn settings_json(stage: Stage, cfg: &Resolved) -> Result<serde_json::Value> 
         Stage::Score => serde_json::to_value(score::Settings::new(cfg)),
         Stage::Features => serde_json::to_value(features::Settings::new(cfg)),
         Stage::Coeffs => serde_json::to_value(coeffs::settings(cfg)?),
-        Stage::Update => serde_json::to_value(update::Settings::new(cfg)),
+        Stage::Update => serde_json::to_value(update::settings(cfg)),
         Stage::Eval => serde_json::to_value(eval::Settings::new(cfg)),
     };
     value.with_context(|| format!("cannot serialise the settings of stage {stage}"))
@@ -66,7 +66,7 @@ pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
         Stage::Score => hash_of(stage, &score::Settings::new(cfg)),
         Stage::Features => hash_of(stage, &features::Settings::new(cfg)),
         Stage::Coeffs => hash_of(stage, &coeffs::settings(cfg)?),
-        Stage::Update => hash_of(stage, &update::Settings::new(cfg)),
+        Stage::Update => hash_of(stage, &update::settings(cfg)),
         Stage::Eval => hash_of(stage, &eval::Settings::new(cfg)),
     }
 }
@@ -89,7 +89,7 @@ pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
         Stage::Score => score::run(env, &score::Settings::new(cfg)),
         Stage::Features => features::run(env, &features::Settings::new(cfg)),
         Stage::Coeffs => coeffs::run(env, &coeffs::settings(cfg)?),
-        Stage::Update => update::run(env, &update::Settings::new(cfg)),
+        Stage::Update => update::run(env, &update::settings(cfg)),
         Stage::Eval => eval::run(env, &eval::Settings::new(cfg)),
     }
 }

@@ -3,16 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use anyhow::{Context, Result};
 use serde_json::json;
 
 use deltarl_model::generate::logprob_temperature;
-use deltarl_model::Dtype;
-use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::Stage;
-use deltarl_update::shell::{train_rows, write_metrics, Inputs};
-use deltarl_update::{AdamW, AdamWSettings, JoinSettings, LossSettings};
+use deltarl_update::shell::{check_steps, train_rows, write_metrics, Inputs};
+use deltarl_update::{AdamW, JoinSettings, LossSettings};
 
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
@@ -20,94 +17,40 @@ use super::temp_folder::TempFolder;
 use crate::config::Resolved;
 use crate::progress::Progress;
 
-/// Everything the update reads from the configuration.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    pub seed: u64,
-    /// Old log-probs and the mismatch correction.
-    pub join: JoinSettings,
-    pub loss: LossSettings,
-    pub optimizer_steps: usize,
-    pub micro_batch_rows: usize,
-    pub micro_batch_tokens: Option<usize>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub activation_checkpointing: bool,
-    pub warmup_steps: u64,
-    pub lr: f64,
-    pub weight_decay: f64,
-    pub grad_clip: f64,
-    /// The rollout temperature the log-probs are measured at.
-    pub temperature: f64,
-    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
-    pub head_chunk_bytes: u64,
-    pub dtype: Dtype,
-    /// Shard the optimizer state over the processes (ZeRO-1): the same step, so not hashed.
-    #[serde(skip)]
-    pub shard_optimizer: bool,
-    /// Largest weights file written, in bytes.
-    #[serde(skip_serializing_if = "is_default_shard")]
-    pub shard_bytes: u64,
-}
+/// The update stage's settings (the update crate's own).
+pub type Settings = deltarl_update::Settings;
 
-fn is_default_shard(b: &u64) -> bool {
-    *b == deltarl_model::DEFAULT_SHARD_BYTES
-}
-
-/// AdamW's moment decay rates and epsilon (the reference's, not configurable).
-const BETA1: f64 = 0.9;
-const BETA2: f64 = 0.999;
-const ADAM_EPS: f64 = 1e-8;
-
-impl Settings {
-    pub fn new(cfg: &Resolved) -> Self {
-        let (o, u) = (&cfg.opts, &cfg.opts.update);
-        Settings {
-            seed: o.seed,
-            join: JoinSettings {
-                old_logprobs: u.old_logprobs,
-                tis_cap: (u.tis_cap > 0.0).then_some(u.tis_cap),
-            },
-            loss: LossSettings {
-                eps_low: u.eps_low,
-                eps_high: cfg.eps_high,
-                dual_clip: (u.dual_clip > 0.0).then_some(u.dual_clip),
-                aggregation: cfg.aggregation,
-                norm_len: o.rollout.max_new_tokens as f64,
-                kl_coef: u.kl_coef,
-                entropy_coef: u.entropy_coef,
-            },
-            optimizer_steps: u.optimizer_steps,
-            micro_batch_rows: u.micro_batch_rows,
-            micro_batch_tokens: crate::config::zero_is_off(u.micro_batch_tokens),
-            activation_checkpointing: u.activation_checkpointing,
-            shard_optimizer: u.shard_optimizer,
-            warmup_steps: u.warmup_steps,
-            lr: u.lr,
-            weight_decay: u.weight_decay,
-            grad_clip: u.grad_clip,
-            temperature: logprob_temperature(o.rollout.temperature),
-            head_chunk_bytes: o.model.head_chunk_bytes(),
-            dtype: o.model.dtype,
-            shard_bytes: o.checkpoint.shard_mb.saturating_mul(1_000_000),
-        }
-    }
-
-    /// The update crate's settings for iteration `iter` (the mini-batch shuffle is seeded
-    /// per iteration).
-    fn core(&self, iter: u32) -> deltarl_update::Settings {
-        deltarl_update::Settings {
-            loss: self.loss,
-            optimizer_steps: self.optimizer_steps,
-            micro_batch_rows: self.micro_batch_rows,
-            micro_batch_tokens: self.micro_batch_tokens,
-            activation_checkpointing: self.activation_checkpointing,
-            warmup_steps: self.warmup_steps,
-            lr: self.lr,
-            grad_clip: self.grad_clip,
-            head_chunk_bytes: self.head_chunk_bytes,
-            temperature: self.temperature,
-            seed: seed_for(self.seed, iter, Stage::Update.name(), "", 0),
-        }
+/// The update's settings under this configuration.
+pub fn settings(cfg: &Resolved) -> Settings {
+    let (o, u) = (&cfg.opts, &cfg.opts.update);
+    Settings {
+        seed: o.seed,
+        join: JoinSettings {
+            old_logprobs: u.old_logprobs,
+            tis_cap: (u.tis_cap > 0.0).then_some(u.tis_cap),
+        },
+        loss: LossSettings {
+            eps_low: u.eps_low,
+            eps_high: cfg.eps_high,
+            dual_clip: (u.dual_clip > 0.0).then_some(u.dual_clip),
+            aggregation: cfg.aggregation,
+            norm_len: o.rollout.max_new_tokens as f64,
+            kl_coef: u.kl_coef,
+            entropy_coef: u.entropy_coef,
+        },
+        optimizer_steps: u.optimizer_steps,
+        micro_batch_rows: u.micro_batch_rows,
+        micro_batch_tokens: crate::config::zero_is_off(u.micro_batch_tokens),
+        activation_checkpointing: u.activation_checkpointing,
+        shard_optimizer: u.shard_optimizer,
+        warmup_steps: u.warmup_steps,
+        lr: u.lr,
+        weight_decay: u.weight_decay,
+        grad_clip: u.grad_clip,
+        temperature: logprob_temperature(o.rollout.temperature),
+        head_chunk_bytes: o.model.head_chunk_bytes(),
+        dtype: o.model.dtype,
+        shard_bytes: o.checkpoint.shard_mb.saturating_mul(1_000_000),
     }
 }
 
@@ -148,17 +91,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         (Some(g), true) => g.shard(),
         _ => deltarl_schemas::Shard::WHOLE,
     };
-    let mut opt = AdamW::sharded(
-        &policy.vs,
-        AdamWSettings {
-            lr: s.lr,
-            beta1: BETA1,
-            beta2: BETA2,
-            eps: ADAM_EPS,
-            weight_decay: s.weight_decay,
-        },
-        shard,
-    );
+    let mut opt = AdamW::sharded(&policy.vs, s.adamw(), shard);
     if let Some(dir) = optimizer_state(env)?.as_deref().and_then(Path::parent) {
         opt.load(dir)?;
     }
@@ -167,10 +100,10 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     } else {
         None
     };
-    let core = s.core(env.iter);
     let progress = Progress::new("update", rows.len() as u64 * s.optimizer_steps as u64);
     let metrics = deltarl_update::run(
-        &core,
+        s,
+        env.iter,
         &policy,
         &mut opt,
         reference.as_ref().map(|p| &p.model),
@@ -180,19 +113,8 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     )
     .with_context(|| format!("updating the policy in {}", src.display()))?;
     progress.finish();
-    // Steps with a non-finite gradient norm were skipped; if every one was, the update
-    // learned nothing and something upstream is broken. A non-finite weight is never a
-    // result. Either way, refuse before anything is written.
-    let skipped = metrics.iter().filter(|m| !m.grad_norm.is_finite()).count();
-    if skipped > 0 && skipped == metrics.len() {
-        bail!(
-            "all {skipped} optimizer steps had a non-finite gradient norm (loss {}); nothing written",
-            metrics[0].loss
-        );
-    }
-    if let Some(name) = policy.first_non_finite() {
-        bail!("after the update, tensor {name} has non-finite values (nothing written)");
-    }
+    // Refused before anything is written: no finite step, or non-finite weights.
+    let skipped = check_steps(&metrics, &policy)?;
     // Every process holds the same weights now; sharded optimizer state comes to rank 0,
     // which alone writes.
     let opt_state = opt.consolidated(env.ranks)?;
@@ -209,7 +131,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     tmp.commit(&final_dir)?;
     tmp_opt.commit(&opt_dir)?;
     env.write_output(Stage::Update, |w| -> Result<()> {
-        write_metrics(w, (&core, &s.join), &metrics, &mismatch, env.meta())?;
+        write_metrics(w, s, env.iter, &metrics, &mismatch, env.meta())?;
         Ok(())
     })?;
     let last = metrics.last();

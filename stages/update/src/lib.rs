@@ -4,13 +4,15 @@
 mod adamw;
 mod loss;
 mod optimizer_state;
+mod settings;
 pub mod shell;
 mod train;
 
 pub use adamw::{AdamW, AdamWSettings};
 pub use loss::{token_loss, token_weights, Aggregation, LossSettings, TokenLoss};
+pub use settings::Settings;
 pub use shell::{JoinSettings, Mismatch, OldLogprobs};
-pub use train::{run, Settings, TrainRow};
+pub use train::{run, TrainRow};
 
 /// Errors of the update stage.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +27,14 @@ pub enum Error {
     Dist(#[from] deltarl_dist::Error),
     #[error("{0}")]
     Input(String),
+    /// Every step's gradient norm was non-finite: the update learned nothing, something
+    /// upstream is broken.
+    #[error(
+        "all {steps} optimizer steps had a non-finite gradient norm (loss {loss}); nothing written"
+    )]
+    NoFiniteStep { steps: usize, loss: f64 },
+    #[error("after the update, tensor {tensor} has non-finite values (nothing written)")]
+    NonFiniteWeights { tensor: String },
     #[error("{}: {message}", path.display())]
     State {
         path: std::path::PathBuf,

@@ -143,10 +143,29 @@ pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, M
     Ok((rows, mismatch.finish()))
 }
 
-/// Writes the per-step metrics with the settings and the mismatch in the file metadata.
+/// Refuses an update that must not be written: every step skipped for a non-finite
+/// gradient norm, or a non-finite weight after the steps. Returns how many steps were
+/// skipped.
+pub fn check_steps(metrics: &[UpdateRow], policy: &deltarl_model::Policy) -> Result<usize> {
+    let skipped = metrics.iter().filter(|m| !m.grad_norm.is_finite()).count();
+    if skipped > 0 && skipped == metrics.len() {
+        return Err(Error::NoFiniteStep {
+            steps: skipped,
+            loss: metrics[0].loss,
+        });
+    }
+    if let Some(tensor) = policy.first_non_finite() {
+        return Err(Error::NonFiniteWeights { tensor });
+    }
+    Ok(skipped)
+}
+
+/// Writes iteration `iter`'s per-step metrics with the settings and the mismatch in the
+/// file metadata.
 pub fn write_metrics<W: Write + Send>(
     out: W,
-    settings: (&Settings, &JoinSettings),
+    settings: &Settings,
+    iter: u32,
     metrics: &[UpdateRow],
     mismatch: &Mismatch,
     meta: FileMeta,
@@ -154,11 +173,11 @@ pub fn write_metrics<W: Write + Send>(
     let meta = meta
         .with(
             "settings",
-            serde_json::to_string(settings.0).unwrap_or_default(),
+            serde_json::to_string(&settings.recorded(iter)).unwrap_or_default(),
         )
         .with(
             "join",
-            serde_json::to_string(settings.1).unwrap_or_default(),
+            serde_json::to_string(&settings.join).unwrap_or_default(),
         )
         .with(
             "mismatch",

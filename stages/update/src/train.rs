@@ -6,40 +6,9 @@ use deltarl_features::{budget_chunks, head_chunk_tokens, token_stats, TeacherFor
 use deltarl_model::{Policy, Qwen3};
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{Shard, UpdateRow};
-use serde::Serialize;
 use tch::{Kind, Tensor};
 
-use crate::{token_loss, token_weights, AdamW, Error, LossSettings, Result};
-
-/// Validated update settings.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    pub loss: LossSettings,
-    /// Optimizer steps per iteration (the batch is split into this many mini-batches of
-    /// whole prompt groups).
-    pub optimizer_steps: usize,
-    /// Responses per forward/backward pass (gradient accumulation inside a mini-batch).
-    pub micro_batch_rows: usize,
-    /// And at most this many tokens (prompt + response) per pass (None = no limit).
-    pub micro_batch_tokens: Option<usize>,
-    /// Recompute each decoder layer's activations in the backward pass instead of keeping
-    /// them (see `deltarl_model::Checkpointed`): same gradients, less memory, one more
-    /// forward of the blocks.
-    pub activation_checkpointing: bool,
-    /// Linear warm-up length in optimizer steps (counted over the whole run).
-    pub warmup_steps: u64,
-    pub lr: f64,
-    /// Gradient clipping by global norm (0 = off).
-    pub grad_clip: f64,
-    /// Most bytes of one `[tokens, vocabulary]` f32 buffer of the LM head: longer passes
-    /// run the head in chunks (`deltarl_features::ChunkedHead`; 0 = the whole pass).
-    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
-    pub head_chunk_bytes: u64,
-    /// The rollout temperature (log-probs are measured at it, like the old ones).
-    pub temperature: f64,
-    /// Seed of the mini-batch shuffle.
-    pub seed: u64,
-}
+use crate::{token_loss, token_weights, AdamW, Error, Result, Settings};
 
 /// One response to train on: tokens, old log-probs, advantage and coefficients.
 #[derive(Clone, Debug)]
@@ -82,7 +51,7 @@ fn mini_batches(rows: &[&TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// Runs the configured optimizer steps over `rows` and returns one metrics row per step.
+/// Runs iteration `iter`'s optimizer steps over `rows` and returns one metrics row per step.
 /// `reference` is the base policy when KL is on; `progress` is told how many responses
 /// each micro-batch trained on.
 ///
@@ -95,6 +64,7 @@ fn mini_batches(rows: &[&TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
 #[allow(clippy::assign_op_pattern)]
 pub fn run(
     s: &Settings,
+    iter: u32,
     policy: &Policy,
     opt: &mut AdamW,
     reference: Option<&Qwen3>,
@@ -119,7 +89,7 @@ pub fn run(
     // Empty responses have no tokens to train on.
     let rows: Vec<&TrainRow> = rows.iter().filter(|r| !r.response_ids.is_empty()).collect();
     let mut out = Vec::new();
-    for mb in mini_batches(&rows, s.optimizer_steps, s.seed) {
+    for mb in mini_batches(&rows, s.optimizer_steps, s.shuffle_seed(iter)) {
         let mb_tokens: usize = mb.iter().map(|&i| rows[i].response_ids.len()).sum();
         let mb_seqs = mb.len();
         opt.zero_grad();

@@ -78,10 +78,12 @@ fn update(bf16: bool, checkpointing: bool, chunk_tokens: Option<u64>) -> Outcome
         head_chunk_bytes: chunk_tokens.map_or(0, |t| 4 * vocab * t),
         temperature: 0.9,
         seed: 2,
+        ..common::settings()
     };
     let reference = base.unwrap();
     let m = run(
         &s,
+        1,
         &p,
         &mut opt,
         Some(&reference.model),

@@ -103,7 +103,7 @@ fn train(
     opt: &mut AdamW,
     coeffs: &[Vec<f32>],
 ) -> Vec<deltarl_schemas::UpdateRow> {
-    run(s, p, opt, None, &train_rows(coeffs), None, &mut |_| {}).unwrap()
+    run(s, 1, p, opt, None, &train_rows(coeffs), None, &mut |_| {}).unwrap()
 }
 
 fn token_mean_settings(optimizer_steps: usize) -> Settings {
@@ -119,6 +119,7 @@ fn token_mean_settings(optimizer_steps: usize) -> Settings {
         head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 1,
+        ..common::settings()
     }
 }
 
@@ -191,6 +192,7 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
         head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 5,
+        ..common::settings()
     };
     let adam = AdamWSettings {
         lr: 1e-2,
@@ -251,6 +253,7 @@ fn micro_batching_does_not_change_the_objective() {
                 head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
                 temperature: 1.0,
                 seed: 5,
+                ..common::settings()
             };
             let m = train(&s, &p, &mut opt, &coeffs);
             losses.push((m[0].loss, m[0].grad_norm));
@@ -331,7 +334,7 @@ fn a_step_with_a_non_finite_gradient_norm_is_skipped() {
     let mut opt = AdamW::new(&p.vs, adam);
     let s = token_mean_settings(2);
     let before = weights(&p);
-    let m = run(&s, &p, &mut opt, None, &rows, None, &mut |_| {}).unwrap();
+    let m = run(&s, 1, &p, &mut opt, None, &rows, None, &mut |_| {}).unwrap();
     assert_eq!(m.len(), 2);
     assert!(m.iter().all(|r| r.grad_norm.is_nan()), "{m:?}");
     assert_eq!(opt.step, 0);

@@ -146,8 +146,9 @@ fn gradients(folder: &std::path::Path, rows: &[deltarl_update::TrainRow]) -> Vec
         head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 2,
+        ..common::settings()
     };
-    deltarl_update::run(&s, &p, &mut opt, None, rows, None, &mut |_| {}).unwrap();
+    deltarl_update::run(&s, 1, &p, &mut opt, None, rows, None, &mut |_| {}).unwrap();
     let mut names: Vec<String> = p.vs.variables().into_keys().collect();
     names.sort();
     names

@@ -16,3 +16,37 @@ pub fn tiny_policy() -> (tempfile::TempDir, deltarl_model::Policy) {
     .unwrap();
     (dir, p)
 }
+
+/// Update settings for the fields a test does not state (struct update syntax): the stage
+/// defaults the tests do not vary. The loss and step shape are always the test's own.
+pub fn settings() -> deltarl_update::Settings {
+    deltarl_update::Settings {
+        seed: 1,
+        join: deltarl_update::shell::JoinSettings {
+            old_logprobs: deltarl_update::OldLogprobs::Recompute,
+            tis_cap: None,
+        },
+        loss: deltarl_update::LossSettings {
+            eps_low: 0.2,
+            eps_high: 0.28,
+            dual_clip: None,
+            aggregation: deltarl_update::Aggregation::TokenMean,
+            norm_len: 16.0,
+            kl_coef: 0.0,
+            entropy_coef: 0.0,
+        },
+        optimizer_steps: 1,
+        micro_batch_rows: 1,
+        micro_batch_tokens: None,
+        activation_checkpointing: false,
+        warmup_steps: 0,
+        lr: 1e-3,
+        weight_decay: 0.0,
+        grad_clip: 0.0,
+        temperature: 1.0,
+        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        dtype: deltarl_model::Dtype::F32,
+        shard_optimizer: false,
+        shard_bytes: deltarl_model::DEFAULT_SHARD_BYTES,
+    }
+}
