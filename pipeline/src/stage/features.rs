@@ -3,13 +3,9 @@
 //! features.parquet.
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use serde_json::json;
 
-use deltarl_features::Proxy;
 use deltarl_model::generate::logprob_temperature;
-use deltarl_model::Dtype;
-use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{read_path, FeatureRow, RolloutRow, Stage};
 
 use super::env::{load_policy, Env};
@@ -17,35 +13,24 @@ use super::ran::{num, Ran};
 use crate::config::Resolved;
 use crate::progress::Progress;
 
-/// Everything the features pass reads from the configuration.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    pub seed: u64,
-    pub proxy: Proxy,
-    /// Project to this many dimensions when the hidden size is larger.
-    pub project_dim: Option<usize>,
-    /// The rollout temperature the probabilities are measured at.
-    pub temperature: f64,
-    pub chunk_rows: usize,
-    pub chunk_tokens: Option<usize>,
-    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
-    pub head_chunk_bytes: u64,
-    pub dtype: Dtype,
-}
+/// The features stage's settings (the features crate's own).
+pub type Settings = deltarl_features::Settings;
 
-impl Settings {
-    pub fn new(cfg: &Resolved) -> Self {
-        let o = &cfg.opts;
-        Settings {
-            seed: o.seed,
-            proxy: o.features.proxy,
-            project_dim: crate::config::zero_is_off(o.features.project_dim),
-            temperature: logprob_temperature(o.rollout.temperature),
-            chunk_rows: o.features.chunk_rows,
-            chunk_tokens: crate::config::zero_is_off(o.features.chunk_tokens),
-            head_chunk_bytes: o.model.head_chunk_bytes(),
-            dtype: o.model.dtype,
-        }
+/// The features pass's settings under this configuration (iteration and shard are set
+/// when it runs).
+pub fn settings(cfg: &Resolved) -> Settings {
+    let o = &cfg.opts;
+    Settings {
+        seed: o.seed,
+        proxy: o.features.proxy,
+        project_dim: crate::config::zero_is_off(o.features.project_dim),
+        temperature: logprob_temperature(o.rollout.temperature),
+        chunk_rows: o.features.chunk_rows,
+        chunk_tokens: crate::config::zero_is_off(o.features.chunk_tokens),
+        head_chunk_bytes: o.model.head_chunk_bytes(),
+        dtype: o.model.dtype,
+        iter: 0,
+        shard: deltarl_schemas::Shard::WHOLE,
     }
 }
 
@@ -53,17 +38,10 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let (rollouts, _) = read_path::<RolloutRow>(&env.file(Stage::Rollout))?;
     let dir = env.previous_policy();
     let policy = load_policy(&dir, env.device, s.dtype)?;
-    let core = deltarl_features::Settings {
-        proxy: s.proxy,
-        project_dim: s.project_dim,
-        projection_seed: seed_for(s.seed, env.iter, Stage::Features.name(), "projection", 0),
-        temperature: s.temperature,
-        chunk_rows: s.chunk_rows,
-        chunk_tokens: s.chunk_tokens,
-        head_chunk_bytes: s.head_chunk_bytes,
-        // A bf16 model's vectors are stored at its precision (2 bytes a value on disk).
-        bf16_vectors: s.dtype == Dtype::Bf16,
+    let core = Settings {
+        iter: env.iter,
         shard: env.shard(),
+        ..s.clone()
     };
     let progress = Progress::new("features", rollouts.len() as u64);
     let hidden = policy.model.config.hidden_size;

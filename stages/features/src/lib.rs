@@ -8,14 +8,16 @@
 
 mod batching;
 mod head;
+mod settings;
 pub use batching::budget_chunks;
 pub use head::{head_chunk_tokens, ChunkedHead, DEFAULT_HEAD_CHUNK_BYTES};
+pub use settings::{is_default_head_chunk, Settings};
 
 use std::io::Write;
 
 use deltarl_model::Qwen3;
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::{FeatureRow, FileMeta, RolloutRow, Shard, TableWriter};
+use deltarl_schemas::{FeatureRow, FileMeta, RolloutRow, TableWriter};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
@@ -27,41 +29,6 @@ pub enum Proxy {
     LmHeadRow,
     /// `h` alone.
     Hidden,
-}
-
-/// Validated feature settings.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    pub proxy: Proxy,
-    /// Project to this many dimensions when the hidden size is larger (None = never).
-    pub project_dim: Option<usize>,
-    /// Seed of the Gaussian projection matrix.
-    pub projection_seed: u64,
-    /// The rollout temperature (probabilities are measured at it).
-    pub temperature: f64,
-    /// Responses per forward pass: memory is bounded by the chunk, not the batch.
-    pub chunk_rows: usize,
-    /// And at most this many tokens (prompt + response) per forward pass (None = no limit).
-    pub chunk_tokens: Option<usize>,
-    /// Most bytes of one `[tokens, vocabulary]` f32 buffer of the LM head
-    /// ([`head_chunk_tokens`]; 0 = the whole pass).
-    #[serde(skip_serializing_if = "is_default_head_chunk")]
-    pub head_chunk_bytes: u64,
-    /// Store the vectors at bf16 precision (a bf16 model's compute precision): each value
-    /// rounded to bf16 and written so it costs 2 bytes on disk (`deltarl_schemas`'s
-    /// byte-stream split), the columns still f32.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub bf16_vectors: bool,
-    /// The chunks this process computes: which process does what changes no row, so it is
-    /// not a setting of the file.
-    #[serde(skip)]
-    pub shard: Shard,
-}
-
-/// Whether a head chunk budget is the default (left out of serialised settings, so files
-/// and hashes from before the setting existed stay the same).
-pub fn is_default_head_chunk(bytes: &u64) -> bool {
-    *bytes == DEFAULT_HEAD_CHUNK_BYTES
 }
 
 /// Errors of the features stage.
@@ -89,7 +56,7 @@ pub fn projection(hidden: usize, s: &Settings) -> Option<Tensor> {
     if hidden <= k {
         return None;
     }
-    let mut rng = Rng::new(s.projection_seed);
+    let mut rng = Rng::new(s.projection_seed());
     let scale = 1.0 / (k as f64).sqrt();
     let data: Vec<f32> = (0..hidden * k)
         .map(|_| (rng.normal() * scale) as f32)
@@ -228,7 +195,7 @@ fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
 }
 
 /// The forward passes of one process, in order: consecutive rollouts, at most
-/// `chunk_rows` of them and `chunk_tokens` padded tokens a pass. With a [`Shard`], pass `c`
+/// `chunk_rows` of them and `chunk_tokens` padded tokens a pass. With a [`deltarl_schemas::Shard`], pass `c`
 /// is rank `c % world`'s.
 pub fn passes<'a>(s: &Settings, rollouts: &'a [RolloutRow]) -> Vec<Vec<&'a RolloutRow>> {
     let refs: Vec<&RolloutRow> = rollouts.iter().collect();
@@ -240,7 +207,7 @@ pub fn passes<'a>(s: &Settings, rollouts: &'a [RolloutRow]) -> Vec<Vec<&'a Rollo
 }
 
 /// Pure core, collected: one feature row per rollout row, in the same order (with a
-/// [`Shard`], the rows of its chunks only, in the same order). `progress` is told how many
+/// [`deltarl_schemas::Shard`], the rows of its chunks only, in the same order). `progress` is told how many
 /// responses each forward pass finished.
 pub fn run(
     s: &Settings,
@@ -326,7 +293,7 @@ pub fn run_each(
             };
             // 5. At the model's bf16 precision when asked (the hidden state is bf16 there
             //    already; this rounds the product with 1 - p once more).
-            let v = if s.bf16_vectors {
+            let v = if s.bf16_vectors() {
                 v.to_kind(Kind::BFloat16).to_kind(Kind::Float)
             } else {
                 v
@@ -387,10 +354,13 @@ pub fn writer<W: Write + Send>(
 ) -> TableWriter<FeatureRow, W> {
     let k = output_dim(hidden, s);
     let mut meta = meta
-        .with("settings", serde_json::to_string(s).unwrap_or_default())
+        .with(
+            "settings",
+            serde_json::to_string(&s.recorded()).unwrap_or_default(),
+        )
         .with("k", k.to_string())
         .with("projected", (k != hidden).to_string());
-    if s.bf16_vectors {
+    if s.bf16_vectors() {
         meta = meta.with(deltarl_schemas::VECTOR_PRECISION, "bf16");
     }
     TableWriter::new(out, &meta)

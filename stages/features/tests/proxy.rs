@@ -45,12 +45,13 @@ fn settings(chunk: usize) -> Settings {
     Settings {
         proxy: Proxy::LmHeadRow,
         project_dim: None,
-        projection_seed: 0,
+        seed: 0,
         temperature: 1.0,
         chunk_rows: chunk,
         chunk_tokens: None,
         head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
-        bf16_vectors: false,
+        dtype: deltarl_model::Dtype::F32,
+        iter: 1,
         shard: deltarl_schemas::Shard::WHOLE,
     }
 }
@@ -165,7 +166,7 @@ fn chunking_changes_nothing_but_round_off() {
     // A projection to fewer dimensions is seeded and recorded in the rows' dim.
     let s = Settings {
         project_dim: Some(8),
-        projection_seed: 9,
+        seed: 9,
         ..settings(5)
     };
     let c = run(&s, &p.model, &rs, &mut |_| {}).unwrap();

@@ -66,12 +66,19 @@ fn settings(bf16_vectors: bool) -> deltarl_features::Settings {
     deltarl_features::Settings {
         proxy: Proxy::LmHeadRow,
         project_dim: None,
-        projection_seed: 0,
+        seed: 0,
         temperature: 1.0,
         chunk_rows: 8,
         chunk_tokens: None,
         head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
-        bf16_vectors,
+        // The vectors are stored at bf16 precision for a bf16 setting, whatever the model
+        // given to `run` (here: a bf16 model's vectors kept in f32 too, for comparison).
+        dtype: if bf16_vectors {
+            Dtype::Bf16
+        } else {
+            Dtype::F32
+        },
+        iter: 1,
         shard: deltarl_schemas::Shard::WHOLE,
     }
 }

@@ -1,0 +1,98 @@
+//! The features stage's settings: everything it reads from the configuration, validated
+//! once, plus which iteration and which share of the passes this process computes. The
+//! serialisation is the stage's hash, so the field order and the fields skipped at their
+//! defaults are part of every recorded run's identity.
+
+use deltarl_model::Dtype;
+use deltarl_schemas::seed::seed_for;
+use deltarl_schemas::{Shard, Stage};
+use serde::Serialize;
+
+use crate::{Proxy, DEFAULT_HEAD_CHUNK_BYTES};
+
+/// The features stage's settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    /// The run's seed: each iteration's projection draws from it
+    /// ([`Settings::projection_seed`]).
+    pub seed: u64,
+    pub proxy: Proxy,
+    /// Project to this many dimensions when the hidden size is larger (None = never).
+    pub project_dim: Option<usize>,
+    /// The rollout temperature (probabilities are measured at it).
+    pub temperature: f64,
+    /// Responses per forward pass: memory is bounded by the chunk, not the batch.
+    pub chunk_rows: usize,
+    /// And at most this many tokens (prompt + response) per forward pass (None = no limit).
+    pub chunk_tokens: Option<usize>,
+    /// Most bytes of one `[tokens, vocabulary]` f32 buffer of the LM head
+    /// ([`crate::head_chunk_tokens`]; 0 = the whole pass).
+    #[serde(skip_serializing_if = "is_default_head_chunk")]
+    pub head_chunk_bytes: u64,
+    /// The policy's precision. A bf16 model's vectors are stored at its precision: each
+    /// value rounded to bf16 and written so it costs 2 bytes on disk (`deltarl_schemas`'s
+    /// byte-stream split), the columns still f32.
+    pub dtype: Dtype,
+    /// The iteration computed (it seeds the projection): part of the inputs, not of the
+    /// stage's settings, so not hashed.
+    #[serde(skip)]
+    pub iter: u32,
+    /// The chunks this process computes: which process does what changes no row, so it is
+    /// not a setting of the file.
+    #[serde(skip)]
+    pub shard: Shard,
+}
+
+/// Whether a head chunk budget is the default (left out of serialised settings, so files
+/// and hashes from before the setting existed stay the same).
+pub fn is_default_head_chunk(bytes: &u64) -> bool {
+    *bytes == DEFAULT_HEAD_CHUNK_BYTES
+}
+
+impl Settings {
+    /// The seed of this iteration's Gaussian projection.
+    pub fn projection_seed(&self) -> u64 {
+        seed_for(
+            self.seed,
+            self.iter,
+            Stage::Features.name(),
+            "projection",
+            0,
+        )
+    }
+
+    /// Whether the vectors are stored at bf16 precision (a bf16 model's).
+    pub fn bf16_vectors(&self) -> bool {
+        self.dtype == Dtype::Bf16
+    }
+
+    /// What features.parquet records as its `settings`, in the layout the files have
+    /// always had.
+    pub(crate) fn recorded(&self) -> Recorded {
+        Recorded {
+            proxy: self.proxy,
+            project_dim: self.project_dim,
+            projection_seed: self.projection_seed(),
+            temperature: self.temperature,
+            chunk_rows: self.chunk_rows,
+            chunk_tokens: self.chunk_tokens,
+            head_chunk_bytes: self.head_chunk_bytes,
+            bf16_vectors: self.bf16_vectors(),
+        }
+    }
+}
+
+/// The serialised form of [`Settings::recorded`] (a layout, not a second set of settings).
+#[derive(Serialize)]
+pub(crate) struct Recorded {
+    proxy: Proxy,
+    project_dim: Option<usize>,
+    projection_seed: u64,
+    temperature: f64,
+    chunk_rows: usize,
+    chunk_tokens: Option<usize>,
+    #[serde(skip_serializing_if = "is_default_head_chunk")]
+    head_chunk_bytes: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    bf16_vectors: bool,
+}
