@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use deltarl_coeffs::Estimator;
 
-use crate::config::{CheckpointOptions, Engine, EstimatorKind, Resolved, VllmOptions};
+use crate::config::{ByAlgorithm, CheckpointOptions, Engine, EstimatorKind, Resolved, VllmOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -30,11 +30,11 @@ impl Args {
         let r = Resolved::load_with(&config, &sets)?;
         // The keys whose default comes from `algorithm`, written out as resolved.
         let mut o = r.opts.clone();
-        o.score.advantage = Some(r.advantage);
-        o.score.overlong_penalty = Some(r.overlong_penalty);
-        o.update.aggregation = Some(r.aggregation);
-        o.update.eps_high = Some(r.eps_high);
-        o.coeffs.estimator = Some(match r.estimator {
+        o.score.advantage = ByAlgorithm::set(r.advantage);
+        o.score.overlong_penalty = ByAlgorithm::set(r.overlong_penalty);
+        o.update.aggregation = ByAlgorithm::set(r.aggregation);
+        o.update.eps_high = ByAlgorithm::set(r.eps_high);
+        o.coeffs.estimator = ByAlgorithm::set(match r.estimator {
             Estimator::Uniform => EstimatorKind::Uniform,
             Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
             Estimator::Delta(_) => EstimatorKind::Delta,

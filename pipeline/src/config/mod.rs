@@ -16,12 +16,14 @@ use serde::Serialize;
 use deltarl_coeffs::{DeltaSettings, Estimator};
 use deltarl_update::Aggregation;
 
+mod by_algorithm;
 mod code;
 mod limits;
 mod locate;
 mod options;
 pub mod overrides;
 mod vllm;
+pub use by_algorithm::ByAlgorithm;
 pub use options::*;
 
 fn merge(base: &mut toml::Table, over: toml::Table) {
@@ -156,24 +158,24 @@ impl Resolved {
     /// Fills algorithm-dependent defaults and validates every value once.
     pub fn new(o: Options, path: &Path) -> Result<Self> {
         let a = o.algorithm;
-        let advantage = o.score.advantage.unwrap_or(match a {
+        let advantage = o.score.advantage.resolve(match a {
             Algorithm::Drgrpo => AdvantageKind::Drgrpo,
             _ => AdvantageKind::Grpo,
         });
         let overlong_penalty = o
             .score
             .overlong_penalty
-            .unwrap_or(matches!(a, Algorithm::Dapo | Algorithm::Delta));
-        let aggregation = o.update.aggregation.unwrap_or(match a {
+            .resolve(matches!(a, Algorithm::Dapo | Algorithm::Delta));
+        let aggregation = o.update.aggregation.resolve(match a {
             Algorithm::Grpo => Aggregation::SeqMeanTokenMean,
             Algorithm::Drgrpo => Aggregation::SeqMeanTokenSumNorm,
             Algorithm::Dapo | Algorithm::Delta => Aggregation::TokenMean,
         });
-        let eps_high = o.update.eps_high.unwrap_or(match a {
+        let eps_high = o.update.eps_high.resolve(match a {
             Algorithm::Dapo | Algorithm::Delta => 0.28,
             _ => o.update.eps_low,
         });
-        let kind = o.coeffs.estimator.unwrap_or(match a {
+        let kind = o.coeffs.estimator.resolve(match a {
             Algorithm::Delta => EstimatorKind::Delta,
             _ => EstimatorKind::Uniform,
         });

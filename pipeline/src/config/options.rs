@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use deltarl_coeffs::Scope;
 use deltarl_features::Proxy;
 use deltarl_update::Aggregation;
+
+use super::ByAlgorithm;
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
 pub use super::code::CodeOptions;
@@ -281,9 +283,11 @@ impl Engine {
 #[serde(deny_unknown_fields)]
 pub struct ScoreOptions {
     /// grpo | drgrpo (default from algorithm).
-    pub advantage: Option<AdvantageKind>,
+    #[serde(default)]
+    pub advantage: ByAlgorithm<AdvantageKind>,
     /// DAPO overlong penalty (default from algorithm).
-    pub overlong_penalty: Option<bool>,
+    #[serde(default)]
+    pub overlong_penalty: ByAlgorithm<bool>,
     /// Penalty buffer Lbuf in tokens.
     pub overlong_buffer: usize,
     /// Penalty factor.
@@ -322,7 +326,8 @@ pub struct CoeffOptions {
     /// uniform | top-entropy | delta | oracle-tokens (default from algorithm).
     /// `oracle-tokens` needs a built-in task whose connective phrases are labelled
     /// (`tiny-steps`, `tiny-steps-varied`): `oracle_value` on their tokens, 1 elsewhere.
-    pub estimator: Option<EstimatorKind>,
+    #[serde(default)]
+    pub estimator: ByAlgorithm<EstimatorKind>,
     /// DelTA refinement passes K.
     pub refine_steps: u32,
     /// Smallest coefficient before normalisation.
@@ -347,11 +352,13 @@ pub fn is_zero_f64(x: &f64) -> bool {
 #[serde(deny_unknown_fields)]
 pub struct UpdateOptions {
     /// token-mean | seq-mean-token-mean | seq-mean-token-sum-norm (default from algorithm).
-    pub aggregation: Option<Aggregation>,
+    #[serde(default)]
+    pub aggregation: ByAlgorithm<Aggregation>,
     /// Lower clip range.
     pub eps_low: f64,
     /// Upper clip range (default from algorithm: 0.28 with clip-higher, else eps_low).
-    pub eps_high: Option<f64>,
+    #[serde(default)]
+    pub eps_high: ByAlgorithm<f64>,
     /// Dual-clip constant for negative advantages (0 = off).
     pub dual_clip: f64,
     /// AdamW learning rate.
