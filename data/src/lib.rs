@@ -12,9 +12,10 @@
 //! amount), with the error carried through consistently, so the warm-started policy is
 //! right only part of the time and RL has room to improve it.
 //!
-//! Two tasks share these problems ([`Task`]): `tiny-arith`, the compact format above, and
-//! `tiny-steps`, the same steps written out with fixed connective phrases that restate the
-//! quantities — the text correct and wrong solutions share, where DelTA's premise lives:
+//! Three tasks share these problems ([`Task`]; the fourth, `tiny-code`, is in [`code`]):
+//! `tiny-arith`, the compact format above, and `tiny-steps`, the same steps written out with fixed connective phrases that restate the
+//! quantities — the text correct and wrong solutions share, where DelTA's premise lives
+//! ([`Task::connective_tokens`] labels it):
 //!
 //! ```text
 //! first 7*13=91. then 45+91=136. so the answer is \boxed{136}

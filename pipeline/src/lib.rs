@@ -1,18 +1,21 @@
 //! deltarl: configuration, run directory, stage graph, resume, and the CLI's commands.
 //!
-//! Layers, bottom up (a module uses only modules of the layers before its own; the
-//! workspace's layering test finds any cycle):
-//! 1. leaves: `data`, `epochs` and `chat` (prompts, the per-iteration draw, benchmark
-//!    names), `progress`, `failure` (how an
+//! Layers, bottom up: a module uses only modules of the layers before its own (the
+//! workspace's layering test finds any cycle; this list is kept by hand).
+//! 1. leaves: `chat`, `epochs` (the per-iteration draw), `progress`, `failure` (how an
 //!    error is shown), `hashcache`, `pruned` (the record of pruned files), `memory`,
-//!    `plan` and `host_plan` (device and host memory, disk), `paired`;
-//! 2. `config` (options, validated once into `Resolved`), `ranks` (several processes),
-//!    `rundir` (the run's files), `metrics` (metrics.jsonl, TensorBoard);
-//! 3. `vllm` (the rollout's vLLM engine), `prune` (checkpoint pruning), `readiness`
+//!    `plan` and `host_plan` (device and host memory, disk), `paired` (statistics),
+//!    `rewards` (which reward grades a prompt), `settings_diff`;
+//! 2. `record` (a dataset record), `plan_models` (published model shapes), `metrics`
+//!    (metrics.jsonl, TensorBoard), `ranks` (several processes), `rundir` (the run's
+//!    files);
+//! 3. `data` (prompts and benchmarks from files or the built-in tasks);
+//! 4. `config` (options, validated once into `Resolved`);
+//! 5. `vllm` (the rollout's vLLM engine), `prune` (checkpoint pruning), `readiness`
 //!    (whether the files a stage reads are there), `context` (an opened run);
-//! 4. `stage` (one module per stage: its settings from the config, and its run);
-//! 5. `runner` (completion, resume);
-//! 6. `cli` (one module per command).
+//! 6. `stage` (one module per stage: its settings from the config, and its run);
+//! 7. `runner` (completion, resume);
+//! 8. `cli` (one module per command).
 
 pub mod chat;
 pub mod cli;

@@ -245,3 +245,59 @@ fn no_crate_has_an_import_cycle() {
     assert!(checked > 100, "only {checked} modules found");
     assert_eq!(found, Vec::<String>::new());
 }
+
+/// The layers `pipeline/src/lib.rs` lists (`//! N. ... `a` ... `b``), module -> layer.
+fn declared_layers(lib: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    let mut layer = None;
+    for line in lib.lines().map_while(|l| l.strip_prefix("//!")) {
+        let line = line.trim();
+        if let Some((n, _)) = line.split_once(". ") {
+            if let Ok(n) = n.parse::<usize>() {
+                layer = Some(n);
+            }
+        }
+        let Some(n) = layer else { continue };
+        // Every backticked word of the line's items: the module names.
+        for (i, part) in line.split('`').enumerate() {
+            if i % 2 == 1 && part.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                out.insert(part.to_string(), n);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_application_modules_use_only_the_layers_below_their_own() {
+    let src = root().join("pipeline/src");
+    let layers = declared_layers(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
+    let edges = edges(&modules(&src));
+    let top = |m: &str| m.split("::").next().unwrap_or("").to_string();
+    let mut wrong = Vec::new();
+    let mut checked = 0;
+    for (m, targets) in &edges {
+        let from = top(m);
+        if from.is_empty() || from == "main" {
+            continue;
+        }
+        let Some(&lf) = layers.get(&from) else {
+            wrong.push(format!("{from} is in no layer of lib.rs"));
+            continue;
+        };
+        for t in targets.iter().map(|t| top(t)).filter(|t| *t != from) {
+            checked += 1;
+            match layers.get(&t) {
+                Some(&lt) if lt < lf => {}
+                _ => wrong.push(format!("{m} (layer {lf}) uses {t} ({:?})", layers.get(&t))),
+            }
+        }
+    }
+    wrong.sort();
+    wrong.dedup();
+    assert!(
+        layers.len() > 20 && checked > 30,
+        "{layers:?}, {checked} uses"
+    );
+    assert_eq!(wrong, Vec::<String>::new());
+}

@@ -106,6 +106,14 @@ impl Dtype {
         }
     }
 
+    /// The name in our configs (`model.dtype`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::Bf16 => "bf16",
+        }
+    }
+
     /// The name Hugging Face (`config.json`'s `torch_dtype`) and vLLM (`--dtype`) use.
     pub fn hf_name(self) -> &'static str {
         match self {
@@ -272,6 +280,13 @@ impl Qwen3Config {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_dtype_name_is_its_config_spelling() {
+        for d in [Dtype::F32, Dtype::Bf16] {
+            assert_eq!(serde_json::to_value(d).ok(), Some(d.name().into()));
+        }
+    }
 
     fn config(model_type: &str, rope: serde_json::Value) -> Qwen3Config {
         serde_json::from_value(serde_json::json!({

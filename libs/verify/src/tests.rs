@@ -86,7 +86,7 @@ fn thread_safe() {
     assert!(handles.into_iter().all(|h| h.join().unwrap()));
 }
 
-/// Answers written the way others write them (issue 15's kinds), each with the verdict a
+/// Answers written the way others write them (the kinds graders meet in model output), each with the verdict a
 /// careful grader intends.
 #[test]
 fn answers_others_write() {

@@ -245,10 +245,7 @@ impl Args {
                 serde_json::to_string_pretty(&v)?
             ));
         }
-        let dtype = match w.dtype {
-            Dtype::F32 => "f32",
-            Dtype::Bf16 => "bf16",
-        };
+        let dtype = w.dtype.name();
         let mut t = String::new();
         let mut line = |k: &str, v: String| t.push_str(&format!("  {k:<44} {v}\n"));
         println!(

@@ -1,6 +1,6 @@
 //! A key whose default depends on `algorithm` (`update.eps_high`, `score.advantage`, ...):
 //! its raw value can only be read by resolving it against that default, which
-//! [`super::Resolved::new`] does once, so no stage can read an unset key as "off".
+//! `Resolved::new` does once, so no stage can read an unset key as "off".
 
 use serde::{Deserialize, Serialize};
 

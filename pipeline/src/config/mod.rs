@@ -22,9 +22,11 @@ mod limits;
 mod locate;
 mod options;
 pub mod overrides;
+mod skip;
 mod vllm;
 pub use by_algorithm::ByAlgorithm;
 pub use options::*;
+pub use skip::{is_one, is_zero};
 
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {

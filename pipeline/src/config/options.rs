@@ -10,7 +10,8 @@ use deltarl_coeffs::Scope;
 use deltarl_features::Proxy;
 use deltarl_update::Aggregation;
 
-use super::ByAlgorithm;
+use super::by_algorithm::ByAlgorithm;
+use super::skip::{is_one, is_zero, is_zero_f64, is_zero_u32};
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
 pub use super::code::CodeOptions;
@@ -110,10 +111,6 @@ pub struct CheckpointOptions {
     pub keep_features: u32,
 }
 
-fn is_zero_u32(x: &u32) -> bool {
-    *x == 0
-}
-
 impl Default for CheckpointOptions {
     fn default() -> Self {
         CheckpointOptions {
@@ -158,17 +155,6 @@ pub struct ModelOptions {
 
 fn one() -> f64 {
     1.0
-}
-
-/// A serde `skip_serializing_if`: a key left at 1 is left out of serialised settings (so
-/// it changes no existing hash).
-pub fn is_one(x: &f64) -> bool {
-    *x == 1.0
-}
-
-/// A serde `skip_serializing_if`: a key left at 0 is left out of serialised settings.
-pub fn is_zero(x: &usize) -> bool {
-    *x == 0
 }
 
 fn default_head_chunk_mb() -> u64 {
@@ -251,7 +237,7 @@ pub struct RolloutOptions {
     /// max_new_tokens) rows. Size it from device memory with `deltarl plan`.
     #[serde(default)]
     pub kv_cache_tokens: usize,
-    /// Longer prompts keep their last this many tokens (left truncation, as the reference
+    /// Longer prompts keep their last this many tokens (left truncation, as the authors' code
     /// does; 0 = no limit).
     #[serde(default)]
     pub max_prompt_tokens: usize,
@@ -342,10 +328,6 @@ pub struct CoeffOptions {
     /// removed).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub oracle_value: f64,
-}
-
-pub fn is_zero_f64(x: &f64) -> bool {
-    *x == 0.0
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::options::is_zero_f64;
+use super::skip::{is_true, is_zero_f64};
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -37,12 +37,6 @@ pub struct VllmOptions {
     /// reloaded server may show (0 = 1e-4 in float32, 5e-2 in bfloat16).
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub probe_tolerance: f64,
-}
-
-// Keys added after runs were recorded are left out of the serialised configuration at
-// their defaults, so those runs' hashes stay the same.
-fn is_true(b: &bool) -> bool {
-    *b
 }
 
 impl Default for VllmOptions {

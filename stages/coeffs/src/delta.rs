@@ -125,7 +125,7 @@ fn centroids(
             *a += b;
         }
     }
-    // A side with no tokens has a zero centroid (the eps clamp), as in the reference.
+    // A side with no tokens has a zero centroid (the eps clamp), as in the authors' code.
     let dp = wp.max(EPS);
     let dn = wn.max(EPS);
     (

@@ -4,7 +4,7 @@
 //! `p_t = pi(y_t | prefix)` at the rollout temperature. The derivative of `log p_t` with
 //! respect to the LM-head row of `y_t` is `(1 - p_t) h_t` (the logit of `y_t` is
 //! `w_y . h_t / T`, so the row gradient is `(1 - p_t) h_t / T`; the constant `1/T` is
-//! dropped as in the reference), hence the default proxy `v_t = (1 - p_t) h_t`.
+//! dropped as in the authors' code, `docs/method.md` §3), hence the default proxy `v_t = (1 - p_t) h_t`.
 
 mod batching;
 mod head;
@@ -25,7 +25,8 @@ use tch::{Device, Kind, Tensor};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Proxy {
-    /// `(1 - p) h`: the gradient of log p w.r.t. the token's LM-head row (reference).
+    /// `(1 - p) h`: the gradient of log p w.r.t. the token's LM-head row (the authors'
+    /// proxy).
     LmHeadRow,
     /// `h` alone.
     Hidden,

@@ -55,7 +55,7 @@ pub fn overlong_penalty(len: usize, max_len: usize, buffer: usize, factor: f64) 
 }
 
 /// Group advantages: `(R - mean) / (std + 1e-6)` with the unbiased std, or `R - mean`.
-/// A group of one gets mean 0 and std 1 (as the reference does); a group whose rewards
+/// A group of one gets mean 0 and std 1 (as the authors' code does); a group whose rewards
 /// are all equal gets 0.
 pub fn advantages(rewards: &[f64], std_normalize: bool) -> Vec<f64> {
     let n = rewards.len();

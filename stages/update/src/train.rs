@@ -191,7 +191,7 @@ pub fn run(
             (loss_sum, clip_sum, ent_sum, kl_sum, akl_sum) = (v[0], v[1], v[2], v[3], v[4]);
         }
         // 6. Clip the global gradient norm, then one AdamW step. A step whose gradient norm
-        //    is not finite is skipped (weights and moments untouched), as the reference
+        //    is not finite is skipped (weights and moments untouched), as the authors' code
         //    does; its row records the norm, and the step counter does not advance.
         let grad_norm = opt.clip_grad_norm(s.grad_clip);
         let lr = lr_at(s, opt.step);
