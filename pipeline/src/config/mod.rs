@@ -18,6 +18,7 @@ use deltarl_update::Aggregation;
 
 mod by_algorithm;
 mod code;
+mod eval;
 mod limits;
 mod locate;
 mod options;
@@ -25,6 +26,7 @@ pub mod overrides;
 mod skip;
 mod vllm;
 pub use by_algorithm::ByAlgorithm;
+pub use eval::EvalOptions;
 pub use options::*;
 pub use skip::{is_one, is_zero};
 
