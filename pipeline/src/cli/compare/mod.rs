@@ -9,12 +9,11 @@ mod figure;
 mod heldout;
 mod outcome;
 mod paired_table;
+mod tables;
 mod variant;
 
 use figure::figure;
 
-use outcome::Outcome;
-use paired_table::paired_table;
 use variant::Variant;
 
 use std::path::{Path, PathBuf};
@@ -22,7 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Stage};
 use heldout::{base_eval, sampled_eval, SAMPLED_ANSWERS};
-use paired_table::Scores;
+use tables::{accuracy, curve_csv, curve_table, Readout};
 
 use crate::context::Ctx;
 use crate::rundir::RunLock;
@@ -96,16 +95,13 @@ fn run_config(
     Ok(toml::to_string(&t)?)
 }
 
-fn accuracy(rows: &[EvalRow]) -> f64 {
-    rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64
-}
-
 fn read_eval(path: &Path) -> Result<Vec<EvalRow>> {
     Ok(read_path::<EvalRow>(path)?.0)
 }
 
 impl Args {
-    pub fn run(self, runs: &Path) -> Result<()> {
+    /// The variants' labels, each used once, and the baseline among them.
+    fn labels(&self) -> Result<(Vec<String>, String)> {
         let labels: Vec<String> = self.variants.iter().map(|v| v.label.clone()).collect();
         if let Some(dup) = labels
             .iter()
@@ -113,28 +109,31 @@ impl Args {
         {
             anyhow::bail!("--variants: the label {dup:?} is used twice");
         }
-        if let Some(b) = &self.baseline {
-            if !labels.contains(b) {
-                anyhow::bail!(
-                    "--baseline {b} is not among --variants ({})",
-                    labels.join(", ")
-                );
-            }
-        }
+        let baseline = match &self.baseline {
+            Some(b) if !labels.contains(b) => anyhow::bail!(
+                "--baseline {b} is not among --variants ({})",
+                labels.join(", ")
+            ),
+            Some(b) => b.clone(),
+            None if labels.iter().any(|v| v == "dapo") => "dapo".to_string(),
+            None => labels.first().cloned().unwrap_or_default(),
+        };
+        Ok((labels, baseline))
+    }
+
+    pub fn run(self, runs: &Path) -> Result<()> {
+        let (variants, baseline) = self.labels()?;
         let folder = runs.join(&self.name);
         std::fs::create_dir_all(folder.join("configs"))?;
         let base_cfg = self
             .config
             .canonicalize()
             .with_context(|| format!("config {}", self.config.display()))?;
-        let mut results: Vec<Outcome> = Vec::new();
-        let mut scores = Scores::new();
-        // The second readout: final policies sampled as the rollout samples.
-        let mut sampled: Vec<Outcome> = Vec::new();
-        let mut sampled_scores = Scores::new();
+        // The runs' own final evaluation (the config's `[eval]`), and the second readout:
+        // the final policies sampled as the rollout samples.
+        let (mut graded, mut sampled) = (Readout::default(), Readout::default());
         let mut sampling = String::new();
         let mut shared_base: Option<PathBuf> = None;
-        let variants = labels;
         let total = variants.len() as u64 * self.seeds;
         let mut k = 0;
         let mut base_rows = None;
@@ -170,66 +169,25 @@ impl Args {
                     .collect();
                 // The final evaluation, read once: its accuracy and per-problem scores.
                 let final_rows = read_eval(&ctx.run.output(self.iters, Stage::Eval))?;
-                let last = accuracy(&final_rows);
-                scores.insert(
-                    (v.clone(), seed),
-                    deltarl_eval::problem_accuracy(&final_rows),
-                );
-                results.push(Outcome {
-                    variant: v.clone(),
-                    seed,
-                    curve,
-                    last,
-                });
+                graded.add(v, seed, curve, &final_rows);
                 if let Some(rows) = sampled_eval(&ctx, &folder, &name, self.iters)? {
                     let r = &ctx.cfg.opts.rollout;
                     sampling = format!(
                         "{SAMPLED_ANSWERS} answers a problem at temperature {}, top-p {}, top-k {}",
                         r.temperature, r.top_p, r.top_k
                     );
-                    sampled_scores.insert((v.clone(), seed), deltarl_eval::problem_accuracy(&rows));
-                    sampled.push(Outcome {
-                        variant: v.clone(),
-                        seed,
-                        curve: Vec::new(),
-                        last: accuracy(&rows),
-                    });
+                    sampled.add(v, seed, Vec::new(), &rows);
                 }
             }
         }
         let base_acc = base_rows.as_deref().map(accuracy);
-        let mut table = means_table(&variants, &results);
-        let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
-        let baseline = match self.baseline {
-            Some(b) => b,
-            None if variants.iter().any(|v| v == "dapo") => "dapo".to_string(),
-            None => variants.first().cloned().unwrap_or_default(),
-        };
-        if variants.len() > 1 {
-            table += &paired_table(&variants, &baseline, &results, &scores);
-        }
-        if !sampled.is_empty() {
+        let mut table = graded.tables(&variants, &baseline);
+        if !sampled.outcomes.is_empty() {
             table += &format!(
                 "\nThe final policies sampled as the rollout samples ({sampling}; the runs' \
                  own evaluation above is the config's `[eval]`):\n\n"
             );
-            table += &means_table(&variants, &sampled);
-            if variants.len() > 1 {
-                table += &paired_table(&variants, &baseline, &sampled, &sampled_scores);
-            }
-        }
-        for Outcome {
-            variant: v,
-            seed,
-            curve,
-            ..
-        } in &results
-        {
-            for (i, a) in curve.iter().enumerate() {
-                if let Some(a) = a {
-                    csv += &format!("{v},{seed},{},{a:.4}\n", i + 1);
-                }
-            }
+            table += &sampled.tables(&variants, &baseline);
         }
         if let (Some(b), Some(rows)) = (base_acc, &base_rows) {
             table += &format!(
@@ -238,10 +196,14 @@ impl Args {
                 rows.len()
             );
         }
-        table += &curve_table(&variants, &results, base_acc, self.iters);
+        let results = &graded.outcomes;
+        table += &curve_table(&variants, results, base_acc, self.iters);
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.md"), table.as_bytes())?;
-        deltarl_schemas::atomic_write_bytes(&folder.join("compare.csv"), csv.as_bytes())?;
-        let png = deltarl_plot::render_png(&figure(&variants, &results, base_acc))?;
+        deltarl_schemas::atomic_write_bytes(
+            &folder.join("compare.csv"),
+            curve_csv(results).as_bytes(),
+        )?;
+        let png = deltarl_plot::render_png(&figure(&variants, results, base_acc))?;
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.png"), &png)?;
         println!("{table}");
         eprintln!(
@@ -267,72 +229,14 @@ impl Args {
     }
 }
 
-/// Each variant's final held-out accuracy over seeds: the mean, its 95 % t-interval and
-/// every seed's.
-fn means_table(variants: &[String], results: &[Outcome]) -> String {
-    let mut table = String::from(
-        "| variant | seeds | final held-out accuracy (mean) | 95 % CI | per seed |\n\
-         |---|---|---|---|---|\n",
-    );
-    for v in variants {
-        let finals: Vec<f64> = results
-            .iter()
-            .filter(|r| &r.variant == v)
-            .map(|r| r.last)
-            .collect();
-        let (m, ci) = crate::paired::mean_ci(&finals);
-        let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
-        table += &format!(
-            "| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n",
-            finals.len(),
-            per.join(", ")
-        );
-    }
-    table
-}
-
 /// The run of one variant and seed of a comparison.
 fn run_name(prefix: &str, variant: &str, seed: u64) -> String {
     format!("{prefix}-{variant}-s{seed}")
 }
 
-/// The curve as a table: mean held-out accuracy over seeds at iteration 0 (the base, when
-/// graded) and at about ten iterations evenly spaced up to the last.
-fn curve_table(variants: &[String], results: &[Outcome], base: Option<f64>, iters: u32) -> String {
-    let step = iters.div_ceil(10).max(1);
-    let mut cols: Vec<u32> = (1..=iters).filter(|i| i % step == 0).collect();
-    if cols.last() != Some(&iters) {
-        cols.push(iters);
-    }
-    let head: Vec<String> = cols.iter().map(u32::to_string).collect();
-    let mut t = format!(
-        "\nMean held-out accuracy over seeds by iteration:\n\n| variant | 0 | {} |\n|---|---|{}\n",
-        head.join(" | "),
-        "---|".repeat(cols.len())
-    );
-    for v in variants {
-        let cell = |i: u32| {
-            let xs: Vec<f64> = results
-                .iter()
-                .filter(|r| &r.variant == v)
-                .filter_map(|r| r.curve.get(i as usize - 1).copied().flatten())
-                .collect();
-            if xs.is_empty() {
-                return "–".to_string();
-            }
-            format!("{:.3}", xs.iter().sum::<f64>() / xs.len() as f64)
-        };
-        let zero = base.map_or("–".to_string(), |b| format!("{b:.3}"));
-        let cells: Vec<String> = cols.iter().map(|&i| cell(i)).collect();
-        t += &format!("| {v} | {zero} | {} |\n", cells.join(" | "));
-    }
-    t
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::outcome::outcome;
     use super::*;
 
     #[test]
@@ -363,26 +267,5 @@ mod tests {
         assert!(!text.contains("[model]"), "{text}");
         let e = run_config(Path::new("/c/base.toml"), 1, &["seed=4".into()], &v, None);
         assert!(e.unwrap_err().to_string().contains("sets `seed` itself"));
-    }
-
-    #[test]
-    fn the_curve_table_means_seeds_at_evenly_spaced_iterations() {
-        let results: Vec<Outcome> = vec![
-            outcome("dapo", 1, vec![Some(0.5), Some(0.6), Some(0.7)], 0.7),
-            outcome("dapo", 2, vec![Some(0.7), None, Some(0.8)], 0.8),
-        ];
-        let t = curve_table(&["dapo".into()], &results, Some(0.45), 3);
-        assert!(t.contains("| variant | 0 | 1 | 2 | 3 |"), "{t}");
-        // Iteration 2 has one seed; iteration 3 is (0.7 + 0.8) / 2.
-        assert!(
-            t.contains("| dapo | 0.450 | 0.600 | 0.600 | 0.750 |"),
-            "{t}"
-        );
-        // 25 iterations: every third, and the last.
-        let t = curve_table(&["dapo".into()], &results, None, 25);
-        assert!(
-            t.contains("| variant | 0 | 3 | 6 | 9 | 12 | 15 | 18 | 21 | 24 | 25 |"),
-            "{t}"
-        );
     }
 }
