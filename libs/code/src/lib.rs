@@ -6,6 +6,7 @@
 mod extract;
 mod grade;
 mod layouts;
+mod options;
 mod rows;
 mod spec;
 
@@ -13,5 +14,6 @@ pub use deltarl_schemas::CodeOutcome;
 pub use extract::program;
 pub use grade::{Error, Grader, PassReward, Settings, Verdict};
 pub use layouts::{from_ground_truth, from_record, CodeRecord};
+pub use options::CodeOptions;
 pub use rows::{grade_rows, RowsError};
 pub use spec::{CallCase, StdioCase, Tests};

@@ -17,7 +17,6 @@ use deltarl_coeffs::{DeltaSettings, Estimator};
 use deltarl_update::Aggregation;
 
 mod by_algorithm;
-mod code;
 mod eval;
 mod limits;
 mod locate;

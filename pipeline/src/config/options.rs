@@ -15,7 +15,7 @@ use super::eval::EvalOptions;
 use super::skip::{is_zero_f64, is_zero_u32};
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
-pub use super::code::CodeOptions;
+pub use deltarl_code::CodeOptions;
 pub use super::vllm::VllmOptions;
 
 /// The policy-gradient variant.
@@ -40,15 +40,7 @@ impl Algorithm {
     }
 }
 
-/// How group advantages are formed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AdvantageKind {
-    /// (R - mean) / (std + 1e-6), unbiased std.
-    Grpo,
-    /// R - mean (Dr.GRPO).
-    Drgrpo,
-}
+pub use deltarl_score::AdvantageKind;
 
 /// Coefficient estimator name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

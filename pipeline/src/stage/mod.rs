@@ -49,7 +49,7 @@ pub fn settings_json(stage: Stage, cfg: &Resolved) -> Result<serde_json::Value> 
     let value = match stage {
         Stage::Warmstart => serde_json::to_value(warmstart::settings(cfg)),
         Stage::Rollout => serde_json::to_value(rollout::Settings::new(cfg)),
-        Stage::Score => serde_json::to_value(score::Settings::new(cfg)),
+        Stage::Score => serde_json::to_value(score::settings(cfg)),
         Stage::Features => serde_json::to_value(features::settings(cfg)),
         Stage::Coeffs => serde_json::to_value(coeffs::settings(cfg)?),
         Stage::Update => serde_json::to_value(update::settings(cfg)),
@@ -63,7 +63,7 @@ pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
     match stage {
         Stage::Warmstart => hash_of(stage, &warmstart::settings(cfg)),
         Stage::Rollout => hash_of(stage, &rollout::Settings::new(cfg)),
-        Stage::Score => hash_of(stage, &score::Settings::new(cfg)),
+        Stage::Score => hash_of(stage, &score::settings(cfg)),
         Stage::Features => hash_of(stage, &features::settings(cfg)),
         Stage::Coeffs => hash_of(stage, &coeffs::settings(cfg)?),
         Stage::Update => hash_of(stage, &update::settings(cfg)),
@@ -86,7 +86,7 @@ pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
     match stage {
         Stage::Warmstart => warmstart::run(env, &warmstart::settings(cfg)),
         Stage::Rollout => rollout::run(env, &rollout::Settings::new(cfg)),
-        Stage::Score => score::run(env, &score::Settings::new(cfg)),
+        Stage::Score => score::run(env, &score::settings(cfg)),
         Stage::Features => features::run(env, &features::settings(cfg)),
         Stage::Coeffs => coeffs::run(env, &coeffs::settings(cfg)?),
         Stage::Update => update::run(env, &update::settings(cfg)),

@@ -2,59 +2,32 @@
 //! advantages and the dynamic-sampling flag; write scores.parquet.
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use serde_json::json;
 
 use deltarl_schemas::Stage;
 
 use super::env::Env;
 use super::ran::{num, Ran};
-use crate::config::{AdvantageKind, CodeOptions, Resolved};
+use crate::config::Resolved;
 use crate::progress::Progress;
 
-/// Everything scoring reads from the configuration.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    pub advantage: AdvantageKind,
-    /// (max response length, buffer, factor) when the overlong penalty is on.
-    pub overlong: Option<(usize, usize, f64)>,
-    pub dynamic_sampling: bool,
-    #[serde(skip_serializing_if = "deltarl_verify::Policy::is_boxed")]
-    pub extract: deltarl_verify::Policy,
-    pub extract_fallbacks: Vec<deltarl_verify::Fallback>,
-    /// Code rewards (only in the hash when set: math runs keep theirs).
-    #[serde(skip_serializing_if = "CodeOptions::is_default")]
-    pub code: CodeOptions,
-}
+/// The score stage's settings (the score crate's own).
+pub type Settings = deltarl_score::Settings;
 
-impl Settings {
-    pub fn new(cfg: &Resolved) -> Self {
-        let o = &cfg.opts;
-        Settings {
-            advantage: cfg.advantage,
-            overlong: cfg.overlong_penalty.then_some((
-                o.rollout.max_new_tokens,
-                o.score.overlong_buffer,
-                o.score.overlong_factor,
-            )),
-            dynamic_sampling: o.score.dynamic_sampling,
-            extract: o.score.extract,
-            extract_fallbacks: o.score.extract_fallbacks.clone(),
-            code: o.score.code.clone(),
-        }
-    }
-
-    fn core(&self) -> deltarl_score::Settings {
-        deltarl_score::Settings {
-            std_normalize: self.advantage == AdvantageKind::Grpo,
-            overlong: self.overlong,
-            dynamic_sampling: self.dynamic_sampling,
-            extract: self
-                .extract_fallbacks
-                .iter()
-                .fold(self.extract.options(), |o, &f| o.with(f)),
-            pass_reward: self.code.reward,
-        }
+/// Scoring's settings under this configuration.
+pub fn settings(cfg: &Resolved) -> Settings {
+    let o = &cfg.opts;
+    Settings {
+        advantage: cfg.advantage,
+        overlong: cfg.overlong_penalty.then_some((
+            o.rollout.max_new_tokens,
+            o.score.overlong_buffer,
+            o.score.overlong_factor,
+        )),
+        dynamic_sampling: o.score.dynamic_sampling,
+        extract: o.score.extract,
+        extract_fallbacks: o.score.extract_fallbacks.clone(),
+        code: o.score.code.clone(),
     }
 }
 
@@ -69,7 +42,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let mut scores = Vec::new();
     env.write_output(Stage::Score, |w| -> Result<()> {
         scores = deltarl_score::run_io(
-            &s.core(),
+            s,
             (bytes.as_slice(), &src.display().to_string()),
             &|| {
                 // Checked when the configuration was recorded; checked again here, as the

@@ -5,31 +5,13 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
-use deltarl_code::{Grader, PassReward, Verdict};
+mod settings;
+pub use settings::{AdvantageKind, Settings};
+
+use deltarl_code::{Grader, Verdict};
 use deltarl_schemas::{read_table, write_table, FileMeta, RewardKind, RolloutRow, ScoreRow};
-use deltarl_verify::{grade, ExtractOptions};
+use deltarl_verify::grade;
 use rayon::prelude::*;
-use serde::Serialize;
-
-/// Validated scoring settings.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    /// Divide by the group's unbiased std (+1e-6) (GRPO) or not (Dr.GRPO).
-    pub std_normalize: bool,
-    /// DAPO overlong penalty: (max response length, buffer, factor), None = off.
-    pub overlong: Option<(usize, usize, f64)>,
-    /// Drop groups whose rewards are all equal.
-    pub dynamic_sampling: bool,
-    #[serde(skip)]
-    pub extract: ExtractOptions,
-    /// How passing test cases become a code reward.
-    #[serde(skip_serializing_if = "is_all")]
-    pub pass_reward: PassReward,
-}
-
-fn is_all(p: &PassReward) -> bool {
-    *p == PassReward::All
-}
 
 /// Errors of the score stage.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +91,7 @@ pub fn run(
             source,
         })?;
     // Code rows were graded above (their verdicts); math rows are verified here.
+    let (extract, pass_reward) = (s.extract_options(), s.code.reward);
     let graded: Vec<Graded> = rollouts
         .par_iter()
         .zip(code)
@@ -116,12 +99,12 @@ pub fn run(
             // The program moves to `extracted`; the rest of the verdict fills the code columns.
             Some(mut v) => Graded {
                 extracted: v.program.take(),
-                reward: v.reward(s.pass_reward),
+                reward: v.reward(pass_reward),
                 correct: v.outcome == deltarl_code::CodeOutcome::Passed,
                 code: Some(v),
             },
             None => {
-                let (extracted, correct) = grade(&r.response_text, &r.gold, &s.extract);
+                let (extracted, correct) = grade(&r.response_text, &r.gold, &extract);
                 progress(1);
                 Graded {
                     extracted,
@@ -166,7 +149,7 @@ pub fn run(
     }
     for idx in groups.values() {
         let rewards: Vec<f64> = idx.iter().map(|&i| f64::from(rows[i].reward)).collect();
-        let adv = advantages(&rewards, s.std_normalize);
+        let adv = advantages(&rewards, s.std_normalize());
         let uniform = rewards.iter().all(|&r| r == rewards[0]);
         for (&i, a) in idx.iter().zip(adv) {
             rows[i].advantage = a as f32;
@@ -192,7 +175,10 @@ pub fn run_io<R: Read, W: Write + Send>(
         false => None,
     };
     let scores = run(s, &rows, grader.as_ref(), rollouts.1, progress)?;
-    let meta = meta.with("settings", serde_json::to_string(s).unwrap_or_default());
+    let meta = meta.with(
+        "settings",
+        serde_json::to_string(&s.recorded()).unwrap_or_default(),
+    );
     write_table(out, &scores, &meta)?;
     Ok(scores)
 }
@@ -250,11 +236,12 @@ mod tests {
             row("b", 1, "\\boxed{7}", 5),
         ];
         let s = Settings {
-            std_normalize: true,
+            advantage: AdvantageKind::Grpo,
             overlong: None,
             dynamic_sampling: true,
-            extract: ExtractOptions::default(),
-            pass_reward: PassReward::All,
+            extract: deltarl_verify::Policy::Boxed,
+            extract_fallbacks: Vec::new(),
+            code: deltarl_code::CodeOptions::default(),
         };
         let mut buf = Vec::new();
         let mut src = Vec::new();

@@ -1,9 +1,9 @@
 //! Code responses scored in the sandbox next to math ones (needs bubblewrap: `make sandbox`).
 
-use deltarl_code::{Grader, PassReward, RowsError, Tests};
+use deltarl_code::{CodeOptions, Grader, PassReward, RowsError, Tests};
 use deltarl_schemas::{CodeOutcome, FinishReason, RewardKind, RolloutRow};
-use deltarl_score::{run, Error, Settings};
-use deltarl_verify::ExtractOptions;
+use deltarl_score::{run, AdvantageKind, Error, Settings};
+use deltarl_verify::Policy;
 
 fn row(pid: &str, k: u32, text: &str, gold: &str, kind: RewardKind) -> RolloutRow {
     RolloutRow {
@@ -24,11 +24,15 @@ fn row(pid: &str, k: u32, text: &str, gold: &str, kind: RewardKind) -> RolloutRo
 
 fn settings(pass_reward: PassReward) -> Settings {
     Settings {
-        std_normalize: false,
+        advantage: AdvantageKind::Drgrpo,
         overlong: None,
         dynamic_sampling: true,
-        extract: ExtractOptions::default(),
-        pass_reward,
+        extract: Policy::Boxed,
+        extract_fallbacks: Vec::new(),
+        code: CodeOptions {
+            reward: pass_reward,
+            ..CodeOptions::default()
+        },
     }
 }
 

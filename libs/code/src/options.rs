@@ -1,9 +1,10 @@
-//! `[score.code]`: how the sandbox runs the programs of code prompts, and the grader's
-//! settings resolved from it.
+//! `[score.code]`: how the sandbox runs the programs of code prompts (the configuration's
+//! options, kept with the grader they configure), and the grader's settings resolved from
+//! them.
 
 use std::path::PathBuf;
 
-use deltarl_code::PassReward;
+use crate::PassReward;
 use serde::{Deserialize, Serialize};
 
 /// Code rewards: how the sandbox runs the programs of code prompts.
@@ -44,7 +45,7 @@ impl CodeOptions {
     }
 
     /// The grader's settings; the error names the key whose value cannot be used.
-    pub fn settings(&self) -> Result<deltarl_code::Settings, String> {
+    pub fn settings(&self) -> Result<crate::Settings, String> {
         let bad = |key: &str, value: String, expected: &str| {
             format!("config key `score.code.{key}` = {value}: expected {expected}")
         };
@@ -60,7 +61,7 @@ impl CodeOptions {
         if self.memory_mb < 64 {
             return Err(bad("memory_mb", self.memory_mb.to_string(), "at least 64"));
         }
-        Ok(deltarl_code::Settings {
+        Ok(crate::Settings {
             reward: self.reward,
             case_timeout: secs("case_timeout_s", self.case_timeout_s)?,
             run_timeout: secs("run_timeout_s", self.run_timeout_s)?,
