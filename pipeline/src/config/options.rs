@@ -15,8 +15,8 @@ use super::eval::EvalOptions;
 use super::skip::{is_zero_f64, is_zero_u32};
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
-pub use deltarl_code::CodeOptions;
 pub use super::vllm::VllmOptions;
+pub use deltarl_code::CodeOptions;
 
 /// The policy-gradient variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

@@ -126,27 +126,17 @@ fn copies(copies: usize) -> Vec<deltarl_update::TrainRow> {
 fn gradients(folder: &std::path::Path, rows: &[deltarl_update::TrainRow]) -> Vec<(String, Tensor)> {
     let p = deltarl_model::load(folder, Device::Cpu, deltarl_model::Dtype::Bf16).unwrap();
     let mut opt = AdamW::new(&p.vs, ADAM);
+    // The shared settings are one step, one response a pass, no clipping: only the dual
+    // clip and the seed are this test's own.
+    let base = common::settings();
     let s = deltarl_update::Settings {
         loss: deltarl_update::LossSettings {
-            eps_low: 0.2,
-            eps_high: 0.28,
             dual_clip: Some(3.0),
-            aggregation: deltarl_update::Aggregation::TokenMean,
-            norm_len: 16.0,
-            kl_coef: 0.0,
-            entropy_coef: 0.0,
+            ..base.loss
         },
-        optimizer_steps: 1,
-        micro_batch_rows: 1,
-        micro_batch_tokens: None,
-        activation_checkpointing: false,
-        warmup_steps: 0,
         lr: ADAM.lr,
-        grad_clip: 0.0,
-        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
-        temperature: 1.0,
         seed: 2,
-        ..common::settings()
+        ..base
     };
     deltarl_update::run(&s, 1, &p, &mut opt, None, rows, None, &mut |_| {}).unwrap();
     let mut names: Vec<String> = p.vs.variables().into_keys().collect();
