@@ -15,6 +15,7 @@ pub mod layout;
 mod manifest;
 pub mod seed;
 mod shard;
+pub mod skip;
 mod stream;
 mod tables;
 mod views;

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use deltarl_eval::{fitting, summarize, EvalSettings, Summary};
+use deltarl_eval::{fitting, summarize, Request, Summary};
 
 use crate::config::CodeOptions;
 use crate::stage::eval::evaluate;
@@ -72,7 +72,7 @@ impl Args {
             .clone()
             .unwrap_or_else(|| DELTA_TEMPLATE.to_string());
         // With a chat template the prompts are rendered in full before sampling.
-        let mut s = EvalSettings {
+        let mut s = Request {
             template: template.clone(),
             samples: self.k,
             temperature: self.temperature,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::skip::{is_one, is_zero};
+use deltarl_schemas::skip::{is_one, is_zero};
 
 fn one() -> f64 {
     1.0

@@ -22,12 +22,10 @@ mod limits;
 mod locate;
 mod options;
 pub mod overrides;
-mod skip;
 mod vllm;
 pub use by_algorithm::ByAlgorithm;
 pub use eval::EvalOptions;
 pub use options::*;
-pub use skip::{is_one, is_zero};
 
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {

@@ -12,7 +12,7 @@ use deltarl_update::Aggregation;
 
 use super::by_algorithm::ByAlgorithm;
 use super::eval::EvalOptions;
-use super::skip::{is_zero_f64, is_zero_u32};
+use deltarl_schemas::skip::{is_zero_f64, is_zero_u32};
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
 pub use super::vllm::VllmOptions;

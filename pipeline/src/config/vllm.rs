@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::skip::{is_true, is_zero_f64};
+use deltarl_schemas::skip::{is_true, is_zero_f64};
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

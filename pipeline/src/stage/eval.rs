@@ -2,19 +2,15 @@
 //! built-in task's test split and on the benchmark files of `[eval] benchmarks`; writes
 //! eval.parquet (one row per answer, `benchmark` naming where it comes from).
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 use serde_json::json;
 
-use deltarl_model::Dtype;
 use deltarl_schemas::{write_table, Stage};
 
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};
 use crate::config::{CodeOptions, Resolved};
-use deltarl_eval::{accuracy_by_source, fitting, summarize, Draw, EvalSettings, Sampling};
+use deltarl_eval::{accuracy_by_source, fitting, summarize, Request, Sampling};
 use deltarl_schemas::{EvalRow, PromptRow};
 
 /// How held-out answers are sampled under this configuration: the rollout's prompt and
@@ -31,62 +27,24 @@ pub fn sampling(cfg: &Resolved) -> Sampling {
     }
 }
 
-/// Everything the eval stage reads from the configuration.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    /// The training data source: held-out problems exist for the built-in task only.
-    pub data_source: String,
-    pub problems: usize,
-    pub samples: u32,
-    pub temperature: f64,
-    #[serde(skip_serializing_if = "crate::config::is_one")]
-    pub top_p: f64,
-    #[serde(skip_serializing_if = "crate::config::is_zero")]
-    pub top_k: usize,
-    pub sampling: Sampling,
-    pub dtype: Dtype,
-    /// Benchmark files (their contents are inputs of the stage, hashed as such).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub benchmarks: Vec<String>,
-    /// Wrap benchmark prompts in the policy's chat template, as training prompts are.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub chat_template: bool,
-    /// How code problems run (only in the hash when set: math runs keep theirs).
-    #[serde(skip_serializing_if = "CodeOptions::is_default")]
-    pub code: CodeOptions,
-}
+/// The eval stage's settings (the eval crate's own).
+pub type Settings = deltarl_eval::Settings;
 
-impl Settings {
-    pub fn new(cfg: &Resolved) -> Self {
-        let o = &cfg.opts;
-        Settings {
-            data_source: o.data.source.clone(),
-            problems: o.eval.problems,
-            samples: o.eval.samples,
-            temperature: o.eval.temperature,
-            top_p: o.eval.top_p,
-            top_k: o.eval.top_k,
-            sampling: sampling(cfg),
-            dtype: o.model.dtype,
-            benchmarks: o.eval.benchmarks.clone(),
-            chat_template: o.data.chat_template && !o.eval.benchmarks.is_empty(),
-            code: o.score.code.clone(),
-        }
-    }
-
-    /// How the stage draws its answers.
-    pub fn draw(&self) -> Draw {
-        Draw {
-            samples: self.samples,
-            temperature: self.temperature,
-            top_p: self.top_p,
-            top_k: self.top_k,
-        }
-    }
-
-    /// The benchmark files, as inputs of the stage.
-    pub fn files(&self) -> Vec<PathBuf> {
-        self.benchmarks.iter().map(PathBuf::from).collect()
+/// The eval stage's settings under this configuration.
+pub fn settings(cfg: &Resolved) -> Settings {
+    let o = &cfg.opts;
+    Settings {
+        data_source: o.data.source.clone(),
+        problems: o.eval.problems,
+        samples: o.eval.samples,
+        temperature: o.eval.temperature,
+        top_p: o.eval.top_p,
+        top_k: o.eval.top_k,
+        sampling: sampling(cfg),
+        dtype: o.model.dtype,
+        benchmarks: o.eval.benchmarks.clone(),
+        chat_template: o.data.chat_template && !o.eval.benchmarks.is_empty(),
+        code: o.score.code.clone(),
     }
 }
 
@@ -96,7 +54,7 @@ pub fn evaluate(
     policy: &deltarl_model::Policy,
     bench: &str,
     prompts: &[PromptRow],
-    s: &EvalSettings,
+    s: &Request,
     code: &CodeOptions,
 ) -> Result<Vec<EvalRow>> {
     let grader = crate::rewards::grader_for(prompts, code.settings())
@@ -119,7 +77,7 @@ pub fn heldout_rows(
     iter: u32,
 ) -> Result<Vec<deltarl_schemas::EvalRow>> {
     let prompts = task.test_prompts(s.problems);
-    let settings = s.sampling.at(s.draw(), iter);
+    let settings = s.request(iter);
     evaluate(policy, &task.heldout_name(), &prompts, &settings, &s.code)
 }
 
@@ -135,7 +93,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     }
     let dir = env.this_policy();
     let policy = load_policy(&dir, env.device, s.dtype)?;
-    let settings = s.sampling.at(s.draw(), env.iter);
+    let settings = s.request(env.iter);
     let mut rows = Vec::new();
     let mut benchmarks = serde_json::Map::new();
     let mut summarise = |name: &str, part: &[deltarl_schemas::EvalRow], skipped: usize| {

@@ -53,7 +53,7 @@ pub fn settings_json(stage: Stage, cfg: &Resolved) -> Result<serde_json::Value> 
         Stage::Features => serde_json::to_value(features::settings(cfg)),
         Stage::Coeffs => serde_json::to_value(coeffs::settings(cfg)?),
         Stage::Update => serde_json::to_value(update::settings(cfg)),
-        Stage::Eval => serde_json::to_value(eval::Settings::new(cfg)),
+        Stage::Eval => serde_json::to_value(eval::settings(cfg)),
     };
     value.with_context(|| format!("cannot serialise the settings of stage {stage}"))
 }
@@ -67,7 +67,7 @@ pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
         Stage::Features => hash_of(stage, &features::settings(cfg)),
         Stage::Coeffs => hash_of(stage, &coeffs::settings(cfg)?),
         Stage::Update => hash_of(stage, &update::settings(cfg)),
-        Stage::Eval => hash_of(stage, &eval::Settings::new(cfg)),
+        Stage::Eval => hash_of(stage, &eval::settings(cfg)),
     }
 }
 
@@ -90,7 +90,7 @@ pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
         Stage::Features => features::run(env, &features::settings(cfg)),
         Stage::Coeffs => coeffs::run(env, &coeffs::settings(cfg)?),
         Stage::Update => update::run(env, &update::settings(cfg)),
-        Stage::Eval => eval::run(env, &eval::Settings::new(cfg)),
+        Stage::Eval => eval::run(env, &eval::settings(cfg)),
     }
 }
 
@@ -102,7 +102,7 @@ pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Vec<PathB
             .into_iter()
             .collect(),
         Stage::Update => update::optimizer_state(env)?.into_iter().collect(),
-        Stage::Eval => eval::Settings::new(cfg).files(),
+        Stage::Eval => eval::settings(cfg).files(),
         Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs => Vec::new(),
     })
 }

@@ -5,6 +5,7 @@
 //! application's.
 
 mod sampling;
+mod settings;
 pub mod stats;
 
 use deltarl_code::{CodeOutcome, Grader};
@@ -12,7 +13,8 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
 use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
 
-pub use sampling::{Draw, EvalSettings, Sampling};
+pub use sampling::{Draw, Request, Sampling};
+pub use settings::Settings;
 pub use stats::{bootstrap, Estimate};
 
 /// Errors of the eval stage's core.
@@ -42,7 +44,7 @@ pub fn evaluate(
     policy: &Policy,
     bench: &str,
     prompts: &[PromptRow],
-    s: &EvalSettings,
+    s: &Request,
     grader: Option<&Grader>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<EvalRow>> {

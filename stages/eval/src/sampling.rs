@@ -1,5 +1,5 @@
 //! How evaluation samples: the configured part ([`Sampling`], hashed into the stages that
-//! evaluate) and one evaluation's full settings ([`EvalSettings`]).
+//! evaluate) and what one evaluation asks of a policy ([`Request`]).
 
 use serde::Serialize;
 
@@ -41,10 +41,10 @@ impl Draw {
 }
 
 impl Sampling {
-    /// Evaluation settings for answers drawn as `draw` says with the policy of iteration
-    /// `iter` (0 = the base).
-    pub fn at(&self, draw: Draw, iter: u32) -> EvalSettings {
-        EvalSettings {
+    /// The request for answers drawn as `draw` says with the policy of iteration `iter`
+    /// (0 = the base).
+    pub fn at(&self, draw: Draw, iter: u32) -> Request {
+        Request {
             template: self.template.clone(),
             samples: draw.samples,
             temperature: draw.temperature,
@@ -62,9 +62,9 @@ impl Sampling {
     }
 }
 
-/// How to sample for evaluation.
+/// What one evaluation asks of a policy: how to prompt, sample and grade.
 #[derive(Clone, Debug)]
-pub struct EvalSettings {
+pub struct Request {
     pub template: String,
     pub samples: u32,
     pub temperature: f64,

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Manifest, Stage};
 
 use crate::context::Ctx;
-use crate::stage::eval::{heldout_rows, Settings};
+use crate::stage::eval::{heldout_rows, settings, Settings};
 
 /// Answers a problem in the sampled readout: enough that a problem's score is a fraction,
 /// not a coin, at four times a greedy evaluation's cost.
@@ -56,7 +56,7 @@ fn cached(
 /// The held-out answers of the shared base, graded as the eval stage grades, kept as
 /// `base-eval.parquet`. None when the runs have no built-in task.
 pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
-    let s = Settings::new(&ctx.cfg);
+    let s = settings(&ctx.cfg);
     let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
         return Ok(None);
     };
@@ -82,7 +82,7 @@ pub fn sampled_settings(ctx: &Ctx) -> Settings {
         temperature: r.temperature,
         top_p: r.top_p,
         top_k: r.top_k,
-        ..Settings::new(&ctx.cfg)
+        ..settings(&ctx.cfg)
     }
 }
 

@@ -1,6 +1,6 @@
-//! serde `skip_serializing_if` tests: keys added after runs were recorded are left out of
-//! serialised configurations and settings at their defaults, so those runs' hashes stay
-//! the same.
+//! serde `skip_serializing_if` tests, shared by the configuration and every stage's
+//! settings: keys added after runs were recorded are left out of serialised configurations
+//! and settings at their defaults, so those runs' hashes stay the same.
 
 pub fn is_one(x: &f64) -> bool {
     *x == 1.0
