@@ -96,7 +96,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     } else {
         s.data.template.clone()
     };
-    let core = deltarl_rollout::Settings {
+    let core = deltarl_rollout::Plan {
         samples_per_prompt: r.samples_per_prompt,
         template,
         sampling: sample_settings(r, r.temperature, eos_ids),

@@ -48,7 +48,7 @@ pub fn evaluate(
     grader: Option<&Grader>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<EvalRow>> {
-    let core = deltarl_rollout::Settings {
+    let core = deltarl_rollout::Plan {
         samples_per_prompt: s.samples,
         template: s.template.clone(),
         sampling: SampleSettings {

@@ -10,9 +10,13 @@ use deltarl_schemas::{
     render_template, write_table, FileMeta, PromptRow, RolloutRow, Shard, Stage,
 };
 
-/// Validated rollout settings.
+/// What one iteration's rollout samples with: the prompt template (rendered with the
+/// policy's chat template when asked), the sampling settings with the policy's end tokens,
+/// and the seeds. Built each iteration from the stage's settings — the configuration's
+/// `[data]` and `[rollout]` tables, which the application resolves and hashes — and the
+/// policy folder; recorded in rollouts.parquet.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct Settings {
+pub struct Plan {
     /// Responses per prompt (G).
     pub samples_per_prompt: u32,
     /// Prompt template with a `{question}` placeholder.
@@ -71,7 +75,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Pure core with our own engine: prompts in, one row per (prompt, sample) out, in prompt
 /// order (with a [`Shard`], the rows of its samples only, in the same order).
 pub fn run(
-    s: &Settings,
+    s: &Plan,
     policy: &Policy,
     prompts: &[PromptRow],
     progress: &mut dyn FnMut(usize, usize),
@@ -87,7 +91,7 @@ pub fn run(
 
 /// [`run`] with any engine; the tokenizer encodes the prompts and decodes the responses.
 pub fn run_with(
-    s: &Settings,
+    s: &Plan,
     tokenizer: &Tokenizer,
     engine: Engine<'_>,
     prompts: &[PromptRow],
@@ -157,7 +161,7 @@ fn native(
     model: &Qwen3,
     tokenizer: &Tokenizer,
     requests: &[Request],
-    s: &Settings,
+    s: &Plan,
     prompts: &[PromptRow],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Vec<(usize, Sample)>>> {
@@ -182,7 +186,7 @@ fn vllm(
     client: &deltarl_vllm::Client,
     concurrency: Option<usize>,
     requests: &[Request],
-    s: &Settings,
+    s: &Plan,
     prompts: &[PromptRow],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Vec<(usize, Sample)>>> {
@@ -246,7 +250,7 @@ fn vllm(
 /// from several processes first, when there are several), with the settings in the file
 /// metadata.
 pub fn write<W: Write + Send>(
-    s: &Settings,
+    s: &Plan,
     rows: &[RolloutRow],
     out: W,
     meta: FileMeta,

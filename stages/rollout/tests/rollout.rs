@@ -4,7 +4,7 @@
 
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::random_policy;
-use deltarl_rollout::{run, Settings};
+use deltarl_rollout::{run, Plan};
 use deltarl_schemas::{FinishReason, PromptRow};
 
 fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {
@@ -21,8 +21,8 @@ fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {
     (dir, p)
 }
 
-fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Settings {
-    Settings {
+fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Plan {
+    Plan {
         samples_per_prompt: 4,
         template: "Q: {question}\nA: ".into(),
         sampling: SampleSettings {
