@@ -1,8 +1,10 @@
 //! One module per stage, each with the same shape:
 //!
-//! * `Settings::new(&Resolved)`: the part of the configuration the stage uses, and nothing
-//!   else. Its serialisation is the stage's hash ([`hash`]), so a setting the stage reads
-//!   is a setting that reruns it: none can be forgotten from a hand-kept list.
+//! * `settings(&Resolved) -> Settings`: the part of the configuration the stage uses, and
+//!   nothing else — the stage crate's own `Settings` (the rollout's are the `[data]` and
+//!   `[rollout]` tables, see `rollout.rs`). Its serialisation is the stage's hash
+//!   ([`hash`]), so a setting the stage reads is a setting that reruns it: none can be
+//!   forgotten from a hand-kept list.
 //! * `run(&Env, &Settings)`: read the inputs, run the stage crate's pure core, write through
 //!   its Parquet shell (temporary name, renamed when complete).
 //! * `summary(&serde_json::Value)`: the stage's part of the console line.
@@ -48,7 +50,7 @@ fn hash_of<T: Serialize>(stage: Stage, settings: &T) -> Result<String> {
 pub fn settings_json(stage: Stage, cfg: &Resolved) -> Result<serde_json::Value> {
     let value = match stage {
         Stage::Warmstart => serde_json::to_value(warmstart::settings(cfg)),
-        Stage::Rollout => serde_json::to_value(rollout::Settings::new(cfg)),
+        Stage::Rollout => serde_json::to_value(rollout::settings(cfg)),
         Stage::Score => serde_json::to_value(score::settings(cfg)),
         Stage::Features => serde_json::to_value(features::settings(cfg)),
         Stage::Coeffs => serde_json::to_value(coeffs::settings(cfg)?),
@@ -62,7 +64,7 @@ pub fn settings_json(stage: Stage, cfg: &Resolved) -> Result<serde_json::Value> 
 pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
     match stage {
         Stage::Warmstart => hash_of(stage, &warmstart::settings(cfg)),
-        Stage::Rollout => hash_of(stage, &rollout::Settings::new(cfg)),
+        Stage::Rollout => hash_of(stage, &rollout::settings(cfg)),
         Stage::Score => hash_of(stage, &score::settings(cfg)),
         Stage::Features => hash_of(stage, &features::settings(cfg)),
         Stage::Coeffs => hash_of(stage, &coeffs::settings(cfg)?),
@@ -85,7 +87,7 @@ pub fn shared(stage: Stage) -> bool {
 pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
     match stage {
         Stage::Warmstart => warmstart::run(env, &warmstart::settings(cfg)),
-        Stage::Rollout => rollout::run(env, &rollout::Settings::new(cfg)),
+        Stage::Rollout => rollout::run(env, &rollout::settings(cfg)),
         Stage::Score => score::run(env, &score::settings(cfg)),
         Stage::Features => features::run(env, &features::settings(cfg)),
         Stage::Coeffs => coeffs::run(env, &coeffs::settings(cfg)?),
@@ -97,7 +99,7 @@ pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
 /// Input files a stage reads besides the outputs of its upstream stages and its policy.
 pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Vec<PathBuf>> {
     Ok(match stage {
-        Stage::Rollout => rollout::Settings::new(cfg)
+        Stage::Rollout => rollout::settings(cfg)
             .data_file()
             .into_iter()
             .collect(),

@@ -19,7 +19,10 @@ use crate::config::{DataOptions, Engine, Resolved, RolloutOptions, VllmOptions};
 use crate::data;
 use crate::progress::Progress;
 
-/// Everything the rollout reads from the configuration.
+/// Everything the rollout reads from the configuration: the `[data]` and `[rollout]` tables
+/// themselves (where prompts come from, how they are drawn and templated, and the vLLM
+/// server are the application's; the rollout crate samples the prompts it is given, with a
+/// [`deltarl_rollout::Plan`] built from these each iteration).
 #[derive(Clone, Debug, Serialize)]
 pub struct Settings {
     pub seed: u64,
@@ -33,21 +36,22 @@ pub struct Settings {
     pub vllm: VllmOptions,
 }
 
-impl Settings {
-    pub fn new(cfg: &Resolved) -> Self {
-        let o = &cfg.opts;
-        let mut rollout = o.rollout.clone();
-        let vllm = std::mem::take(&mut rollout.vllm);
-        rollout.vllm.extra_args = vllm.extra_args.clone();
-        Settings {
-            seed: o.seed,
-            data: o.data.clone(),
-            rollout,
-            dtype: o.model.dtype,
-            vllm,
-        }
+/// The rollout's settings under this configuration.
+pub fn settings(cfg: &Resolved) -> Settings {
+    let o = &cfg.opts;
+    let mut rollout = o.rollout.clone();
+    let vllm = std::mem::take(&mut rollout.vllm);
+    rollout.vllm.extra_args = vllm.extra_args.clone();
+    Settings {
+        seed: o.seed,
+        data: o.data.clone(),
+        rollout,
+        dtype: o.model.dtype,
+        vllm,
     }
+}
 
+impl Settings {
     /// The prompt file, when prompts come from one.
     pub fn data_file(&self) -> Option<PathBuf> {
         deltarl_data::Task::from_source(&self.data.source)
