@@ -7,6 +7,7 @@
 
 mod code;
 mod common;
+mod compare;
 mod config;
 mod disks;
 mod layers;
@@ -19,6 +20,7 @@ mod refusals;
 mod resume;
 mod runs;
 mod scale;
+mod tasks;
 mod vllm;
 mod vllm_kept;
 mod wheel;

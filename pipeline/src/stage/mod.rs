@@ -99,10 +99,7 @@ pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
 /// Input files a stage reads besides the outputs of its upstream stages and its policy.
 pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Vec<PathBuf>> {
     Ok(match stage {
-        Stage::Rollout => rollout::settings(cfg)
-            .data_file()
-            .into_iter()
-            .collect(),
+        Stage::Rollout => rollout::settings(cfg).data_file().into_iter().collect(),
         Stage::Update => update::optimizer_state(env)?.into_iter().collect(),
         Stage::Eval => eval::settings(cfg).files(),
         Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs => Vec::new(),

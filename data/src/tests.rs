@@ -1,0 +1,109 @@
+//! The formats of the arithmetic tasks by hand, and their splits.
+
+use super::*;
+
+#[test]
+fn solutions_and_splits() {
+    let p = Problem { a: 45, b: 7, c: 13 };
+    assert_eq!(p.solution(None), "7*13=91 45+91=136 \\boxed{136}");
+    assert_eq!(p.solution(Some((0, 2))), "7*13=93 45+93=138 \\boxed{138}");
+    assert_eq!(p.answer(), 136);
+    let train = problems(Split::Train, 500, 1);
+    let test = problems(Split::Test, 100, 1);
+    assert_eq!((train.len(), test.len()), (500, 100));
+    assert!(train.iter().all(|p| split_of(p) == Split::Train));
+    assert!(test.iter().all(|p| split_of(p) == Split::Test));
+    assert_eq!(problems(Split::Test, 100, 1), test);
+    for ch in p.solution(None).chars().chain("Q: 1+2*3=?\nA: ".chars()) {
+        assert!(CHARS.contains(ch), "{ch:?} not in vocabulary");
+    }
+}
+
+#[test]
+fn the_steps_format_by_hand() {
+    let p = Problem { a: 45, b: 7, c: 13 };
+    let s = Task::Steps.solution(&p, None).unwrap();
+    assert_eq!(
+        s,
+        "first 7*13=91. then 45+91=136. so the answer is \\boxed{136}"
+    );
+    // The error is carried through the restated quantity and the answer.
+    assert_eq!(
+        Task::Steps.solution(&p, Some((0, -1))).unwrap(),
+        "first 7*13=90. then 45+90=135. so the answer is \\boxed{135}"
+    );
+    let chars = Task::Steps.chars();
+    for ch in s.chars().chain("Q: 1+2*3=?\nA: ".chars()) {
+        assert!(chars.contains(ch), "{ch:?} not in vocabulary");
+    }
+    // The compact task's ids are unchanged: its characters come first, in order.
+    assert!(chars.starts_with(CHARS));
+    assert_eq!(Task::Arith.vocab_size(), vocab_size());
+    assert_eq!(
+        Task::Steps.vocab_size(),
+        vocab_size() + STEPS_EXTRA.chars().count()
+    );
+    // Every extra character is new (no duplicate tokens).
+    assert!(STEPS_EXTRA.chars().all(|c| !CHARS.contains(c)));
+    assert_eq!(Task::from_source("tiny-steps"), Some(Task::Steps));
+    assert!(CHARS.starts_with("0123456789") && digit_ids().len() == 10);
+    assert_eq!(Task::from_source("x.jsonl"), None);
+    // 59 characters: the length the issue asks for (40-80 tokens).
+    assert_eq!(s.chars().count(), 59);
+}
+
+#[test]
+fn the_varied_format_by_hand() {
+    let p = Problem { a: 45, b: 7, c: 13 };
+    assert_eq!(
+        Task::Varied.phrased(&p, None, [1, 1, 0]).unwrap(),
+        "to start 7*13=91. next 45+91=136. therefore the answer is \\boxed{136}"
+    );
+    // Phrasing 2 of each is tiny-steps' text; the default is the longest.
+    assert_eq!(
+        Task::Varied.phrased(&p, None, [2; 3]).unwrap(),
+        Task::Steps.solution(&p, None).unwrap()
+    );
+    let longest = Task::Varied.solution(&p, Some((1, 3))).unwrap();
+    assert_eq!(
+        longest,
+        "start with 7*13=91. after that 45+91=139. therefore the answer is \\boxed{139}"
+    );
+    for pick in [[0, 0, 0], [1, 1, 1], [2, 2, 2], [0, 2, 1]] {
+        let s = Task::Varied.phrased(&p, None, pick).unwrap();
+        assert!(s.len() <= longest.len(), "{s}");
+        assert!(s.chars().all(|c| Task::Varied.chars().contains(c)), "{s}");
+    }
+    // One token decides each phrasing.
+    for alts in VARIED_PHRASES {
+        let firsts: std::collections::BTreeSet<char> =
+            alts.iter().filter_map(|a| a.chars().next()).collect();
+        assert_eq!(firsts.len(), alts.len(), "{alts:?}");
+    }
+    assert_eq!(Task::Varied.vocab_size(), Task::Steps.vocab_size());
+    assert_eq!(Task::from_source("tiny-steps-varied"), Some(Task::Varied));
+}
+
+#[test]
+fn warm_start_examples_draw_phrasings_for_the_varied_task_only() {
+    let draw = |task: Task| {
+        let mut rng = Rng::new(7);
+        (0..60)
+            .map(|_| warmstart_example(task, &mut rng, "Q: {question}\nA: ", 0.3).1)
+            .collect::<Vec<_>>()
+    };
+    let steps = draw(Task::Steps);
+    let varied = draw(Task::Varied);
+    for (i, alts) in VARIED_PHRASES.iter().enumerate() {
+        for alt in alts {
+            let used = varied.iter().filter(|s| s.contains(alt)).count();
+            assert!(used > 5, "phrase {i} {alt:?} used {used} times of 60");
+        }
+    }
+    // The other tasks draw nothing more: their examples follow the same problem stream.
+    let arith = draw(Task::Arith);
+    for (a, s) in arith.iter().zip(&steps) {
+        let boxed = |t: &str| t.rsplit_once("\\boxed").map(|x| x.1.to_string());
+        assert_eq!(boxed(a), boxed(s));
+    }
+}

@@ -1,0 +1,97 @@
+//! `deltarl compare` end to end: variants, seeds, the paired tables and both readouts.
+
+use crate::common::*;
+
+/// `deltarl compare` pairs each variant with the baseline seed by seed: the table has the
+/// mean paired difference, its t-interval over seeds, the t-test's p-value and its Holm
+/// adjustment over the arms, and the bootstrap over seeds and shared problems. A
+/// labelled variant (an ablation) runs with its keys set; the shared base is graded once as
+/// iteration 0.
+#[test]
+fn compare_reports_paired_differences_from_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let out = ok(deltarl(
+        &runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            "dapo,delta,k0:algorithm=delta;coeffs.refine_steps=0",
+            "--seeds",
+            "2",
+            "--iters",
+            "1",
+            "--name",
+            "cmp",
+        ],
+    ));
+    let md = std::fs::read_to_string(runs.join("cmp/compare.md")).unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("variant − dapo"), "{printed}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| delta |") && l.contains('['))
+        .unwrap_or_else(|| panic!("{md}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(cells[2], "2", "{row}");
+    // The mean paired difference is the mean of the per-seed differences.
+    let per: Vec<f64> = cells[8].split(", ").map(|x| x.parse().unwrap()).collect();
+    assert_eq!(per.len(), 2, "{row}");
+    let mean: f64 = cells[3].parse().unwrap();
+    assert!((mean - (per[0] + per[1]) / 2.0).abs() < 1e-3, "{row}");
+    // Two arms against dapo: Holm's p is at least the plain one, and at most 1.
+    let (p, holm): (f64, f64) = (cells[5].parse().unwrap(), cells[6].parse().unwrap());
+    assert!(
+        (0.0..=1.0).contains(&p) && holm >= p && holm <= 1.0,
+        "{row}"
+    );
+    assert!(md.contains("p (Holm, 2 arms)"), "{md}");
+    assert!(md.lines().any(|l| l.starts_with("| k0 | 2 |")), "{md}");
+    let k0 = std::fs::read_to_string(runs.join("cmp-k0-s2/run.toml")).unwrap();
+    assert!(k0.contains("refine_steps = 0"), "{k0}");
+    assert!(
+        md.contains("Shared warm-started base (iteration 0)"),
+        "{md}"
+    );
+    assert!(runs.join("cmp/base-eval.parquet").is_file());
+    // The second readout: every final policy sampled as the rollout samples, 4 answers a
+    // problem, with its own paired table.
+    assert!(
+        md.contains("sampled as the rollout samples (4 answers a problem at temperature 1"),
+        "{md}"
+    );
+    assert_eq!(md.matches("p (Holm, 2 arms)").count(), 2, "{md}");
+    let (rows, _) = deltarl_schemas::read_path::<deltarl_schemas::EvalRow>(
+        &runs.join("cmp/sampled/cmp-delta-s2.parquet"),
+    )
+    .unwrap();
+    let problems: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r.problem_id.as_str()).collect();
+    assert!(
+        !problems.is_empty() && rows.len() == 4 * problems.len(),
+        "{}",
+        rows.len()
+    );
+    assert!(md.contains("| variant | 0 | 1 |"), "the curve table: {md}");
+    // Refusals name what is wrong: a baseline that is not compared, a variant that would
+    // change what the runs share.
+    for (variants, baseline, says) in [
+        ("dapo,delta", "grpo", "not among --variants"),
+        ("dapo,x:warmstart.steps=1", "dapo", "sets `warmstart.steps`"),
+    ] {
+        let args = [
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            variants,
+            "--baseline",
+            baseline,
+        ];
+        let err = String::from_utf8_lossy(&deltarl(&runs, &args).stderr).into_owned();
+        assert!(err.contains(says), "{err}");
+    }
+}

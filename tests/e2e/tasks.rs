@@ -1,0 +1,80 @@
+//! The worded built-in tasks end to end, and the oracle estimator on their phrases.
+
+use crate::common::*;
+
+/// The second built-in task end to end: its own vocabulary in the base's tokenizer and
+/// config, its phrases in the rollouts, its held-out benchmark in eval.parquet.
+#[test]
+fn the_steps_task_runs_every_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "steps.toml",
+        "[data]\nsource = \"tiny-steps\"\n[rollout]\nmax_new_tokens = 40\n[eval]\nevery = 1\n\
+         [warmstart]\nsteps = 150\n[model.tiny]\nmax_position_embeddings = 96\n",
+    );
+    let runs = dir.path().join("runs");
+    // The micro model's 64 positions cannot hold a worded solution: refused by key.
+    let out = iterate(
+        &runs,
+        &cfg,
+        "short",
+        &["--set", "model.tiny.max_position_embeddings=64"],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("model.tiny.max_position_embeddings` = 64"),
+        "{err}"
+    );
+    ok(iterate(&runs, &cfg, "s", &[]));
+    let run = runs.join("s");
+    let vocab = deltarl_data::Task::Steps.vocab_size();
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("base/config.json")).unwrap()).unwrap();
+    assert_eq!(config["vocab_size"].as_u64(), Some(vocab as u64));
+    run_python(
+        r#"
+import sys, polars as pl
+run = sys.argv[1]
+e = pl.read_parquet(run + "/iter-0001/eval.parquet")
+assert e["benchmark"].unique().to_list() == ["tiny-steps-test"], e
+s = pl.read_parquet(run + "/iter-0001/scores.parquet")
+assert s["data_source"].unique().to_list() == ["tiny-steps"], s
+r = pl.read_parquet(run + "/iter-0001/rollouts.parquet")
+# The warm start taught the phrases (the micro model only partly: half its responses open
+# with the first one here, which an untrained model does with probability ~1e-10).
+opens = r["response_text"].str.starts_with("first ").mean()
+assert opens >= 0.25, (opens, r["response_text"].head(5).to_list())
+"#,
+        &[&run],
+    );
+    // The oracle on the same base, without dynamic sampling so that every response is
+    // kept: 0 on each character of a phrase, 1 elsewhere.
+    let base = format!("model.source={:?}", run.join("base").display().to_string());
+    let sets = [
+        "--set",
+        "coeffs.estimator=\"oracle-tokens\"",
+        "--set",
+        "score.dynamic_sampling=false",
+        "--set",
+        &base,
+    ];
+    ok(iterate(&runs, &cfg, "oracle", &sets));
+    run_python(
+        r#"
+import sys, polars as pl
+it = sys.argv[1] + "/iter-0001/"
+r = pl.read_parquet(it + "rollouts.parquet")
+c = pl.read_parquet(it + "coeffs.parquet")
+j = r.join(c, on=["prompt_id", "sample_idx"])
+assert j.height == r.height > 0
+opened = j.filter(pl.col("response_text").str.starts_with("first "))
+assert opened.height > 0
+for coeff in opened["coeff"]:
+    assert coeff[:6].to_list() == [0.0] * 5 + [1.0], coeff
+values = set(v for coeff in j["coeff"] for v in coeff)
+assert values == {0.0, 1.0}, values
+"#,
+        &[&runs.join("oracle")],
+    );
+}
