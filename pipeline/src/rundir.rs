@@ -122,6 +122,11 @@ impl RunDir {
         layout::iter_dir(&self.root, iter)
     }
 
+    /// The policy folder iteration `iter`'s update writes.
+    pub fn policy_dir(&self, iter: u32) -> PathBuf {
+        self.iter_dir(iter).join("policy")
+    }
+
     pub fn manifest_path(&self, iter: u32, stage: Stage) -> PathBuf {
         layout::manifest_path(&self.root, iter, stage)
     }

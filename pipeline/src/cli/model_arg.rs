@@ -37,7 +37,7 @@ impl ModelArg {
         }
         let policy = |n: u32| match n {
             0 => run.base(),
-            n => run.iter_dir(n).join("policy"),
+            n => run.policy_dir(n),
         };
         let folder = match self.iter {
             Some(n) => policy(n),

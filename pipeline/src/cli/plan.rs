@@ -197,7 +197,7 @@ impl Args {
         let plan = Plan::new(&shape, &w);
         let ckpt = w.activation_checkpointing;
         let n = self.devices;
-        // Fully sharded (FSDP / ZeRO-3, the reference's layout under verl): the training
+        // Fully sharded (FSDP / ZeRO-3, the authors' layout under verl): the training
         // state divides over the devices; activations and the cache do not.
         let sharded_state = (plan.weights + plan.master + plan.grads + plan.moments).div_ceil(n);
         let act = if ckpt {

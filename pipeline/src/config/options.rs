@@ -365,7 +365,7 @@ pub struct UpdateOptions {
     /// Entropy bonus coefficient (0 = off).
     pub entropy_coef: f64,
     /// Old log-probs in the ratio: recompute (the features pass of the pre-update policy,
-    /// the reference's choice) | rollout (the sampler's).
+    /// the authors' choice) | rollout (the sampler's).
     #[serde(default)]
     pub old_logprobs: deltarl_update::OldLogprobs,
     /// Truncated importance sampling of the sampler/trainer mismatch: each token's

@@ -85,7 +85,7 @@ impl Env<'_> {
 
     /// The policy this iteration's update writes.
     pub fn this_policy(&self) -> PathBuf {
-        self.run.iter_dir(self.iter).join("policy")
+        self.run.policy_dir(self.iter)
     }
 }
 
@@ -95,7 +95,7 @@ pub fn policy_before(run: &RunDir, base: &Path, iter: u32) -> PathBuf {
     if iter <= 1 {
         base.to_path_buf()
     } else {
-        run.iter_dir(iter - 1).join("policy")
+        run.policy_dir(iter - 1)
     }
 }
 

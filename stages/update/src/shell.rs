@@ -17,7 +17,7 @@ use crate::{Error, Result, Settings, TrainRow};
 #[serde(rename_all = "kebab-case")]
 pub enum OldLogprobs {
     /// The training engine's teacher-forced pass of the pre-update policy (the features
-    /// pass): the reference's choice, and the only right one with another sampler.
+    /// pass): the authors' choice, and the only right one with another sampler.
     #[default]
     Recompute,
     /// The sampler's own log-probs.

@@ -99,7 +99,7 @@ pub fn sampled_eval(
     let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
         return Ok(None);
     };
-    let dir = ctx.run.iter_dir(iter).join("policy");
+    let dir = ctx.run.policy_dir(iter);
     let rows = cached(
         ctx,
         &folder.join("sampled").join(format!("{run}.parquet")),

@@ -4,7 +4,7 @@
 use deltarl_schemas::EvalRow;
 
 use super::outcome::Outcome;
-use super::paired_table::{paired_table, Scores};
+use super::paired_table::{half_width, paired_table, Scores};
 
 /// The fraction of answers graded correct.
 pub fn accuracy(rows: &[EvalRow]) -> f64 {
@@ -72,8 +72,9 @@ fn means_table(variants: &[String], results: &[Outcome]) -> String {
         let (m, ci) = crate::paired::mean_ci(&finals);
         let per: Vec<String> = finals.iter().map(|x| format!("{x:.3}")).collect();
         table += &format!(
-            "| {v} | {} | {m:.4} | ± {ci:.4} | {} |\n",
+            "| {v} | {} | {m:.4} | {} | {} |\n",
             finals.len(),
+            half_width(ci),
             per.join(", ")
         );
     }
