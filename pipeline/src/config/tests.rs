@@ -1,5 +1,5 @@
 //! The configuration's tests: every shipped config loads, the 8B one is the authors' run script,
-//! extraction policies by name, the KV-cache budget.
+//! extraction policies by name, the KV-cache budget, no correct answer penalised for length.
 #![allow(clippy::unwrap_used)]
 use super::*;
 
@@ -189,4 +189,41 @@ fn the_oracle_reads_its_task_from_the_data_source_and_leaves_hashes_alone() {
         e.contains("coeffs.estimator") && e.contains("tiny-arith"),
         "{e}"
     );
+}
+
+/// DAPO's overlong penalty is for answers that ramble: on every shipped config of a built-in
+/// task, the longest correct answer (its largest problem, the longest wording, the end token)
+/// ends before the penalty starts, so no correct answer is penalised.
+#[test]
+fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
+    use deltarl_data::{code::Linear, Problem, Task};
+    let mut checked = Vec::new();
+    for e in std::fs::read_dir(configs()).unwrap() {
+        let path = e.unwrap().path();
+        let r = Resolved::load(&path).unwrap();
+        let Some(task) = Task::from_source(&r.opts.data.source) else {
+            continue;
+        };
+        if !r.overlong_penalty {
+            continue;
+        }
+        let longest = match task {
+            Task::Code => Linear::LONGEST.solution(None),
+            Task::Arith | Task::Steps | Task::Varied => {
+                task.solution(&Problem::LONGEST, None).unwrap()
+            }
+        };
+        // One token a character (the tiny tokenizer), and the end token.
+        let tokens = longest.chars().count() + 1;
+        let free = r.opts.rollout.max_new_tokens - r.opts.score.overlong_buffer;
+        assert!(
+            tokens <= free,
+            "{}: the longest correct answer ({tokens} tokens, {longest:?}) is penalised \
+             past {free} tokens",
+            path.display()
+        );
+        checked.push(tokens);
+    }
+    // tiny-arith (33 tokens, the tightest), tiny-steps, -varied, -code and their comparisons.
+    assert!(checked.len() >= 4 && checked.contains(&33), "{checked:?}");
 }
