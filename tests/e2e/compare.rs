@@ -76,6 +76,73 @@ fn compare_reports_paired_differences_from_the_baseline() {
         rows.len()
     );
     assert!(md.contains("| variant | 0 | 1 |"), "the curve table: {md}");
+    // A follow-up comparison on the same base (`--base`): no warm start of its own, the same
+    // base graded as iteration 0, and a run with the same variant and seed ends where the
+    // first comparison's did.
+    let base = runs.join("cmp-dapo-s1/base");
+    let again = ok(deltarl(
+        &runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            "dapo",
+            "--seeds",
+            "1",
+            "--iters",
+            "1",
+            "--name",
+            "again",
+            "--base",
+            base.to_str().unwrap(),
+        ],
+    ));
+    let (first, said) = (
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&again.stderr),
+    );
+    assert!(
+        first.contains("warmstart") && !said.contains("warmstart"),
+        "{said}"
+    );
+    let md2 = std::fs::read_to_string(runs.join("again/compare.md")).unwrap();
+    let line = |md: &str, start: &str| {
+        md.lines()
+            .find(|l| l.starts_with(start))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{md}"))
+    };
+    let shared = "Shared warm-started base";
+    assert_eq!(line(&md, shared), line(&md2, shared));
+    let seed1 = |md: &str| {
+        let row = line(md, "| dapo |");
+        row.split('|')
+            .nth(5)
+            .unwrap()
+            .split(", ")
+            .next()
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(seed1(&md), seed1(&md2), "{md}\n{md2}");
+    let err = deltarl(
+        &runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--base",
+            "nowhere",
+        ],
+    );
+    let err = String::from_utf8_lossy(&err.stderr).into_owned();
+    assert!(err.contains("--base nowhere: not a policy folder"), "{err}");
+    assert!(
+        !runs.join("compare").exists(),
+        "a refused comparison writes nothing"
+    );
     // Refusals name what is wrong: a baseline that is not compared, a variant that would
     // change what the runs share.
     for (variants, baseline, says) in [

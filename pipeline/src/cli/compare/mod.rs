@@ -34,8 +34,9 @@ pub struct Args {
     config: PathBuf,
     /// Comma-separated variants: an algorithm (`dapo`), or a label and the keys it sets,
     /// `LABEL:KEY=VALUE[;KEY=VALUE...]` (`k0:algorithm=delta;coeffs.refine_steps=0`). The
-    /// first variant's first-seed run warm-starts the base every other run starts from: keep it
-    /// first when adding variants to a comparison, or its base is warm-started again.
+    /// first variant's first-seed run warm-starts the base every other run starts from (unless
+    /// `--base` names one): keep it first when adding variants to a comparison, or its base is
+    /// warm-started again.
     #[arg(long, default_value = "grpo,dapo,delta", value_delimiter = ',')]
     variants: Vec<Variant>,
     /// Seeds per variant: `--first-seed` and the N - 1 after it.
@@ -59,6 +60,11 @@ pub struct Args {
     /// else the first).
     #[arg(long)]
     baseline: Option<String>,
+    /// Start every run from this policy folder instead of warm-starting a base: an earlier
+    /// comparison's (`runs/<name>-<variant>-s<seed>/base`), so a follow-up comparison pairs
+    /// with it on the same base without paying for its warm start again. Set after `--set`.
+    #[arg(long, value_name = "FOLDER")]
+    base: Option<PathBuf>,
 }
 
 /// The configuration of one run: the base file, the seed, the keys common to all runs, the
@@ -123,17 +129,25 @@ impl Args {
 
     pub fn run(self, runs: &Path) -> Result<()> {
         let (variants, baseline) = self.labels()?;
-        let folder = runs.join(&self.name);
-        std::fs::create_dir_all(folder.join("configs"))?;
         let base_cfg = self
             .config
             .canonicalize()
             .with_context(|| format!("config {}", self.config.display()))?;
+        let mut shared_base = match &self.base {
+            Some(b) if !b.join("config.json").is_file() => anyhow::bail!(
+                "--base {}: not a policy folder (no config.json in it)",
+                b.display()
+            ),
+            Some(b) => Some(b.canonicalize()?),
+            None => None,
+        };
+        // Checked before anything is written.
+        let folder = runs.join(&self.name);
+        std::fs::create_dir_all(folder.join("configs"))?;
         // The runs' own final evaluation (the config's `[eval]`), and the second readout:
         // the final policies sampled as the rollout samples.
         let (mut graded, mut sampled) = (Readout::default(), Readout::default());
         let mut sampling = String::new();
-        let mut shared_base: Option<PathBuf> = None;
         let total = variants.len() as u64 * self.seeds;
         let mut k = 0;
         let mut base_rows = None;
@@ -152,11 +166,18 @@ impl Args {
                 let runner = Runner::new(&ctx);
                 eprintln!("== [{k}/{total}] {name}");
                 runner.iterate(&lock, Until::Iteration(self.iters))?;
-                if shared_base.is_none() && ctx.tiny() {
-                    let base = ctx.run.base().canonicalize()?;
-                    base_rows = base_eval(&ctx, &base, &folder)
-                        .context("evaluating the shared base on the held-out problems")?;
-                    shared_base = Some(base);
+                if k == 1 {
+                    // The base every run starts from: `--base`, or this first run's warm start.
+                    let base = match shared_base.take() {
+                        Some(b) => Some(b),
+                        None if ctx.tiny() => Some(ctx.run.base().canonicalize()?),
+                        None => None,
+                    };
+                    if let Some(b) = &base {
+                        base_rows = base_eval(&ctx, b, &folder)
+                            .context("evaluating the shared base on the held-out problems")?;
+                    }
+                    shared_base = base;
                 }
                 runner.run_stage(self.iters, Stage::Eval, false)?;
                 let curve = (1..=self.iters)
