@@ -1,19 +1,16 @@
-# docs/results.md §10: python3 docs/pooled.py "§9 tiny-steps-varied, 20 it=-0.011,0.000,0.001,0.000,0.000,-0.008"
+# docs/results.md §10: python3 docs/pooled.py "LABEL=d1,d2,..." ... (one argument a setting,
+# its per-seed DelTA - DAPO differences; the command in §10 gives the page's three).
 # Pooled analysis of DelTA - DAPO across independent settings: each setting's mean paired
 # difference over seeds and its standard error s/sqrt(n); fixed-effect inverse-variance
 # pooling, and a DerSimonian-Laird random-effects estimate; a sign test over settings.
 import math, sys
 from statistics import mean, stdev
-settings = {
-    "§2 tiny-steps, 20 it": [-0.003, +0.001, +0.001, +0.000, -0.020],
-    # §5 is left out: its runs are the first 10 iterations of §9's seeds 1-3 (same base, config).
-    "§6 compact control, 10 it": [+0.003, -0.004, -0.006, -0.002, -0.011],
-}
-extra = sys.argv[1:]  # "label=v1,v2,..."
-for e in extra:
+settings = {}
+for e in sys.argv[1:]:
     k, v = e.split("=")
     settings[k] = [float(x) for x in v.split(",")]
-tq = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 10: 2.228, 12: 2.179, 13: 2.160, 14: 2.145, 16: 2.120, 18: 2.101, 20: 2.086}
+if len(settings) < 2:
+    sys.exit("give two settings or more: LABEL=d1,d2,...")
 rows = []
 for k, xs in settings.items():
     m, s = mean(xs), stdev(xs)
@@ -53,4 +50,10 @@ def tcdf_two_sided(t, df):
     h = a / n
     s = sum(f(i * h) * (1 if i in (0, n) else (4 if i % 2 else 2)) for i in range(n + 1)) * h / 3
     return 1 - 2 * s
-print(f"stratified paired t: {est:+.4f} +- {tq.get(dfp, 2.0)*se:.4f} (t, {dfp} df), t = {t:.2f}, p = {tcdf_two_sided(t, dfp):.3f}")
+def t975(df):
+    lo, hi = 0.0, 20.0  # the 97.5 % quantile: two-sided p = 0.05, by bisection
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tcdf_two_sided(mid, df) > 0.05 else (lo, mid)
+    return (lo + hi) / 2
+print(f"stratified paired t: {est:+.4f} +- {t975(dfp)*se:.4f} (t, {dfp} df), t = {t:.2f}, p = {tcdf_two_sided(t, dfp):.3f}")
