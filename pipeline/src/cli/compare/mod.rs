@@ -168,16 +168,13 @@ impl Args {
                 runner.iterate(&lock, Until::Iteration(self.iters))?;
                 if k == 1 {
                     // The base every run starts from: `--base`, or this first run's warm start.
-                    let base = match shared_base.take() {
-                        Some(b) => Some(b),
-                        None if ctx.tiny() => Some(ctx.run.base().canonicalize()?),
-                        None => None,
-                    };
-                    if let Some(b) = &base {
+                    if shared_base.is_none() && ctx.tiny() {
+                        shared_base = Some(ctx.run.base().canonicalize()?);
+                    }
+                    if let Some(b) = &shared_base {
                         base_rows = base_eval(&ctx, b, &folder)
                             .context("evaluating the shared base on the held-out problems")?;
                     }
-                    shared_base = base;
                 }
                 runner.run_stage(self.iters, Stage::Eval, false)?;
                 let curve = (1..=self.iters)
