@@ -139,9 +139,11 @@ wheel: report-tool
 iterate: setup
 	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)
 
-# The vLLM rollout tests run the real server: its venv is made when missing.
+# The vLLM rollout tests run the real server: its venv is made when missing. Every test
+# binary runs (--no-fail-fast), and the last line sums them up, naming each failed test.
 test: setup vllm cuda-headers
-	DELTARL_CUDA_INCLUDE=$(CUDA_HEADERS) $(CARGO) test --profile $(PROFILE) --workspace
+	set -o pipefail; DELTARL_CUDA_INCLUDE=$(CUDA_HEADERS) $(CARGO) test --profile $(PROFILE) \
+	  --workspace --no-fail-fast 2>&1 | $(DELTARL_PYTHON) tests/summary.py
 
 lint: venv
 	$(CARGO) fmt --all -- --check

@@ -5,7 +5,8 @@
 //! 1. leaves: `chat`, `epochs` (the per-iteration draw), `progress`, `failure` (how an
 //!    error is shown), `hashcache`, `pruned` (the record of pruned files), `memory`,
 //!    `plan` and `host_plan` (device and host memory, disk), `paired` (statistics),
-//!    `rewards` (which reward grades a prompt), `settings_diff`;
+//!    `rewards` (which reward grades a prompt), `settings_diff`, `compute` (the threads
+//!    and processes a stage computed with);
 //! 2. `record` (a dataset record), `plan_models` (published model shapes), `metrics`
 //!    (metrics.jsonl, TensorBoard), `ranks` (several processes), `rundir` (the run's
 //!    files);
@@ -19,6 +20,7 @@
 
 pub mod chat;
 pub mod cli;
+pub mod compute;
 pub mod config;
 pub mod context;
 pub mod data;

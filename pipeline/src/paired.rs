@@ -126,6 +126,8 @@ mod tests {
     fn mean_ci_by_hand() {
         // 0.5, 0.6, 0.7: mean 0.6, sd 0.1, half-width t(2) * 0.1 / sqrt(3).
         let (m, ci) = mean_ci(&[0.5, 0.6, 0.7]);
+        // f64 means of three numbers: ~1e-16; the t quantile 4.302653 is given to 7 digits (±5e-7
+        //  relative), so the interval to 1e-6.
         assert!((m - 0.6).abs() < 1e-12);
         // t(2) = 4.302653 (tables print 4.303).
         assert!((ci - 4.302653 * 0.1 / 3f64.sqrt()).abs() < 1e-6);
@@ -138,6 +140,8 @@ mod tests {
         // 1 - t / sqrt(t^2 + 2) (the t(2) distribution's closed form) = 0.074180.
         let t = 2.0 * 3f64.sqrt();
         let want = 1.0 - t / (t * t + 2.0).sqrt();
+        // The same closed form in f64 both ways (1e-9 covers the series' truncation); the printed
+        //  0.074180 is rounded to 6 decimals (±5e-7).
         assert!((t_test_p(&[1.0, 2.0, 3.0]) - want).abs() < 1e-9);
         assert!((want - 0.074180).abs() < 1e-6);
         // Symmetric in the sign; degenerate cases.
@@ -152,6 +156,7 @@ mod tests {
         // Sorted 0.01, 0.03, 0.04 with m = 3: 0.03, 0.06, 0.04 -> monotone 0.03, 0.06, 0.06.
         let adj = holm(&[0.04, 0.01, 0.03]);
         for (got, want) in adj.iter().zip([0.06, 0.03, 0.06]) {
+            // Holm's products of a few f64 p-values: ~1e-16; 1e-12 is slack.
             assert!((got - want).abs() < 1e-12, "{adj:?}");
         }
         assert_eq!(adj.len(), 3);
@@ -218,6 +223,7 @@ mod tests {
             .collect();
         let d = paired_bootstrap(&pairs, 7);
         for x in [d.mean, d.lo, d.hi] {
+            // Means of exact quarters in f64: exact up to 1e-16; 1e-12 is slack.
             assert!((x - 0.25).abs() < 1e-12, "{d:?}");
         }
     }

@@ -236,6 +236,7 @@ impl<'a> Runner<'a> {
                 r.announce(Command::Run { iter, stage })?;
             }
         }
+        let processes = self.ctx.ranks.as_ref().map_or(1, |r| r.group.world());
         let start = Instant::now();
         let mem = crate::memory::start();
         let ran = stage::run(stage, &self.ctx.cfg, &env)
@@ -258,12 +259,17 @@ impl<'a> Runner<'a> {
             version: TOOL_VERSION.to_string(),
             summary: ran.summary,
             settings: stage::settings_json(stage, &self.ctx.cfg)?,
+            // A stage rank 0 runs alone (the others waiting) was computed by one process.
+            compute: Some(crate::compute::now(if stage::shared(stage) {
+                processes
+            } else {
+                1
+            })),
         };
         m.write(&run.manifest_path(iter, stage))?;
         run.save_hashes();
         // The stage is done; its metrics are a log beside it, so failing to append them
         // (a full disk) is reported, not fatal.
-        let processes = self.ctx.ranks.as_ref().map_or(1, |r| r.group.world());
         let mem = crate::memory::finish(mem);
         if let Err(e) = crate::metrics::record(&run.root, stage, &m, mem, processes) {
             eprintln!("warning: metrics of stage {stage} not recorded: {e:#}");

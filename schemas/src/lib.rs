@@ -27,7 +27,7 @@ pub use io::{
 };
 pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
-pub use manifest::Manifest;
+pub use manifest::{Compute, Manifest};
 pub use shard::Shard;
 pub use stream::{read_path, write_path, write_table, TableReader, TableWriter, ROW_GROUP_BYTES};
 pub use tables::{

@@ -32,6 +32,38 @@ pub struct Manifest {
     /// key by key (null in manifests written before they were recorded).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub settings: serde_json::Value,
+    /// How the process computed the outputs (absent in manifests written before it was
+    /// recorded): a float's last bits depend on it, so a rerun with other thread counts is
+    /// equal only to round-off, not byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<Compute>,
+}
+
+/// What a stage's floating-point results depend on beyond its settings and inputs: libtorch
+/// splits a reduction over its intra-op threads and sums the parts in that grouping, and
+/// several processes sum their parts of a gradient in another order than one process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compute {
+    /// libtorch's intra-op threads in each process (`model.threads`, or the process's
+    /// share of the cores when that is 0).
+    pub threads: u32,
+    /// Processes that shared the stage (torchrun ranks; 1 alone).
+    pub processes: u32,
+}
+
+impl std::fmt::Display for Compute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |n: u32| if n == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{} thread{} x {} process{}",
+            self.threads,
+            s(self.threads),
+            self.processes,
+            if self.processes == 1 { "" } else { "es" }
+        )
+    }
 }
 
 impl Manifest {

@@ -32,6 +32,22 @@ pub fn run_python(script: &str, args: &[&Path]) {
     );
 }
 
+/// The most the sampler's and the trainer's f32 log-probs of iteration `iter` of the run at
+/// `root` may differ by: both evaluate the policy that sampled it (the base for the first
+/// iteration), summing in other orders (decoding with a cache vs one teacher-forced pass,
+/// or vLLM's kernels vs ours), so the worst-case round-off bound of
+/// `deltarl_model::roundoff` for that policy over its whole context.
+pub fn logprob_tolerance(root: &Path, iter: u32) -> f64 {
+    let dir = match iter {
+        0 | 1 => root.join("base"),
+        i => root.join(format!("iter-{:04}/policy", i - 1)),
+    };
+    let p = deltarl_model::load(&dir, tch::Device::Cpu, deltarl_model::Dtype::F32)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    p.model
+        .f32_logprob_tolerance(p.model.config.max_position_embeddings)
+}
+
 /// The tables that shrink a built-in task's configuration to a micro run: a tiny model
 /// with a context of `positions`, a short warm start, 8 prompts x 4 samples.
 pub fn micro_tables(positions: usize) -> String {

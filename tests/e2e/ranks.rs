@@ -1,5 +1,5 @@
 //! Two processes under the venv's `torchrun` (gloo on the CPU): the same files as one
-//! process, the same weights to round-off, sharded optimizer state equal to unsharded, and a
+//! process, the same weights bit for bit (see `config` for what that takes), sharded optimizer state equal to unsharded, and a
 //! rank killed mid-features or mid-update ending both without a hang, then a clean resume.
 
 use std::path::{Path, PathBuf};
@@ -29,33 +29,43 @@ fn both(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
-/// The micro configuration with several generation batches, features chunks and
-/// micro-batches, so both ranks have work in every shared stage, and two optimizer steps.
+/// The micro configuration with several generation batches and features chunks, so both
+/// ranks have work in every shared stage, and two optimizer steps of two micro-batches.
+///
+/// What makes the update exactly reproducible: one intra-op thread on both sides
+/// (`model.threads = 1`; left at 0, one process takes both cores and each of two ranks
+/// one, and libtorch splits its reductions by thread), and at most one micro-batch a rank
+/// a step. Each micro-batch's gradient is then the same bits in both runs, and the one
+/// process's sum `g0 + g1` and the all-reduce's `g0 + g1` are the same single f32 addition.
+/// With more micro-batches the two runs add them in other groupings (`(g0 + g1) + g2` vs
+/// `(g0 + g2) + g1`), and AdamW's step `g / (|g| + eps)` turns a last-bit difference of a
+/// near-zero gradient into one of up to `lr` in the weight: no useful tolerance exists.
+/// 8 prompts x 4 samples in 2 steps: at most 4 groups, 16 rows a step, so 8 rows a
+/// micro-batch cut it in at most two.
 fn config(dir: &Path) -> PathBuf {
     variant(
         &micro_config(dir),
         "ranks.toml",
-        "[rollout]\nmax_batch_rows = 6\n[features]\nchunk_rows = 5\n\
-         [update]\noptimizer_steps = 2\nmicro_batch_rows = 3\n[eval]\nevery = 0\n",
+        "[model]\nthreads = 1\n[rollout]\nmax_batch_rows = 6\n[features]\nchunk_rows = 5\n\
+         [update]\noptimizer_steps = 2\nmicro_batch_rows = 8\n[eval]\nevery = 0\n",
     )
 }
 
-/// Every tensor of two safetensors files, as the largest |a - b| / max(|b|, 1e-3).
-fn max_rel_diff(a: &Path, b: &Path) -> f64 {
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(
-            "import sys\nfrom safetensors.numpy import load_file\n\
-             a, b = load_file(sys.argv[1]), load_file(sys.argv[2])\n\
-             assert a.keys() == b.keys()\nimport numpy as np\n\
-             print(max(float(np.max(np.abs(a[k].astype('f8') - b[k].astype('f8')) / \
-             np.maximum(np.abs(b[k].astype('f8')), 1e-3))) for k in a))",
-        )
-        .args([a, b])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", both(&out));
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+/// Two files' bytes are equal (named in the failure).
+fn same_bytes(a: &Path, b: &Path) {
+    let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert!(x == y, "{} and {} differ", a.display(), b.display());
+}
+
+/// Two update.parquet files hold the same rows, every column bit for bit (the files' own
+/// metadata may differ).
+fn same_update_rows(a: &Path, b: &Path) {
+    run_python(
+        "import sys, polars as pl\n\
+         a = pl.read_parquet(sys.argv[1]); b = pl.read_parquet(sys.argv[2])\n\
+         assert a.height >= 2 and a.equals(b), (a, b)",
+        &[a, b],
+    );
 }
 
 fn stage_files(run: &Path, iter: u32) -> std::collections::BTreeMap<String, Vec<u8>> {
@@ -91,22 +101,37 @@ fn two_ranks_give_the_files_of_one_process() {
     let a = stage_files(&one, 1);
     assert_eq!(a.len(), 4, "{:?}", a.keys());
     assert_eq!(differing(&a, &stage_files(&two, 1)), Vec::<String>::new());
-    // The new weights: the gradient sums add the two ranks' parts in another order.
+    // The new weights and the update's rows (loss, gradient norm, ... per step): equal
+    // bits, as `config` says why.
     let w = "iter-0001/policy/model.safetensors";
-    let d = max_rel_diff(&two.join(w), &one.join(w));
-    assert!(d <= 1e-6, "weights differ by {d:e} relative");
-    // The update's loss per step.
-    run_python(
-        "import sys, polars as pl\n\
-         a = pl.read_parquet(sys.argv[1]); b = pl.read_parquet(sys.argv[2])\n\
-         assert a.height == b.height == 2, (a, b)\n\
-         for x, y in zip(a['loss'], b['loss']): assert abs(x - y) <= 1e-6 * max(abs(y), 1e-3), (x, y)\n\
-         assert (a['tokens'] == b['tokens']).all()",
-        &[
-            &two.join("iter-0001/update.parquet"),
-            &one.join("iter-0001/update.parquet"),
-        ],
+    same_bytes(&two.join(w), &one.join(w));
+    let u = "iter-0001/update.parquet";
+    same_update_rows(&two.join(u), &one.join(u));
+    // Each manifest says what it was computed with.
+    let m = deltarl_schemas::Manifest::read(&two.join("iter-0001/manifest/update.json"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        m.compute,
+        Some(deltarl_schemas::Compute {
+            threads: 1,
+            processes: 2
+        })
     );
+    // `status` says when a rerun here would not compute as the recorded stages did (the
+    // shared stages ran in two processes), and is silent when it would.
+    let text = |run: &str| {
+        let out = ok(deltarl(&runs, &["status", "--run", run]));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let two_status = text("two");
+    assert!(
+        two_status.contains("note: computed with different thread counts")
+            && two_status.contains("1 thread x 2 processes: rollout of iteration 1")
+            && two_status.contains("a rerun here"),
+        "{two_status}"
+    );
+    assert!(!text("one").contains("note:"), "{}", text("one"));
 }
 
 #[test]
@@ -232,19 +257,21 @@ fn kill_rank_1_in(cfg: &Path, runs: &Path, stage: &str, after: &str) {
         Vec::<String>::new()
     );
     let w = "iter-0001/policy/model.safetensors";
-    let d = max_rel_diff(&runs.join(&name).join(w), &runs.join("ref").join(w));
-    assert!(d <= 1e-6, "weights differ by {d:e} relative");
+    same_bytes(&runs.join(&name).join(w), &runs.join("ref").join(w));
+    let u = "iter-0001/update.parquet";
+    same_update_rows(&runs.join(&name).join(u), &runs.join("ref").join(u));
 }
 
 #[test]
 fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    // One response a micro-batch and 8 optimizer steps: an update of many collectives
-    // (about half a second here), so the kill lands inside it.
+    // 8 optimizer steps, each an all-reduce of every gradient: an update of many
+    // collectives, so the kill lands inside it. At most one group (4 rows) a step, cut in
+    // two micro-batches of 2 rows, one a rank (see `config`).
     let cfg = variant(
         &config(dir.path()),
         "kill.toml",
-        "[update]\noptimizer_steps = 8\nmicro_batch_rows = 1\n",
+        "[update]\noptimizer_steps = 8\nmicro_batch_rows = 2\n",
     );
     kill_rank_1_in(&cfg, &dir.path().join("runs"), "update", "coeffs");
 }
@@ -253,11 +280,13 @@ fn a_rank_killed_mid_update_stops_both_and_the_run_resumes() {
 fn a_rank_killed_mid_features_stops_both_and_the_run_resumes() {
     let dir = tempfile::tempdir().unwrap();
     // One response a pass: as many passes (each streamed to rank 0) as responses, so the
-    // stage lasts long enough for the kill to land in it.
+    // stage lasts long enough for the kill to land in it. 16 prompts in 2 steps: at most 32
+    // rows a step, two micro-batches of 16 (see `config`).
     let cfg = variant(
         &config(dir.path()),
         "kill.toml",
-        "[rollout]\nprompts_per_iter = 16\n[features]\nchunk_rows = 1\n",
+        "[rollout]\nprompts_per_iter = 16\n[features]\nchunk_rows = 1\n\
+         [update]\nmicro_batch_rows = 16\n",
     );
     kill_rank_1_in(&cfg, &dir.path().join("runs"), "features", "score");
 }

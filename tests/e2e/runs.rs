@@ -39,14 +39,19 @@ assert 0.0 <= m["score/accuracy"] <= 1.0, m
         &[&root],
     );
     // The ratio's old log-probs are the trainer's (features pass); in f32 on CPU the
-    // sampler's agree with them to 1e-5 on every trained token.
+    // sampler's agree with them to round-off on every trained token.
     for it in ["iter-0001", "iter-0002"] {
         let m = deltarl_schemas::Manifest::read(&root.join(it).join("manifest/update.json"))
             .unwrap()
             .unwrap();
         let mm = &m.summary["mismatch"];
         assert!(mm["tokens"].as_u64().unwrap() > 0, "{mm}");
-        assert!(mm["max_abs"].as_f64().unwrap() <= 1e-5, "{mm}");
+        let it_n: u32 = it["iter-".len()..].parse().unwrap();
+        let tol = logprob_tolerance(&root, it_n);
+        assert!(
+            mm["max_abs"].as_f64().unwrap() <= tol,
+            "{mm} (tolerance {tol:e})"
+        );
         let meta = deltarl_schemas::read_meta(&root.join(it).join("update.parquet")).unwrap();
         assert!(meta.extra["join"].contains("\"old_logprobs\":\"recompute\""));
     }
@@ -73,7 +78,10 @@ d = sys.argv[1] + "/iter-0001/"
 key = ["prompt_id", "sample_idx"]
 df = pl.read_parquet(d + "scores.parquet").join(pl.read_parquet(d + "coeffs.parquet"), on=key)
 c = df.filter(pl.col("kept"))["coeff"].explode()
-assert abs(c.mean() - 1.0) < 1e-4, c.mean()
+# Normalised in f64 to mean 1 per scope, each coefficient then rounded once to f32 (at most
+# 2^-24 = 6e-8 of itself): the mean over every kept token is 1 within 6e-8 (polars averages
+# in f64); 1e-6 leaves a margin of 16.
+assert abs(c.mean() - 1.0) < 1e-6, c.mean()
 u = pl.read_parquet(d + "update.parquet")
 assert u.height == 1 and u["tokens"][0] > 0
 "#;
@@ -108,7 +116,10 @@ assert u.height == 1 and u["tokens"][0] > 0
         };
         let close = |a: Option<f64>, b: &serde_json::Value| {
             let b = b.as_f64().unwrap();
-            assert!(a.is_some_and(|a| (a - b).abs() < 1e-6), "{a:?} vs {b}");
+            // The report aggregates the same f64s (polars sums in f64: at most n·2^-53
+            // relative over n ≤ 32 rows, ~4e-15) and its CSV prints them shortest
+            // round-trip, so 1e-9 leaves a margin of 1e5.
+            assert!(a.is_some_and(|a| (a - b).abs() < 1e-9), "{a:?} vs {b}");
         };
         close(cell("iter"), &serde_json::json!(it));
         close(cell("accuracy"), &manifest("score")["summary"]["accuracy"]);
@@ -142,7 +153,9 @@ for it in (1, 2):
     row = rep.filter(pl.col("iter") == it)
     ent = pl.read_parquet(d + "features.parquet")["entropy"].explode().mean()
     length = pl.read_parquet(d + "scores.parquet")["response_len"].mean()
-    assert abs(row["entropy"][0] - ent) < 1e-6, (row["entropy"][0], ent)
+    # Both sides average the same f32 entropies in f64 (polars' float sum): ~n * 2^-53
+    # relative over n < 2,000 tokens, about 1e-13; 1e-9 leaves a margin of 1e4.
+    assert abs(row["entropy"][0] - ent) < 1e-9, (row["entropy"][0], ent)
     assert abs(row["response_len"][0] - length) < 1e-9
 "#;
     run_python(script, &[&root, &root.join("report.csv")]);

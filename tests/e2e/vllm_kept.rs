@@ -32,7 +32,7 @@ fn stderr_of(out: &std::process::Output) -> String {
 }
 
 /// Three iterations start the server once and reload it twice; after each reload the
-/// served probe log-probs are the trainer's to 1e-5 (f32), and the rollouts are those of
+/// served probe log-probs are the trainer's to f32 round-off, and the rollouts are those of
 /// a run that starts a fresh server every iteration, byte for byte.
 #[test]
 fn a_kept_server_serves_three_iterations_from_one_start() {
@@ -54,9 +54,17 @@ fn a_kept_server_serves_three_iterations_from_one_start() {
         let s = &manifest_of(&root, it, "rollout")["engine_server"];
         assert_eq!(s["server"], "reloaded", "{s}");
         assert!(s["probe_tokens"].as_u64().unwrap() >= 8, "{s}");
-        assert!(s["probe_max_abs"].as_f64().unwrap() <= 1e-5, "{s}");
+        // The probe and the rollout evaluate the policy the server was reloaded with.
+        let tol = logprob_tolerance(&root, it);
+        assert!(
+            s["probe_max_abs"].as_f64().unwrap() <= tol,
+            "{s} (tolerance {tol:e})"
+        );
         let mm = &manifest_of(&root, it, "update")["mismatch"];
-        assert!(mm["max_abs"].as_f64().unwrap() <= 1e-5, "{mm}");
+        assert!(
+            mm["max_abs"].as_f64().unwrap() <= tol,
+            "{mm} (tolerance {tol:e})"
+        );
     }
     assert!(servers_of(&root).is_empty(), "{:?}", servers_of(&root));
 
@@ -237,11 +245,18 @@ fn a_server_serving_other_weights_is_refused() {
 
 /// Two ranks under torchrun each start a server of their own on their own core and serve
 /// their half of the prompts; over two iterations (the second reloads both) the files are
-/// one process's, byte for byte.
+/// one process's, byte for byte. Both sides compute with one libtorch thread a process
+/// (`model.threads = 1`): the second iteration samples from the first's update, whose
+/// reductions libtorch splits by thread. (The update's one micro-batch a step is then
+/// the same arithmetic in both; see `ranks::config`.)
 #[test]
 fn two_ranks_serve_from_a_server_each_and_write_one_process_files() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = untied(dir.path(), "concurrency = 1");
+    let cfg = variant(
+        &untied(dir.path(), "concurrency = 1"),
+        "one-thread.toml",
+        "[model]\nthreads = 1\n",
+    );
     let runs = dir.path().join("runs");
     let c = cfg.to_str().unwrap();
     ok(iterate(&runs, &cfg, "one", &["--iters", "2"]));

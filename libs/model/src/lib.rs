@@ -18,6 +18,7 @@ mod model;
 mod norm;
 mod recompute;
 mod rope;
+pub mod roundoff;
 pub mod sample;
 mod stop;
 pub mod synthetic;

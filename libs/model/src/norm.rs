@@ -16,6 +16,11 @@ impl RmsNorm {
         }
     }
 
+    /// The scale γ: [dim].
+    pub(crate) fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
     /// x: [..., dim] -> [..., dim]
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let kind = x.kind();

@@ -67,9 +67,14 @@ def make(out, tied, kv, family="qwen3"):
     with torch.no_grad():
         logits = model(torch.tensor(IDS)).logits
         greedy = model.generate(torch.tensor(IDS[:1]), do_sample=False, max_new_tokens=32,
-                                min_new_tokens=32, eos_token_id=None, pad_token_id=0)
+                                min_new_tokens=32, eos_token_id=None, pad_token_id=0,
+                                output_scores=True, return_dict_in_generate=True)
+        # Each step's margin between the two largest logits: where it is within round-off,
+        # another f32 evaluation may pick the other token.
+        top2 = [s[0].topk(2).values for s in greedy.scores]
+        gaps = [float(t[0] - t[1]) for t in top2]
     ref = {"ids": IDS, "logits": logits.flatten().tolist(), "shape": list(logits.shape),
-           "greedy": greedy[0, len(IDS[0]):].tolist()}
+           "greedy": greedy.sequences[0, len(IDS[0]):].tolist(), "greedy_gaps": gaps}
     with open(f"{out}/reference.json", "w") as f:
         json.dump(ref, f)
 

@@ -1,7 +1,8 @@
 //! Parity with transformers on small random Qwen3, Qwen2 (Qwen2.5's architecture) and
-//! Llama 3 (llama3 rotary scaling) checkpoints made by `hf_reference.py`: logits within 1e-4 in f32, identical greedy
-//! decoding of 32 tokens, and checkpoints we save open in transformers with the same logits.
-//! Tied and untied embeddings, and kv_heads < heads, are covered.
+//! Llama 3 (llama3 rotary scaling) checkpoints made by `hf_reference.py`: logits within
+//! the f32 round-off bound (`deltarl_model::roundoff`), the same greedy decoding of 32
+//! tokens up to any near-tie, and checkpoints we save open in transformers with the same
+//! logits. Tied and untied embeddings, and kv_heads < heads, are covered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -47,6 +48,7 @@ fn transformers_logits(folder: &Path, ids: &[Vec<i64>]) -> Vec<f64> {
 }
 
 fn max_diff(a: &[f32], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len(), "logits of other shapes");
     a.iter()
         .zip(b)
         .map(|(x, y)| (f64::from(*x) - y).abs())
@@ -70,6 +72,8 @@ fn check(tied: u32, kv: u32, family: &str) {
     let ids: Vec<Vec<i64>> = serde_json::from_value(reference["ids"].clone()).unwrap();
     let want: Vec<f64> = serde_json::from_value(reference["logits"].clone()).unwrap();
     let greedy: Vec<u32> = serde_json::from_value(reference["greedy"].clone()).unwrap();
+    let gaps: Vec<f64> = serde_json::from_value(reference["greedy_gaps"].clone()).unwrap();
+    assert_eq!(gaps.len(), greedy.len());
 
     // 1. Logits.
     let policy = load(&folder, Device::Cpu, Dtype::F32).unwrap();
@@ -77,8 +81,18 @@ fn check(tied: u32, kv: u32, family: &str) {
     let input = Tensor::from_slice(&flat).view([ids.len() as i64, ids[0].len() as i64]);
     let logits = tch::no_grad(|| policy.model.forward(&input));
     let got = Vec::<f32>::try_from(logits.to_kind(Kind::Float).view([-1])).unwrap();
+    // Two f32 evaluations summing in other orders (transformers' kernels vs ours): the
+    // worst-case round-off bound of `deltarl_model::roundoff` for this shape and weights.
+    let tol = policy.model.f32_logit_tolerance(ids[0].len());
     let d = max_diff(&got, &want);
-    assert!(d <= 1e-4, "tied={tied} kv={kv}: max |logit diff| {d}");
+    eprintln!(
+        "tied={tied} kv={kv} {family}: max |logit diff| {d:e}, bound {tol:e} (scale {:.3})",
+        policy.model.logit_scale()
+    );
+    assert!(
+        d <= tol,
+        "tied={tied} kv={kv}: max |logit diff| {d} > {tol}"
+    );
 
     // 2. Greedy decoding of 32 tokens.
     let s = SampleSettings {
@@ -104,8 +118,30 @@ fn check(tied: u32, kv: u32, family: &str) {
         &mut |_, _| {},
     )
     .unwrap();
+    // Greedy picks agree until the first step whose two largest logits lie within twice
+    // what two evaluations differ by (either may win there). The worst case `tol` is
+    // thousands of times what they differ by, and these random models' margins are often
+    // below it, so the statistical size of the round-off is used, its premise checked on
+    // the logits above: they differ by less than it.
+    let typical = policy
+        .model
+        .f32_logit_statistical(ids[0].len() + greedy.len());
+    assert!(
+        d <= typical,
+        "tied={tied} kv={kv}: logits differ by {d:e} > {typical:e}"
+    );
+    let sure = gaps
+        .iter()
+        .position(|&g| g <= 2.0 * typical)
+        .unwrap_or(gaps.len());
+    assert!(
+        sure >= 24,
+        "tied={tied} kv={kv}: a near-tie at step {sure}: {gaps:?}"
+    );
+    assert_eq!(out[0][0].tokens.len(), greedy.len());
     assert_eq!(
-        out[0][0].tokens, greedy,
+        out[0][0].tokens[..sure],
+        greedy[..sure],
         "tied={tied} kv={kv}: greedy decoding differs"
     );
 
@@ -114,8 +150,8 @@ fn check(tied: u32, kv: u32, family: &str) {
     save(&policy, &saved).unwrap();
     let d = max_diff(&got, &transformers_logits(&saved, &ids));
     assert!(
-        d <= 1e-4,
-        "tied={tied} kv={kv}: saved checkpoint differs in transformers by {d}"
+        d <= tol,
+        "tied={tied} kv={kv}: saved checkpoint differs in transformers by {d} > {tol}"
     );
     // And reloads here bit for bit.
     let again = load(&saved, Device::Cpu, Dtype::F32).unwrap();
@@ -130,7 +166,7 @@ fn check(tied: u32, kv: u32, family: &str) {
     assert!(sharded.join("model.safetensors.index.json").exists());
     assert!(!sharded.join("model.safetensors").exists());
     assert!(
-        max_diff(&got, &transformers_logits(&sharded, &ids)) <= 1e-4,
+        max_diff(&got, &transformers_logits(&sharded, &ids)) <= tol,
         "sharded checkpoint differs in transformers"
     );
     let again = load(&sharded, Device::Cpu, Dtype::F32).unwrap();

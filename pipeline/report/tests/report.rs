@@ -31,6 +31,7 @@ fn write_manifest(run: &Path, iter: u32, stage: Stage, summary: serde_json::Valu
         version: "test".into(),
         summary,
         settings: serde_json::Value::Null,
+        compute: None,
     }
     .write(&layout::manifest_path(run, iter, stage))
     .unwrap();
@@ -243,6 +244,8 @@ fn make_runs(root: &Path) {
     );
 }
 
+/// The fixtures' values are small dyadic numbers whose f64 means polars computes exactly;
+/// 1e-6 only absorbs the CSV's and the table's formatting, which print them in full.
 fn close(a: Option<f64>, b: f64) -> bool {
     a.is_some_and(|a| (a - b).abs() < 1e-6)
 }

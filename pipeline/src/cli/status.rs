@@ -42,12 +42,23 @@ impl Args {
         }
         let runner = Runner::new(&ctx);
         let mut damaged = Vec::new();
+        let mut computes = Vec::new();
         let mut look = |it: u32, s: Stage| -> Result<String> {
             let state = runner.state(it, s)?;
-            if let StageState::Stale(why) = &state {
-                if why.is_damage() {
+            match &state {
+                StageState::Stale(why) if why.is_damage() => {
                     damaged.push(format!("{s} of iteration {it}: {why}"));
                 }
+                StageState::Done(m) => {
+                    if let Some(c) = m.compute {
+                        let place = match s {
+                            Stage::Warmstart => "the base".to_string(),
+                            _ => format!("{s} of iteration {it}"),
+                        };
+                        computes.push((place, c));
+                    }
+                }
+                _ => {}
             }
             Ok(cell(s, &state))
         };
@@ -68,6 +79,17 @@ impl Args {
             };
             let epoch = epoch.map_or(String::new(), |e| format!("  [{e}]"));
             text += &format!("iter-{it:04}  {}{epoch}\n", cells.join(" | "));
+        }
+        // Byte-identical reruns need the compute the stage was recorded with: say when the
+        // recorded stages, or they and a rerun from here, differ in it.
+        computes.push(("a rerun here".to_string(), crate::compute::now(1)));
+        if let Some(groups) = crate::compute::mixed(computes) {
+            text += &format!(
+                "note: computed with different thread counts or processes (a stage rerun with \
+                 another one gives floats equal to round-off, not byte for byte; set \
+                 `model.threads` to match):\n{}\n",
+                crate::compute::describe(&groups, 4)
+            );
         }
         crate::cli::stdout::print_stdout(&text)?;
         if self.verify && !damaged.is_empty() {

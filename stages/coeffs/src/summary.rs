@@ -199,6 +199,7 @@ mod tests {
         let sorted = [response(1.0, &[0.0, 1.0]), response(-2.0, &[0.5, 0.75])];
         let coeffs = vec![vec![2.0, 0.0], vec![1.0, 3.0]];
         let s = summarize(&sorted, &coeffs, &[], (vec![], vec![]), (vec![], vec![]));
+        // f64 ratios of small sums of exact values: ~1e-16; 1e-12 is slack.
         assert!((s.grad_coeff_pos - 2.0).abs() < 1e-12, "{s:?}");
         assert!((s.grad_coeff_neg - 5.0 / 3.0).abs() < 1e-12, "{s:?}");
         assert!((s.coeff_pos.mean - 1.0).abs() < 1e-12);

@@ -269,6 +269,7 @@ mod tests {
         let m = accuracy_by_source(rows.into_iter());
         assert_eq!(m.len(), 2);
         assert_eq!(m["gsm8k"]["responses"], 3);
+        // f64 arithmetic of a few exact counts: within a few 2^-53 (~1e-16); 1e-12 is slack.
         assert!((m["gsm8k"]["accuracy"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-12);
         assert_eq!(m["math"]["accuracy"], 0.0);
         assert!(accuracy_by_source([(None, true)].into_iter()).is_empty());
@@ -277,6 +278,7 @@ mod tests {
     #[test]
     fn pass_at_k_by_hand() {
         // n = 4, c = 1: pass@1 = 1/4; pass@2 = 1 - C(3,2)/C(4,2) = 1 - 3/6 = 1/2.
+        // pass@k's product of ≤ 5 f64 ratios: ≤ 5·2^-53 ≈ 6e-16 off; 1e-12 is slack.
         assert!((pass_at_k(4, 1, 1) - 0.25).abs() < 1e-12);
         assert!((pass_at_k(4, 1, 2) - 0.5).abs() < 1e-12);
         // n = 5, c = 2, k = 3: 1 - C(3,3)/C(5,3) = 1 - 1/10.

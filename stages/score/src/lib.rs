@@ -193,6 +193,7 @@ mod tests {
         // Rewards 1, 0, 0, 1: mean 0.5, unbiased std sqrt(1/3).
         let a = advantages(&[1.0, 0.0, 0.0, 1.0], true);
         let s = (1.0f64 / 3.0).sqrt();
+        // The same f64 formula on two values: a few 2^-53 (~1e-16); 1e-12 is slack.
         assert!((a[0] - 0.5 / (s + 1e-6)).abs() < 1e-12 && (a[1] + 0.5 / (s + 1e-6)).abs() < 1e-12);
         assert_eq!(advantages(&[1.0, 0.0], false), vec![0.5, -0.5]);
         assert_eq!(advantages(&[1.0, 1.0, 1.0], true), vec![0.0; 3]);

@@ -82,7 +82,8 @@ fn code_and_math_in_one_batch() {
         out.iter().map(|r| r.reward).collect::<Vec<_>>(),
         [1.0, 0.0, 0.0, 1.0, 0.0]
     );
-    // Dr.GRPO advantages within each group: code mean 1/3, math mean 1/2.
+    // Dr.GRPO advantages within each group: code mean 1/3, math mean 1/2 (f32 advantages:
+    // 2/3 rounds by ≤ 2^-24·2/3 = 4e-8; 1e-6 leaves 25x).
     assert!(
         (out[0].advantage - 2.0 / 3.0).abs() < 1e-6 && (out[1].advantage + 1.0 / 3.0).abs() < 1e-6
     );

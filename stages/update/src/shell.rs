@@ -322,6 +322,9 @@ mod tests {
         };
         let (rows, _) = train_rows(&tis, &inputs()).unwrap();
         let want = [1.1 * 1.2, 0.8 * (-0.25f64).exp()];
+        assert_eq!(rows[0].coeff.len(), want.len());
+        // f32 coefficients and log-probs: a product and an exp of numbers ≤ 1.32, each
+        // rounded to f32 (≤ 3·2^-24·1.32 ≈ 2.4e-7); 1e-6 leaves 4x.
         for (g, w) in rows[0].coeff.iter().zip(want) {
             assert!((f64::from(*g) - w).abs() < 1e-6, "{g} vs {w}");
         }

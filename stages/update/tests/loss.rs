@@ -37,6 +37,8 @@ fn token_loss_by_hand() {
     let tl = token_loss(&logp, &old, &adv, &s);
     let l = vals(&tl.loss);
     // A > 0, rho 1.5: max(-1.5, -1.28) = -1.28 (clipped above at 1 + eps_high).
+    // f64 throughout: exp(ln 1.5) and a product or two of numbers ≤ 10, ~1e-15 off;
+    // 1e-12 is slack.
     assert!((l[0] + 1.28).abs() < 1e-12);
     // A < 0, rho 1.5: max(1.5, 1.28) = 1.5, under the dual clip 10.
     assert!((l[1] - 1.5).abs() < 1e-12);
@@ -258,6 +260,11 @@ fn micro_batching_does_not_change_the_objective() {
             let m = train(&s, &p, &mut opt, &coeffs);
             losses.push((m[0].loss, m[0].grad_norm));
         }
+        // Other micro-batchings of the same tokens: the loss sums the same per-token f32
+        // terms in f64 in other groupings and passes of other shapes round them otherwise
+        // (f32 round-off of terms of size ≤ 1, at most ~1e-7 each): 1e-6; the gradient norm
+        // sums ≤ 50 tokens' gradients per element in other groupings, ≤ 50·2^-24 = 3e-6 of
+        // it, so 1e-5 relative.
         for other in &losses[1..] {
             assert!((losses[0].0 - other.0).abs() < 1e-6, "{agg:?}: {losses:?}");
             assert!(
@@ -284,6 +291,9 @@ fn activation_checkpointing_gives_the_plain_step() {
         results.push((m, weights(&p)));
     }
     let ((plain, w0), (ckpt, w1)) = (&results[0], &results[1]);
+    assert_eq!(plain.len(), ckpt.len());
+    // The norm: gradients that agree to an f32 ulp element by element (below), ≤ 2^-24
+    // relative each, so their norm to 6e-8; 1e-6 leaves 16x.
     for (a, b) in plain.iter().zip(ckpt) {
         assert_eq!(a.loss, b.loss);
         assert!(
@@ -292,7 +302,10 @@ fn activation_checkpointing_gives_the_plain_step() {
         );
     }
     // Tied embeddings sum the head's and the embedding's gradients in the other order,
-    // so the weights agree to round-off (an f32 ulp), not always bit for bit.
+    // so the weights agree to round-off (an f32 ulp), not always bit for bit: a
+    // gradient's last bit moves AdamW's step g/(|g| + eps) by at most lr·2^-24·|g|/eps,
+    // far below 1e-6 of a weight at lr 1e-3 unless |g| ~ eps; 1e-6 relative (of 1e-3 at
+    // least) holds while no summed gradient cancels to near eps.
     for ((name, a), (_, b)) in w0.iter().zip(w1) {
         let (a, b) = (floats(a), floats(b));
         for (x, y) in a.iter().zip(&b) {

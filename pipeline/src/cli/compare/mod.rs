@@ -216,6 +216,10 @@ impl Args {
         }
         let results = &graded.outcomes;
         table += &curve_table(&variants, results, base_acc, self.iters);
+        if let Some(note) = compute_note(runs, &self.name, results, self.iters) {
+            eprintln!("warning: {note}");
+            table += &format!("\nNote: {note}\n");
+        }
         deltarl_schemas::atomic_write_bytes(&folder.join("compare.md"), table.as_bytes())?;
         deltarl_schemas::atomic_write_bytes(
             &folder.join("compare.csv"),
@@ -245,6 +249,32 @@ impl Args {
         }
         Ok(())
     }
+}
+
+/// When the compared runs' updates were computed with different thread counts or
+/// processes (a run resumed from an earlier `compare`, or one made under torchrun): their
+/// differences then include round-off the comparison's pairing does not hold fixed.
+fn compute_note(
+    runs: &Path,
+    prefix: &str,
+    results: &[outcome::Outcome],
+    iters: u32,
+) -> Option<String> {
+    let recorded = results.iter().flat_map(|r| {
+        let name = run_name(prefix, &r.variant, r.seed);
+        let root = runs.join(&name);
+        (1..=iters).filter_map(move |it| {
+            let path = root.join(format!("iter-{it:04}/manifest/update.json"));
+            let m = deltarl_schemas::Manifest::read(&path).ok().flatten()?;
+            Some((format!("{name} iteration {it}"), m.compute?))
+        })
+    });
+    let groups = crate::compute::mixed(recorded)?;
+    Some(format!(
+        "the runs' updates were computed with different thread counts or processes, so \
+         equal settings need not give equal bits:\n{}",
+        crate::compute::describe(&groups, 3)
+    ))
 }
 
 /// The run of one variant and seed of a comparison.
