@@ -38,12 +38,11 @@ pub fn run_python(script: &str, args: &[&Path]) {
 /// or vLLM's kernels vs ours), so the worst-case round-off bound of
 /// `deltarl_model::roundoff` for that policy over its whole context.
 pub fn logprob_tolerance(root: &Path, iter: u32) -> f64 {
-    let dir = match iter {
-        0 | 1 => root.join("base"),
-        i => root.join(format!("iter-{:04}/policy", i - 1)),
-    };
-    let p = deltarl_model::load(&dir, tch::Device::Cpu, deltarl_model::Dtype::F32)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let (runs, name) = (root.parent().unwrap(), root.file_name().unwrap());
+    let run = deltarl::rundir::RunDir::new(runs, &name.to_string_lossy()).unwrap();
+    let dir = deltarl::stage::policy_before(&run, &run.base(), iter);
+    let p = deltarl::stage::load_policy(&dir, tch::Device::Cpu, deltarl_model::Dtype::F32)
+        .unwrap_or_else(|e| panic!("{e:#}"));
     p.model
         .f32_logprob_tolerance(p.model.config.max_position_embeddings)
 }

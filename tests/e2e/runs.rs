@@ -40,13 +40,13 @@ assert 0.0 <= m["score/accuracy"] <= 1.0, m
     );
     // The ratio's old log-probs are the trainer's (features pass); in f32 on CPU the
     // sampler's agree with them to round-off on every trained token.
-    for it in ["iter-0001", "iter-0002"] {
-        let m = deltarl_schemas::Manifest::read(&root.join(it).join("manifest/update.json"))
+    for it_n in 1..=2 {
+        let it = format!("iter-{it_n:04}");
+        let m = deltarl_schemas::Manifest::read(&root.join(&it).join("manifest/update.json"))
             .unwrap()
             .unwrap();
         let mm = &m.summary["mismatch"];
         assert!(mm["tokens"].as_u64().unwrap() > 0, "{mm}");
-        let it_n: u32 = it["iter-".len()..].parse().unwrap();
         let tol = logprob_tolerance(&root, it_n);
         assert!(
             mm["max_abs"].as_f64().unwrap() <= tol,

@@ -215,7 +215,7 @@ mod tests {
                 // 2^-24 of |z - max| ≤ |lp|, the sum of V = 1000 exponentials by at most
                 // V·2^-24 relative (its log by as much), the result once more: a derived
                 // (|lp| + V + 2)·2^-24, about 6e-5.
-                let tol = (f64::from(lp.abs()) + vocab as f64 + 2.0) / 16_777_216.0;
+                let tol = (f64::from(lp.abs()) + vocab as f64 + 2.0) * crate::roundoff::F32_UNIT;
                 assert!(f64::from((lps[r] - lp).abs()) <= tol, "{} vs {lp}", lps[r]);
             }
         }
