@@ -29,7 +29,8 @@ fn both(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
-/// The micro configuration with several generation batches and features chunks, so both
+/// The micro configuration with several generation sessions (each through fewer slots than
+/// rows) and features chunks, so both
 /// ranks have work in every shared stage, and two optimizer steps of two micro-batches.
 ///
 /// What makes the update exactly reproducible: one intra-op thread on both sides
@@ -46,7 +47,7 @@ fn config(dir: &Path) -> PathBuf {
     variant(
         &micro_config(dir),
         "ranks.toml",
-        "[model]\nthreads = 1\n[rollout]\nmax_batch_rows = 6\n[features]\nchunk_rows = 5\n\
+        "[model]\nthreads = 1\n[rollout]\nmax_batch_rows = 4\nsession_rows = 8\n[features]\nchunk_rows = 5\n\
          [update]\noptimizer_steps = 2\nmicro_batch_rows = 8\n[eval]\nevery = 0\n",
     )
 }

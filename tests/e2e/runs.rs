@@ -310,7 +310,14 @@ assert "score/by_source/easy/accuracy" in sc and "score/by_source/hard/accuracy"
 #[test]
 fn reruns_are_byte_identical() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = micro_config(dir.path());
+    // Five slots for 32 samples of prompts of several lengths: rows finish at their end
+    // tokens at different steps and their slots go to waiting samples, so the schedule
+    // itself is what the reruns reproduce.
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "slots.toml",
+        "[rollout]\nmax_batch_rows = 5\n",
+    );
     let runs = dir.path().join("runs");
     let c = cfg.to_str().unwrap();
     ok(deltarl(&runs, &["iterate", "--config", c, "--run", "a"]));

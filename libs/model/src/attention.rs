@@ -1,5 +1,6 @@
-//! Grouped-query self-attention with a KV cache: Qwen3's per-head q/k RMSNorm, or Qwen2's
-//! q/k/v projection biases.
+//! Grouped-query self-attention over a whole sequence (teacher-forced passes, a prompt's
+//! prefill) or one decoding step against a preallocated cache: Qwen3's per-head q/k
+//! RMSNorm, or Qwen2's q/k/v projection biases.
 
 use tch::{nn, nn::Module, Kind, Tensor};
 
@@ -53,17 +54,10 @@ impl Attention {
         }
     }
 
-    /// x: [B, T, hidden] at positions `past..past+T`, where `past` is the cached length.
-    /// Returns [B, T, hidden] and appends this step's keys and values to `cache`.
-    pub fn forward(
-        &self,
-        x: &Tensor,
-        rope: &(Tensor, Tensor),
-        cache: &mut Option<(Tensor, Tensor)>,
-    ) -> Tensor {
+    /// Steps 1-3 of a pass: x [B, T, hidden] -> q [B, heads, T, d], k and v
+    /// [B, kv_heads, T, d], q and k rotated by `rope` (tables broadcastable to [B, 1, T, d]).
+    fn qkv(&self, x: &Tensor, rope: &(Tensor, Tensor)) -> (Tensor, Tensor, Tensor) {
         let (b, t) = (x.size()[0], x.size()[1]);
-        let past = cache.as_ref().map_or(0, |(k, _)| k.size()[2]);
-
         // 1. Projections, split into heads: [B, T, heads, d].
         let q = self
             .q_proj
@@ -88,34 +82,133 @@ impl Attention {
         let v = v.transpose(1, 2);
 
         // 3. Rotary embeddings at the absolute positions.
-        let q = Rope::apply(&q, rope);
-        let k = Rope::apply(&k, rope);
+        (Rope::apply(&q, rope), Rope::apply(&k, rope), v)
+    }
 
-        // 4. Extend the cache: [B, kv_heads, past + T, d].
-        let (k, v) = match cache.take() {
-            Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2), Tensor::cat(&[&cv, &v], 2)),
-            None => (k, v),
-        };
-        *cache = Some((k.shallow_clone(), v.shallow_clone()));
-
-        // 5. Grouped-query attention: each kv head serves heads / kv_heads query heads
-        //    (SDPA broadcasts the kv heads itself, so the cache is never copied).
-        let gqa = self.heads != self.kv_heads;
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let out = if t > 1 && past > 0 {
-            // Causal mask aligned to the end: query i sees keys 0..=past+i.
-            let s = past + t;
-            let mask = Tensor::ones([t, s], (Kind::Bool, x.device())).tril(past);
-            Tensor::scaled_dot_product_attention(&q, &k, &v, Some(mask), 0.0, false, scale, gqa)
-        } else {
-            Tensor::scaled_dot_product_attention::<Tensor>(&q, &k, &v, None, 0.0, t > 1, scale, gqa)
-        };
-
-        // 6. Merge heads and project back: [B, T, hidden].
+    /// Last step of a pass: attention output [B, heads, T, d] -> [B, T, hidden].
+    fn merge(&self, out: &Tensor) -> Tensor {
+        let (b, t) = (out.size()[0], out.size()[2]);
         let out = out
             .transpose(1, 2)
             .contiguous()
             .view([b, t, self.heads * self.head_dim]);
         self.o_proj.forward(&out)
+    }
+
+    /// x: [B, T, hidden] at positions 0..T (a whole sequence, causal). Returns [B, T,
+    /// hidden]; with `cache`, also this pass's keys and values, [B, kv_heads, T, d] each
+    /// (a prompt's prefill, which the decoder copies into its slots).
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> Tensor {
+        let t = x.size()[1];
+        // 1-3. q [B, heads, T, d], k and v [B, kv_heads, T, d].
+        let (q, k, v) = self.qkv(x, rope);
+
+        // 4. Grouped-query causal attention: each kv head serves heads / kv_heads query
+        //    heads (SDPA broadcasts the kv heads itself).
+        let gqa = self.heads != self.kv_heads;
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let out = Tensor::scaled_dot_product_attention::<Tensor>(
+            &q,
+            &k,
+            &v,
+            None,
+            0.0,
+            t > 1,
+            scale,
+            gqa,
+        );
+        if let Some(c) = cache {
+            *c = Some((k, v));
+        }
+
+        // 5. Merge heads and project back: [B, T, hidden].
+        self.merge(&out)
+    }
+
+    /// One decoding step of R rows, each at its own position, against a preallocated cache
+    /// whose rows 0..R are these rows (see [`crate::slots::SlotCache`]).
+    ///
+    /// x: [R, 1, hidden]; `rope`: each row's tables, [R, 1, 1, d]; `step` says where each
+    /// row's key goes and which keys it sees. Returns [R, 1, hidden] and writes this step's
+    /// key and value of row r at position `pos[r]` of cache row r.
+    pub fn forward_step(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        cache: &mut (Tensor, Tensor),
+        step: &Step,
+    ) -> Tensor {
+        let r = x.size()[0];
+        // 1-3. q [R, heads, 1, d], k and v [R, kv_heads, 1, d].
+        let (q, k, v) = self.qkv(x, rope);
+
+        // 4. Write the new key and value in place: cache[r, :, pos[r], :] for every row
+        //    (advanced indices on dims 0 and 2 take values shaped [R, kv_heads, d]).
+        let at = [
+            Some(step.rows.shallow_clone()),
+            None,
+            Some(step.pos.shallow_clone()),
+        ];
+        let _ = cache.0.index_put_(&at, &k.squeeze_dim(2), false);
+        let _ = cache.1.index_put_(&at, &v.squeeze_dim(2), false);
+
+        // 5. Attention over the first `keys` positions of the rows' caches (a view, never a
+        //    copy), each row masked to its own keys 0..=pos[r]. Grouped query heads ride in
+        //    the query-length dimension: head h = j * group + i reads kv head j, so q as
+        //    [R, kv_heads, group, d] meets the cache's own kv heads with no repeat.
+        let group = self.heads / self.kv_heads;
+        let keys = |c: &Tensor| c.narrow(0, 0, r).narrow(2, 0, step.keys);
+        let q = q.reshape([r, self.kv_heads, group, self.head_dim]);
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let out = Tensor::scaled_dot_product_attention(
+            &q,
+            &keys(&cache.0),
+            &keys(&cache.1),
+            Some(step.mask.shallow_clone()),
+            0.0,
+            false,
+            scale,
+            false,
+        );
+
+        // 6. Back to [R, heads, 1, d], merge heads and project: [R, 1, hidden].
+        self.merge(&out.reshape([r, self.heads, 1, self.head_dim]))
+    }
+}
+
+/// Where one decoding step of R rows reads and writes the cache (shared by every layer).
+#[derive(Debug)]
+pub struct Step {
+    /// 0..R, int64 [R].
+    pub rows: Tensor,
+    /// Each row's position: where its new key goes, int64 [R].
+    pub pos: Tensor,
+    /// Positions attended: max(pos) + 1.
+    pub keys: i64,
+    /// Key j visible to row r iff j <= pos[r]: bool [R, 1, 1, keys].
+    pub mask: Tensor,
+}
+
+impl Step {
+    /// The step of rows at host positions `pos` on `device`.
+    pub fn new(pos: &[i64], device: tch::Device) -> Step {
+        let keys = pos.iter().copied().max().map_or(1, |m| m + 1);
+        let r = pos.len() as i64;
+        let pos = Tensor::from_slice(pos).to_device(device);
+        let mask = Tensor::arange(keys, (Kind::Int64, device))
+            .unsqueeze(0)
+            .le_tensor(&pos.unsqueeze(1))
+            .view([r, 1, 1, keys]);
+        Step {
+            rows: Tensor::arange(r, (Kind::Int64, device)),
+            pos,
+            keys,
+            mask,
+        }
     }
 }

@@ -20,6 +20,7 @@ mod recompute;
 mod rope;
 pub mod roundoff;
 pub mod sample;
+pub mod slots;
 mod stop;
 pub mod synthetic;
 mod teacher;

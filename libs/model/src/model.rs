@@ -2,10 +2,11 @@
 
 use tch::{nn, nn::Module, Device, Tensor};
 
-use crate::attention::Attention;
+use crate::attention::{Attention, Step};
 use crate::mlp::Mlp;
 use crate::norm::RmsNorm;
 use crate::rope::Rope;
+use crate::slots::SlotCache;
 use crate::{Family, Qwen3Config, Result};
 
 #[derive(Debug)]
@@ -35,24 +36,41 @@ impl Block {
         }
     }
 
-    /// x: [B, T, hidden] -> [B, T, hidden] (pre-norm residual block).
+    /// x: [B, T, hidden] -> [B, T, hidden] (pre-norm residual block); with `cache`, this
+    /// pass's keys and values too.
     pub(crate) fn forward(
         &self,
         x: &Tensor,
         rope: &(Tensor, Tensor),
-        cache: &mut Option<(Tensor, Tensor)>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
     ) -> Tensor {
         let h = x + self
             .self_attn
             .forward(&self.input_layernorm.forward(x), rope, cache);
         &h + self.mlp.forward(&self.post_attention_layernorm.forward(&h))
     }
+
+    /// [`Block::forward`] for one decoding step of rows at their own positions.
+    pub(crate) fn forward_step(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        cache: &mut (Tensor, Tensor),
+        step: &Step,
+    ) -> Tensor {
+        let h =
+            x + self
+                .self_attn
+                .forward_step(&self.input_layernorm.forward(x), rope, cache, step);
+        &h + self.mlp.forward(&self.post_attention_layernorm.forward(&h))
+    }
 }
 
-/// Per-layer keys and values of the sequences being decoded.
+/// Per-layer keys and values of a prompt's prefill, which the decoder copies into its
+/// slots ([`SlotCache::fill`]).
 #[derive(Debug, Default)]
 pub struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
+    pub(crate) layers: Vec<Option<(Tensor, Tensor)>>,
 }
 
 impl KvCache {
@@ -72,14 +90,6 @@ impl KvCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Keeps (and repeats) the rows named by `index` (a 1-d int64 tensor): used to fan a
-    /// prefilled prompt out to its G samples and to drop finished rows.
-    pub fn select(&mut self, index: &Tensor) {
-        for l in self.layers.iter_mut().flatten() {
-            *l = (l.0.index_select(0, index), l.1.index_select(0, index));
-        }
     }
 }
 
@@ -144,27 +154,38 @@ impl Qwen3 {
         self.rope.max_positions()
     }
 
-    /// ids: [B, T] int64 -> final normed hidden states [B, T, hidden], the states that
-    /// feed the LM head. With a cache, positions continue after the cached ones.
-    pub fn hidden(&self, ids: &Tensor, cache: Option<&mut KvCache>) -> Tensor {
-        let mut scratch;
-        let cache = match cache {
-            Some(c) => c,
-            None => {
-                scratch = KvCache::new(self.layers.len());
-                &mut scratch
-            }
-        };
-        if cache.layers.len() != self.layers.len() {
-            *cache = KvCache::new(self.layers.len());
+    /// ids: [B, T] int64 (positions 0..T) -> final normed hidden states [B, T, hidden],
+    /// the states that feed the LM head. With `cache`, the pass's keys and values go there
+    /// (a prompt's prefill).
+    pub fn hidden(&self, ids: &Tensor, mut cache: Option<&mut KvCache>) -> Tensor {
+        if let Some(c) = cache.as_deref_mut() {
+            *c = KvCache::new(self.layers.len());
         }
         // 1. Token embeddings: [B, T, hidden].
         let mut x = self.embed_tokens.forward(ids);
-        // 2. Rotary tables of this pass's positions, shared by every layer: [T, d].
-        let table = self.rope.at(cache.len(), ids.size()[1], x.kind());
+        // 2. Rotary tables of positions 0..T, shared by every layer: [T, d].
+        let table = self.rope.at(0, ids.size()[1], x.kind());
+        // 3. Decoder blocks.
+        for (i, block) in self.layers.iter().enumerate() {
+            let kv = cache.as_deref_mut().and_then(|c| c.layers.get_mut(i));
+            x = block.forward(&x, &table, kv);
+        }
+        // 4. Final RMSNorm.
+        self.norm.forward(&x)
+    }
+
+    /// One decoding step of the first R rows of `cache`: ids [R, 1] int64 at each row's own
+    /// position (`pos`, host) -> final normed hidden states [R, 1, hidden]. Writes the
+    /// rows' keys and values at those positions.
+    pub fn hidden_step(&self, ids: &Tensor, cache: &mut SlotCache, pos: &[i64]) -> Tensor {
+        // 1. Token embeddings: [R, 1, hidden].
+        let mut x = self.embed_tokens.forward(ids);
+        // 2. Where each row reads and writes, and its rotary tables: [R, 1, 1, d].
+        let step = Step::new(pos, x.device());
+        let table = self.rope.at_rows(&step.pos, x.kind());
         // 3. Decoder blocks.
         for (block, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            x = block.forward(&x, &table, kv);
+            x = block.forward_step(&x, &table, kv, &step);
         }
         // 4. Final RMSNorm.
         self.norm.forward(&x)
@@ -176,6 +197,19 @@ impl Qwen3 {
             Some(head) => head.forward(hidden),
             None => hidden.matmul(&self.embed_tokens.ws.tr()),
         }
+    }
+
+    /// hidden: [R, hidden] -> logits written into `out` ([R, vocab], contiguous, f32): a
+    /// decoding step's head into a buffer kept from step to step, so no step allocates
+    /// (and the kernel zeroes) a fresh [R, vocab] block.
+    pub fn logits_into(&self, hidden: &Tensor, out: &Tensor) -> Result<()> {
+        let w = self.lm_head_weight();
+        if w.kind() == out.kind() {
+            let _ = hidden.f_mm_out(out, &w.tr())?;
+        } else {
+            out.shallow_clone().f_copy_(&self.logits(hidden))?;
+        }
+        Ok(())
     }
 
     /// The LM-head weight [vocab, hidden] (the embedding matrix when tied).

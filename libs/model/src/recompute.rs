@@ -38,7 +38,7 @@ impl Qwen3 {
             // 2. Decoder blocks without a graph, keeping each one's input.
             let mut inputs = Vec::with_capacity(self.layers.len());
             for block in &self.layers {
-                let y = block.forward(&x, &table, &mut None);
+                let y = block.forward(&x, &table, None);
                 inputs.push(x);
                 x = y;
             }
@@ -77,7 +77,7 @@ impl Checkpointed<'_> {
         //    back-propagate sum(y * g), whose gradient at y is exactly g.
         for (block, x) in self.model.layers.iter().zip(self.inputs).rev() {
             let x = x.set_requires_grad(true);
-            let y = block.forward(&x, &table, &mut None);
+            let y = block.forward(&x, &table, None);
             (y * &grad).sum(Kind::Float).backward();
             grad = x.grad();
         }

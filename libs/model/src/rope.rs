@@ -77,6 +77,21 @@ impl Rope {
         }
     }
 
+    /// The tables of one position per row (`pos`: int64 [R]) in `kind`, shaped [R, 1, 1, d]
+    /// to broadcast over a decoding step's [R, heads, 1, d].
+    pub fn at_rows(&self, pos: &Tensor, kind: Kind) -> (Tensor, Tensor) {
+        let d = self.cos.size()[1];
+        let pick = |t: &Tensor| {
+            let t = t.index_select(0, pos).view([-1, 1, 1, d]);
+            if kind == Kind::Float {
+                t
+            } else {
+                t.to_kind(kind)
+            }
+        };
+        (pick(&self.cos), pick(&self.sin))
+    }
+
     /// x: [B, heads, T, d] with the tables of its positions ([T, d]) -> [B, heads, T, d]
     pub fn apply(x: &Tensor, table: &(Tensor, Tensor)) -> Tensor {
         x * &table.0 + Self::rotate_half(x) * &table.1

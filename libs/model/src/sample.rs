@@ -27,15 +27,18 @@ pub struct SampleSettings {
     pub eos_ids: Vec<u32>,
     /// Strings that end a response once they appear in its decoded text.
     pub stop_strings: Vec<String>,
-    /// Rows decoded together at most.
+    /// Rows decoded together at most (the slots of a session).
     pub max_batch_rows: usize,
-    /// Positions the KV cache may hold at once, over all rows of a batch (None = no
-    /// limit). A batch of prompts of length L holds at most this / (L + max_new_tokens)
-    /// rows, so a batch's cache never outgrows it even if every row runs to the limit.
+    /// Positions the KV cache may hold at once, over all slots (None = no limit). A
+    /// session whose longest prompt has L tokens gets at most this / (L + max_new_tokens)
+    /// slots, so its cache, allocated once, never outgrows it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_cache_tokens: Option<usize>,
-    /// Recompute the whole sequence each step instead of using the cache (benchmarks).
-    pub use_cache: bool,
+    /// Samples a session decodes at most (None = every sample in one session). Sessions
+    /// are the unit processes share out, so several processes need several sessions;
+    /// within a session, a finished row's slot goes to the next waiting sample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_rows: Option<usize>,
 }
 
 /// The temperature log-probabilities are measured at: the sampling temperature, or 1 for
@@ -119,6 +122,125 @@ pub fn sample_on_device(
     ))
 }
 
+/// Draws the tokens of a decoding step, reusing its host buffer from step to step.
+///
+/// Logits on the CPU with no top-k / top-p truncation (the paper's setting) are sampled on
+/// the host, row by row in f64 (the reference arithmetic of [`sample_on_device`], in two
+/// passes over a row and no [rows, vocabulary] temporaries: at a real vocabulary and
+/// hundreds of rows those temporaries cost more than the decoding step's matrix
+/// products); everything else goes to [`sample_on_device`].
+#[derive(Debug, Default)]
+pub struct Sampler {
+    host: Vec<f32>,
+}
+
+impl Sampler {
+    /// As [`sample_on_device`].
+    pub fn sample(
+        &mut self,
+        logits: &Tensor,
+        s: &SampleSettings,
+        uniforms: &[f64],
+    ) -> Result<(Vec<u32>, Vec<f32>)> {
+        if logits.device() != Device::Cpu || s.top_k > 0 || s.top_p < 1.0 {
+            return sample_on_device(logits, s, uniforms);
+        }
+        let (rows, vocab) = (logits.size()[0] as usize, logits.size()[1] as usize);
+        if uniforms.len() != rows {
+            return Err(Error::Generate(format!(
+                "{} uniforms for {rows} rows",
+                uniforms.len()
+            )));
+        }
+        // 1. The step's logits as f32 on the host, into the buffer of the last step.
+        let logits = logits.to_kind(Kind::Float).contiguous();
+        self.host.resize(rows * vocab, 0.0);
+        logits.f_copy_data(&mut self.host, rows * vocab)?;
+        // 2. One token per row, the rows cut into one contiguous part per intra-op thread
+        //    (scoped threads, joined before the next decoding step, so none competes with
+        //    libtorch's threads; each row's draw is its own arithmetic, so the cut changes
+        //    no bit).
+        let t = logprob_temperature(s.temperature);
+        let greedy = s.temperature <= 0.0;
+        let parts = (tch::get_num_threads().max(1) as usize).min(rows.max(1));
+        let per = rows.div_ceil(parts).max(1);
+        let drawn: Vec<Option<(u32, f32)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .host
+                .chunks(per * vocab)
+                .zip(uniforms.chunks(per))
+                .map(|(block, us)| {
+                    scope.spawn(move || {
+                        block
+                            .chunks(vocab)
+                            .zip(us)
+                            .map(|(row, &u)| draw_row(row, t, greedy, u))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        if drawn.len() != rows {
+            return Err(Error::Generate("a sampling thread failed".into()));
+        }
+        let mut tokens = Vec::with_capacity(rows);
+        let mut lps = Vec::with_capacity(rows);
+        for (row, d) in drawn.into_iter().enumerate() {
+            let (tok, lp) = d.ok_or(Error::NonFiniteLogits { row })?;
+            tokens.push(tok);
+            lps.push(lp);
+        }
+        Ok((tokens, lps))
+    }
+}
+
+/// One row's token and its log-prob at temperature `t`, by the arithmetic of
+/// [`sample_on_device`] without truncation: z = logit / t in f64, log-sum-exp about the
+/// maximum; greedy takes the first maximal index, otherwise the first index whose
+/// cumulative mass exceeds u times the row's total (the last one if rounding leaves none).
+/// None when the row has a NaN or +inf logit (no distribution to sample).
+fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64) -> Option<(u32, f32)> {
+    // 1. The maximum (and its first index), refusing NaN and +inf.
+    let (mut max, mut arg) = (f64::NEG_INFINITY, 0usize);
+    for (i, &x) in row.iter().enumerate() {
+        let z = f64::from(x) / t;
+        if z.is_nan() || z == f64::INFINITY {
+            return None;
+        }
+        if z > max {
+            max = z;
+            arg = i;
+        }
+    }
+    // 2. The normaliser: sum of exp(z - max) in index order.
+    let sum: f64 = row.iter().map(|&x| (f64::from(x) / t - max).exp()).sum();
+    let lse = max + sum.ln();
+    if !lse.is_finite() {
+        return None;
+    }
+    let tok = if greedy {
+        arg
+    } else {
+        // 3. Inverse CDF: the first index whose cumulative mass exceeds u * sum.
+        let target = u * sum;
+        let mut acc = 0.0;
+        let mut tok = row.len() - 1;
+        for (i, &x) in row.iter().enumerate() {
+            acc += (f64::from(x) / t - max).exp();
+            if acc > target {
+                tok = i;
+                break;
+            }
+        }
+        tok
+    };
+    Some((tok as u32, (f64::from(row[tok]) / t - lse) as f32))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -184,7 +306,7 @@ mod tests {
             stop_strings: vec![],
             max_batch_rows: 1,
             max_cache_tokens: None,
-            use_cache: true,
+            session_rows: None,
         }
     }
 
@@ -219,6 +341,37 @@ mod tests {
                 assert!(f64::from((lps[r] - lp).abs()) <= tol, "{} vs {lp}", lps[r]);
             }
         }
+    }
+
+    #[test]
+    fn the_host_sampler_draws_what_the_reference_drew() {
+        tch::manual_seed(1);
+        let (rows, vocab) = (64, 1000);
+        let logits = Tensor::randn([rows, vocab], (Kind::Float, Device::Cpu)) * 3.0;
+        let _ = logits.narrow(0, 0, 4).narrow(1, 0, 8).fill_(2.5);
+        let host_rows = Vec::<Vec<f32>>::try_from(&logits).unwrap();
+        let mut sampler = Sampler::default();
+        for t in [1.0, 0.7, 0.0] {
+            let s = settings(t, 1.0, 0);
+            let seeds: Vec<u64> = (0..rows as u64).map(|r| 2000 + r).collect();
+            let uniforms: Vec<f64> = seeds.iter().map(|&x| Rng::new(x).uniform()).collect();
+            let (toks, lps) = sampler.sample(&logits, &s, &uniforms).unwrap();
+            assert_eq!(toks.len(), rows as usize);
+            for r in 0..rows as usize {
+                let (tok, lp) = sample_row(&host_rows[r], &s, &mut Rng::new(seeds[r]));
+                assert_eq!(toks[r], tok, "t {t} row {r}");
+                // The same f64 log-sum-exp about the maximum, in the same order, rounded
+                // to f32 once: the same bits.
+                assert_eq!(lps[r], lp, "t {t} row {r}");
+            }
+        }
+        // A NaN or +inf logit names its row, as on the device.
+        let _ = logits.get(5).get(3).fill_(f64::INFINITY);
+        let err = sampler
+            .sample(&logits, &settings(1.0, 1.0, 0), &[0.5; 64])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("row 5") && err.contains("not finite"), "{err}");
     }
 
     /// Top-p 0.7 by hand, the authors' validation setting: probabilities 0.5, 0.3, 0.15,

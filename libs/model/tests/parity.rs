@@ -104,7 +104,7 @@ fn check(tied: u32, kv: u32, family: &str) {
         stop_strings: Vec::new(),
         max_batch_rows: 8,
         max_cache_tokens: None,
-        use_cache: true,
+        session_rows: None,
     };
     let prompt: Vec<u32> = ids[0].iter().map(|&x| x as u32).collect();
     let out = generate(

@@ -45,7 +45,7 @@ impl Args {
             stop_strings: Vec::new(),
             max_batch_rows: 1,
             max_cache_tokens: None,
-            use_cache: true,
+            session_rows: None,
         };
         let out = generate(
             &policy.model,

@@ -157,12 +157,17 @@ fn workload(cfg: &Resolved, devices: u64, prompt_tokens: Option<u64>) -> Result<
         };
         (max_rows as u64).min(by_tokens).min(available).max(1)
     };
+    // A session holds at most `session_rows` samples, and never more slots than samples.
+    let rows_decoded = match r.session_rows {
+        0 => rows,
+        n => rows.min(n as u64),
+    };
     let decode_rows = if r.kv_cache_tokens > 0 {
         (r.max_batch_rows as u64)
             .min(r.kv_cache_tokens as u64 / seq)
-            .min(rows)
+            .min(rows_decoded)
     } else {
-        (r.max_batch_rows as u64).min(rows)
+        (r.max_batch_rows as u64).min(rows_decoded)
     };
     Ok(Workload {
         dtype: o.model.dtype,

@@ -58,7 +58,7 @@ pub(super) fn check(o: &Options, eps_high: f64) -> Result<()> {
     let u = |x: usize| x as u64;
     let (r, t, w, up) = (&o.rollout, &o.model.tiny, &o.warmstart, &o.update);
     // (key, value, least, greatest)
-    let sizes: [(&str, u64, u64, u64); 27] = [
+    let sizes: [(&str, u64, u64, u64); 28] = [
         ("data.train_size", u(o.data.train_size), 0, 1 << 26),
         (
             "rollout.prompts_per_iter",
@@ -82,6 +82,7 @@ pub(super) fn check(o: &Options, eps_high: f64) -> Result<()> {
             1 << 20,
         ),
         ("rollout.kv_cache_tokens", u(r.kv_cache_tokens), 0, 1 << 40),
+        ("rollout.session_rows", u(r.session_rows), 0, 1 << 30),
         (
             "score.overlong_buffer",
             u(o.score.overlong_buffer),

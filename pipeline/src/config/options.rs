@@ -12,7 +12,7 @@ use deltarl_update::Aggregation;
 
 use super::by_algorithm::ByAlgorithm;
 use super::eval::EvalOptions;
-use deltarl_schemas::skip::{is_zero_f64, is_zero_u32};
+use deltarl_schemas::skip::{is_zero, is_zero_f64, is_zero_u32};
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
 pub use super::vllm::VllmOptions;
@@ -219,13 +219,20 @@ pub struct RolloutOptions {
     pub top_k: usize,
     /// Stop strings (besides EOS).
     pub stop: Vec<String>,
-    /// Rows decoded together at most.
+    /// Rows decoded together at most (our engine's slots: a finished row's slot goes to
+    /// the next waiting sample at once).
     pub max_batch_rows: usize,
     /// KV-cache budget in token positions over all rows decoded together (0 = no limit):
-    /// a batch of prompts of length L decodes at most kv_cache_tokens / (L +
+    /// a session whose longest prompt has L tokens decodes at most kv_cache_tokens / (L +
     /// max_new_tokens) rows. Size it from device memory with `deltarl plan`.
     #[serde(default)]
     pub kv_cache_tokens: usize,
+    /// Our engine decodes the iteration's samples in sessions of at most this many, in
+    /// prompt order (0 = one session of every sample). Sessions are what processes share
+    /// out under torchrun (session i to rank i mod N), so N processes need at least N
+    /// sessions to all have work; which process runs a session changes no sample.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub session_rows: usize,
     /// Longer prompts keep their last this many tokens (left truncation, as the authors' code
     /// does; 0 = no limit).
     #[serde(default)]

@@ -71,7 +71,7 @@ pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) 
         stop_strings: r.stop.clone(),
         max_batch_rows: r.max_batch_rows,
         max_cache_tokens: crate::config::zero_is_off(r.kv_cache_tokens),
-        use_cache: true,
+        session_rows: crate::config::zero_is_off(r.session_rows),
     }
 }
 
@@ -111,6 +111,24 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         max_prompt_tokens: crate::config::zero_is_off(r.max_prompt_tokens),
         shard: env.shard(),
     };
+    let shard = core.shard;
+    if r.engine == Engine::Native && !shard.is_whole() && shard.rank == 0 {
+        let samples = drawn.len() * r.samples_per_prompt as usize;
+        let sessions = match r.session_rows {
+            0 => 1,
+            n => samples.div_ceil(n),
+        };
+        if sessions < shard.world {
+            eprintln!(
+                "note: {samples} samples in {sessions} session(s) of rollout.session_rows = {}: \
+                 {} of {} processes sample nothing (set session_rows to about {} to share the work)",
+                r.session_rows,
+                shard.world - sessions,
+                shard.world,
+                samples.div_ceil(shard.world)
+            );
+        }
+    }
     let progress = Progress::new(
         "rollout",
         drawn.len() as u64 * u64::from(r.samples_per_prompt),
@@ -155,7 +173,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         None => None,
     };
     progress.finish();
-    // Several processes: each sampled its share of the batches; rank 0 writes them all in
+    // Several processes: each sampled its share of the sessions; rank 0 writes them all in
     // the order of one process (prompts as drawn, then samples).
     let rows = match env.ranks {
         Some(g) => {

@@ -60,7 +60,7 @@ pub fn evaluate(
             stop_strings: s.stop.clone(),
             max_batch_rows: s.max_batch_rows,
             max_cache_tokens: s.max_cache_tokens,
-            use_cache: true,
+            session_rows: None,
         },
         run_seed: s.seed,
         iter: s.iter,

@@ -34,7 +34,7 @@ fn settings(max_batch_rows: usize, max_new_tokens: usize) -> Plan {
             stop_strings: vec![],
             max_batch_rows,
             max_cache_tokens: None,
-            use_cache: true,
+            session_rows: None,
         },
         run_seed: 3,
         iter: 2,

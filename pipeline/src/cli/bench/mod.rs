@@ -58,7 +58,8 @@ enum What {
         #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
         workers: Vec<usize>,
     },
-    /// Generation tokens/s vs transformers' generate and our decoder without KV cache.
+    /// Generation tokens/s vs transformers' generate (and vLLM), and the fraction of the
+    /// machine's measured limits.
     Rollout {
         /// Model folder (e.g. runs/tiny-arith/base).
         #[arg(long)]
@@ -69,10 +70,20 @@ enum What {
         /// Samples of each prompt.
         #[arg(long, default_value_t = 64)]
         batch: usize,
+        /// Prompt length (the longest, with --min-prompt-len).
         #[arg(long, default_value_t = 16)]
         prompt_len: usize,
+        /// Prompts of mixed lengths, from this up to --prompt-len.
+        #[arg(long)]
+        min_prompt_len: Option<usize>,
         #[arg(long, default_value_t = 48)]
         new_tokens: usize,
+        /// Rows our engine decodes together (default: every row at once).
+        #[arg(long)]
+        slots: Option<usize>,
+        /// Our engine only (no transformers anchor): for sweeps of one setting.
+        #[arg(long)]
+        no_transformers: bool,
         /// Also time the rollout stage's vLLM path (`make vllm`) on the same folder against
         /// vLLM's offline `LLM.generate`, start-up and in-place reload apart.
         #[arg(long, value_enum, default_value = "native")]
@@ -114,7 +125,10 @@ impl Args {
                 prompts,
                 batch,
                 prompt_len,
+                min_prompt_len,
                 new_tokens,
+                slots,
+                no_transformers,
                 engine,
             } => rollout::run(
                 run,
@@ -123,8 +137,11 @@ impl Args {
                     prompts,
                     batch,
                     prompt_len,
+                    min_prompt_len,
                     new_tokens,
+                    slots,
                 },
+                !no_transformers,
                 engine,
             ),
         }

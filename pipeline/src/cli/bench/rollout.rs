@@ -1,15 +1,19 @@
-//! `deltarl bench rollout`: generation tokens/s of our decoder (with and without its KV
-//! cache) against transformers' `generate`, and optionally the rollout stage's vLLM path
-//! against vLLM's offline engine ([`super::rollout_vllm`]), on one model folder.
+//! `deltarl bench rollout`: generation tokens/s of our engine against transformers'
+//! `generate` (and, with `--engine vllm`, the rollout stage's vLLM path and vLLM's offline
+//! engine, [`super::rollout_vllm`]) on one model folder and the same prompts, each measured
+//! in the same run; and how close ours comes to the machine: its useful FLOP/s against this
+//! machine's measured matrix-product rate, and the weight bytes it reads a second against
+//! the measured memory bandwidth.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use deltarl_model::generate::{generate, Request, SampleSettings};
+use tch::{Device, Kind, Tensor};
 
 use super::baseline::{self, Assets};
-use super::timing::{median, Run};
+use super::timing::{median, median_seconds, Run};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineArg {
@@ -17,72 +21,193 @@ pub enum EngineArg {
     Vllm,
 }
 
-/// The batch every engine generates: `prompts` distinct prompts of `prompt_len` tokens,
-/// `batch` samples of each, exactly `new_tokens` a sample.
+/// The batch every engine generates: `prompts` distinct prompts of `min_prompt_len` to
+/// `prompt_len` tokens, `batch` samples of each, exactly `new_tokens` a sample.
 #[derive(Clone, Debug)]
 pub struct Shape {
     pub model: PathBuf,
     pub prompts: usize,
     pub batch: usize,
     pub prompt_len: usize,
+    /// None: every prompt `prompt_len` tokens.
+    pub min_prompt_len: Option<usize>,
     pub new_tokens: usize,
+    /// Rows our engine decodes together (None: every row at once).
+    pub slots: Option<usize>,
 }
 
 impl Shape {
     /// The prompts' token ids: distinct per prompt (so no prefix is shared but the
-    /// samples'), inside the model's vocabulary.
+    /// samples'), inside the model's vocabulary; lengths spread over the range by a fixed
+    /// stride, so neighbouring prompts differ in length.
     pub fn prompt_ids(&self) -> Result<Vec<Vec<u32>>> {
         let vocab = deltarl_model::read_config(&self.model)?.vocab_size as u32;
         let span = vocab.saturating_sub(5).max(1);
+        let lo = self
+            .min_prompt_len
+            .unwrap_or(self.prompt_len)
+            .min(self.prompt_len);
+        let spread = (self.prompt_len - lo + 1) as u32;
         Ok((0..self.prompts as u32)
             .map(|i| {
-                (0..self.prompt_len as u32)
-                    .map(|t| 5 + (i * 31 + t * 7) % span)
-                    .collect()
+                let len = lo as u32 + (i * 37) % spread;
+                (0..len).map(|t| 5 + (i * 31 + t * 7) % span).collect()
             })
             .collect())
     }
+
+    fn rows(&self) -> usize {
+        self.prompts * self.batch
+    }
+
+    fn slots(&self) -> usize {
+        self.slots
+            .unwrap_or(self.rows())
+            .clamp(1, self.rows().max(1))
+    }
+
+    /// Decoding steps our engine takes: every row runs exactly `new_tokens` tokens, so
+    /// the rows go through the slots in ceil(rows / slots) waves of `new_tokens` steps
+    /// (the last token of a row is sampled, not decoded).
+    fn steps(&self) -> usize {
+        self.rows().div_ceil(self.slots()) * self.new_tokens.saturating_sub(1)
+    }
 }
 
-/// Tokens per second (medians).
+/// This machine's limits, measured in the same run with the same thread count.
 #[derive(Clone, Copy, Debug)]
-pub struct Rates {
-    pub cached: f64,
-    /// Without the cache (left out with `--engine vllm`: it measures our decoder only, and
-    /// at real vocabularies it is the slowest part by far).
-    pub uncached: Option<f64>,
-    pub transformers: f64,
+pub struct Machine {
+    /// A 1024^3 f32 matrix product, GFLOP/s (median).
+    pub matmul_gflops: f64,
+    /// Copying 256 MiB of f32, bytes read + written a second, GB/s (median).
+    pub copy_gbs: f64,
 }
 
-pub fn run(run: Run, shape: &Shape, engine: EngineArg) -> Result<()> {
+impl Machine {
+    pub fn measure(run: Run) -> Machine {
+        tch::no_grad(|| {
+            let n = 1024;
+            let a = Tensor::randn([n, n], (Kind::Float, Device::Cpu));
+            let b = Tensor::randn([n, n], (Kind::Float, Device::Cpu));
+            let _ = a.matmul(&b);
+            let mm = median_seconds(run.reps.max(3), || {
+                let _ = a.matmul(&b);
+            });
+            let len = 64 << 20;
+            let src = Tensor::ones([len], (Kind::Float, Device::Cpu));
+            let mut dst = Tensor::zeros([len], (Kind::Float, Device::Cpu));
+            let _ = dst.copy_(&src);
+            let cp = median_seconds(run.reps.max(3), || {
+                let _ = dst.copy_(&src);
+            });
+            Machine {
+                matmul_gflops: 2.0 * (n * n * n) as f64 / mm / 1e9,
+                copy_gbs: 2.0 * (len * 4) as f64 / cp / 1e9,
+            }
+        })
+    }
+}
+
+/// What one decoded token costs a model: FLOPs of its matrix products (every 2-d weight
+/// but the embedding lookup, the LM head included once) and, per decoding step, the bytes
+/// of weights read.
+#[derive(Clone, Copy, Debug)]
+pub struct Cost {
+    pub flops_per_token: f64,
+    pub weight_bytes: f64,
+}
+
+impl Cost {
+    fn of(policy: &deltarl_model::Policy, mean_context: f64) -> Cost {
+        let c = &policy.model.config;
+        let vars = policy.vs.variables();
+        let bytes: usize = vars
+            .values()
+            .map(|t| t.numel() * t.kind().elt_size_in_bytes())
+            .sum();
+        let matmul: usize = vars
+            .iter()
+            .filter(|(name, t)| t.dim() == 2 && !name.ends_with("embed_tokens.weight"))
+            .map(|(_, t)| t.numel())
+            .sum();
+        let head = if c.tie_word_embeddings {
+            c.vocab_size * c.hidden_size
+        } else {
+            0
+        };
+        // Attention: q·k and p·v over the context, per layer and head.
+        let attention = 4.0
+            * (c.num_hidden_layers * c.num_attention_heads * c.head_dim()) as f64
+            * mean_context;
+        Cost {
+            flops_per_token: 2.0 * (matmul + head) as f64 + attention,
+            weight_bytes: bytes as f64,
+        }
+    }
+}
+
+/// Our engine's medians.
+#[derive(Clone, Copy, Debug)]
+pub struct Ours {
+    pub tokens_per_s: f64,
+    pub seconds: f64,
+}
+
+pub fn run(run: Run, shape: &Shape, transformers: bool, engine: EngineArg) -> Result<()> {
     let prompts = shape.prompt_ids()?;
     let assets = Assets::write(&[&baseline::HF_GENERATE, &super::rollout_vllm::VLLM_GENERATE])?;
     let prompts_file = assets.path(&baseline::HF_GENERATE) + ".prompts.json";
     std::fs::write(&prompts_file, serde_json::to_string(&prompts)?)
         .with_context(|| format!("cannot write {prompts_file}"))?;
-    let r = rates(
-        run,
-        shape,
-        &prompts,
-        &assets,
-        &prompts_file,
-        engine == EngineArg::Native,
-    )?;
-    println!(
-        "rollout: {} prompts x {} samples, prompt {}, {} new tokens, {} threads, median of {}",
-        shape.prompts, shape.batch, shape.prompt_len, shape.new_tokens, run.threads, run.reps
+    let machine = Machine::measure(run);
+    let policy = deltarl_model::load(&shape.model, Device::Cpu, deltarl_model::Dtype::F32)?;
+    let mean_prompt =
+        prompts.iter().map(Vec::len).sum::<usize>() as f64 / prompts.len().max(1) as f64;
+    let cost = Cost::of(&policy, mean_prompt + shape.new_tokens as f64 / 2.0);
+    let ours = ours(run, shape, &prompts, &policy)?;
+    drop(policy);
+    let (lo, hi) = (
+        prompts.iter().map(Vec::len).min().unwrap_or(0),
+        prompts.iter().map(Vec::len).max().unwrap_or(0),
     );
-    println!("  deltarl (KV cache)     {:>10.1} tok/s", r.cached);
-    if let Some(uncached) = r.uncached {
-        println!(
-            "  deltarl (no cache)     {uncached:>10.1} tok/s  ({:.2}x slower)",
-            r.cached / uncached
-        );
-    }
-    println!("  transformers generate  {:>10.1} tok/s", r.transformers);
     println!(
-        "  speed-up vs transformers {:.2}x",
-        r.cached / r.transformers
+        "rollout: {} prompts ({lo}-{hi} tokens) x {} samples, {} new tokens, {} slots, {} threads, median of {}",
+        shape.prompts,
+        shape.batch,
+        shape.new_tokens,
+        shape.slots(),
+        run.threads,
+        run.reps
+    );
+    println!(
+        "  machine: f32 matmul 1024^3 {:.1} GFLOP/s; memory copy {:.1} GB/s",
+        machine.matmul_gflops, machine.copy_gbs
+    );
+    let gflops = ours.tokens_per_s * cost.flops_per_token / 1e9;
+    let steps = shape.steps();
+    let step_ms = 1e3 * ours.seconds / steps.max(1) as f64;
+    let read_gbs = cost.weight_bytes * steps as f64 / ours.seconds / 1e9;
+    println!(
+        "  deltarl                {:>10.1} tok/s  {step_ms:.1} ms/step; {gflops:.1} GFLOP/s useful = {:.0}% of matmul; weights {read_gbs:.1} GB/s = {:.0}% of copy",
+        ours.tokens_per_s,
+        100.0 * gflops / machine.matmul_gflops,
+        100.0 * read_gbs / machine.copy_gbs
+    );
+    if !transformers {
+        return Ok(());
+    }
+    let transformers = baseline::run_number(&[
+        assets.path(&baseline::HF_GENERATE),
+        shape.model.display().to_string(),
+        prompts_file.clone(),
+        shape.batch.to_string(),
+        shape.new_tokens.to_string(),
+        run.threads.to_string(),
+        run.reps.to_string(),
+    ])?;
+    println!(
+        "  transformers generate  {transformers:>10.1} tok/s  (deltarl {:.2}x)",
+        ours.tokens_per_s / transformers
     );
     match engine {
         EngineArg::Native => {}
@@ -96,21 +221,18 @@ pub fn run(run: Run, shape: &Shape, engine: EngineArg) -> Result<()> {
                 &assets,
                 &prompts_file,
             )?;
-            v.print(r.cached);
+            v.print(ours.tokens_per_s);
         }
     }
     Ok(())
 }
 
-fn rates(
+fn ours(
     run: Run,
     shape: &Shape,
     prompts: &[Vec<u32>],
-    assets: &Assets,
-    prompts_file: &str,
-    with_uncached: bool,
-) -> Result<Rates> {
-    let policy = deltarl_model::load(&shape.model, tch::Device::Cpu, deltarl_model::Dtype::F32)?;
+    policy: &deltarl_model::Policy,
+) -> Result<Ours> {
     let g = shape.batch as u64;
     let requests: Vec<Request> = prompts
         .iter()
@@ -120,52 +242,35 @@ fn rates(
             seeds: (i * g..(i + 1) * g).collect(),
         })
         .collect();
-    let rate = |use_cache: bool| -> Result<f64> {
-        let s = SampleSettings {
-            temperature: 1.0,
-            top_p: 1.0,
-            top_k: 0,
-            max_new_tokens: shape.new_tokens,
-            // No EOS: every row generates exactly new_tokens, as the baseline does.
-            eos_ids: Vec::new(),
-            stop_strings: Vec::new(),
-            max_batch_rows: shape.batch * shape.prompts,
-            max_cache_tokens: None,
-            use_cache,
-        };
-        let mut v = Vec::new();
-        for _ in 0..run.reps {
-            let t = Instant::now();
-            let out = generate(
-                &policy.model,
-                &policy.tokenizer,
-                &requests,
-                &s,
-                &mut |_, _| {},
-            )?;
-            let toks: usize = out.iter().flatten().map(|x| x.tokens.len()).sum();
-            v.push(toks as f64 / t.elapsed().as_secs_f64());
-        }
-        Ok(median(v))
+    let s = SampleSettings {
+        temperature: 1.0,
+        top_p: 1.0,
+        top_k: 0,
+        max_new_tokens: shape.new_tokens,
+        // No EOS: every row generates exactly new_tokens, as the baseline does.
+        eos_ids: Vec::new(),
+        stop_strings: Vec::new(),
+        max_batch_rows: shape.slots(),
+        max_cache_tokens: None,
+        session_rows: None,
     };
-    let cached = rate(true)?;
-    let uncached = if with_uncached {
-        Some(rate(false)?)
-    } else {
-        None
-    };
-    let transformers = baseline::run_number(&[
-        assets.path(&baseline::HF_GENERATE),
-        shape.model.display().to_string(),
-        prompts_file.to_string(),
-        shape.batch.to_string(),
-        shape.new_tokens.to_string(),
-        run.threads.to_string(),
-        run.reps.to_string(),
-    ])?;
-    Ok(Rates {
-        cached,
-        uncached,
-        transformers,
+    let (mut rates, mut secs) = (Vec::new(), Vec::new());
+    for _ in 0..run.reps {
+        let t = Instant::now();
+        let out = generate(
+            &policy.model,
+            &policy.tokenizer,
+            &requests,
+            &s,
+            &mut |_, _| {},
+        )?;
+        let dt = t.elapsed().as_secs_f64();
+        let toks: usize = out.iter().flatten().map(|x| x.tokens.len()).sum();
+        rates.push(toks as f64 / dt);
+        secs.push(dt);
+    }
+    Ok(Ours {
+        tokens_per_s: median(rates),
+        seconds: median(secs),
     })
 }

@@ -1,0 +1,78 @@
+//! A preallocated KV cache of decoding slots: per layer, keys and values of shape
+//! [slots, kv_heads, capacity, d], allocated once per generation session and written in
+//! place. Row r of a decoding step is slot r (the engine keeps its rows in slots
+//! 0..R), at a position of its own, so prompts of different lengths decode in one batch
+//! and no step copies the cache.
+
+use tch::Tensor;
+
+use crate::{KvCache, Qwen3};
+
+#[derive(Debug)]
+pub struct SlotCache {
+    /// Per layer (keys, values): [slots, kv_heads, capacity, d].
+    pub(crate) layers: Vec<(Tensor, Tensor)>,
+    capacity: i64,
+}
+
+impl SlotCache {
+    /// `slots` rows of `capacity` positions each, zeroed (a position no row has written
+    /// holds finite values, so a masked key contributes exactly 0 to attention).
+    pub fn new(model: &Qwen3, slots: usize, capacity: usize) -> SlotCache {
+        let c = &model.config;
+        let w = model.lm_head_weight();
+        let shape = [
+            slots as i64,
+            c.num_key_value_heads as i64,
+            capacity as i64,
+            c.head_dim() as i64,
+        ];
+        let zeros = || Tensor::zeros(shape, (w.kind(), w.device()));
+        SlotCache {
+            layers: (0..c.num_hidden_layers)
+                .map(|_| (zeros(), zeros()))
+                .collect(),
+            capacity: capacity as i64,
+        }
+    }
+
+    /// Positions a slot holds.
+    pub fn capacity(&self) -> i64 {
+        self.capacity
+    }
+
+    /// Copies a prefilled prompt's cache (one row, L positions) into `slot`'s positions
+    /// 0..L.
+    pub fn fill(&mut self, slot: usize, prompt: &KvCache) {
+        for (dst, src) in self.layers.iter_mut().zip(&prompt.layers) {
+            if let Some((k, v)) = src {
+                let len = k.size()[2];
+                let at = |t: &Tensor| t.narrow(0, slot as i64, 1).narrow(2, 0, len);
+                at(&dst.0).copy_(k);
+                at(&dst.1).copy_(v);
+            }
+        }
+    }
+
+    /// Moves the first `len` positions of slot `from` to slot `to` (the engine closes the
+    /// gap a finished row leaves, so its rows stay in slots 0..R).
+    pub fn move_row(&mut self, from: usize, to: usize, len: i64) {
+        for (k, v) in &mut self.layers {
+            for t in [k, v] {
+                let src = t.narrow(0, from as i64, 1).narrow(2, 0, len);
+                t.narrow(0, to as i64, 1).narrow(2, 0, len).copy_(&src);
+            }
+        }
+    }
+
+    /// Bytes the cache holds.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|(k, v)| {
+                let n = |t: &Tensor| t.numel() * t.kind().elt_size_in_bytes();
+                n(k) + n(v)
+            })
+            .sum()
+    }
+}
