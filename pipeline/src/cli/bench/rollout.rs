@@ -96,9 +96,9 @@ impl Machine {
             let len = 64 << 20;
             let src = Tensor::ones([len], (Kind::Float, Device::Cpu));
             let mut dst = Tensor::zeros([len], (Kind::Float, Device::Cpu));
-            let _ = dst.copy_(&src);
+            dst.copy_(&src);
             let cp = median_seconds(run.reps.max(3), || {
-                let _ = dst.copy_(&src);
+                dst.copy_(&src);
             });
             Machine {
                 matmul_gflops: 2.0 * (n * n * n) as f64 / mm / 1e9,
