@@ -76,6 +76,19 @@ const BLOCKS: &[(&str, How)] = &[
         ]),
     ),
     (
+        "bin/deltarl random-model --family llama --vocab 49152",
+        How::Run(&[
+            (
+                "--vocab 49152 --hidden 576 --intermediate 1536 \\\n    --layers 30 --heads 9 --kv-heads 3",
+                "--vocab 2048 --hidden 64 --intermediate 128 \\\n    --layers 2 --heads 2 --kv-heads 1",
+            ),
+            (
+                "--prompts 64 --batch 8 \\\n    --prompt-len 160 --min-prompt-len 32 --new-tokens 128 --reps 3",
+                "--prompts 4 --batch 2 \\\n    --prompt-len 16 --min-prompt-len 4 --new-tokens 4 --reps 1",
+            ),
+        ]),
+    ),
+    (
         "~/.cache/deltarl/venv/bin/torchrun --standalone",
         How::Run(&[]),
     ),
