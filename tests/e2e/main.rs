@@ -16,6 +16,7 @@ mod preflight;
 mod ranks;
 mod readme;
 mod readme_commands;
+mod real_model;
 mod refusals;
 mod resume;
 mod runs;

@@ -89,6 +89,23 @@ const BLOCKS: &[(&str, How)] = &[
         ]),
     ),
     (
+        "make smollm2   # SmolLM2-135M-Instruct",
+        How::Run(&[
+            // `make test` ran `make smollm2` before the tests: its folder is there.
+            (
+                "make smollm2   #",
+                "test -f ~/.cache/deltarl/models/SmolLM2-135M-Instruct/import.json   #",
+            ),
+            ("--limit 200 \\\n    --k 4", "--limit 4 \\\n    --k 1"),
+            // What `make iterate` runs once the folder is there (the micro sizes of this
+            // scratch folder's configs/smollm2-math.toml).
+            (
+                "make iterate CONFIG=configs/smollm2-math.toml RUN=smollm2",
+                "bin/deltarl iterate --config configs/smollm2-math.toml --run smollm2",
+            ),
+        ]),
+    ),
+    (
         "~/.cache/deltarl/venv/bin/torchrun --standalone",
         How::Run(&[]),
     ),

@@ -7,6 +7,9 @@ use deltarl_eval::{fitting, summarize, Request, Summary};
 use crate::config::CodeOptions;
 use crate::stage::eval::evaluate;
 
+/// Held-out problems of a built-in dataset evaluated when --limit does not say.
+const DEFAULT_HELDOUT: usize = 200;
+
 /// The DelTA prompt template (`docs/method.md` §8).
 pub const DELTA_TEMPLATE: &str =
     "User:\n{question}\nPlease reason step by step, and put your final answer within \\boxed{}.\n\nAssistant:\n";
@@ -15,7 +18,9 @@ pub const DELTA_TEMPLATE: &str =
 pub struct Args {
     #[command(flatten)]
     model: crate::cli::model_arg::ModelArg,
-    /// Benchmark files (JSONL or Parquet, simple or verl layout); repeat for several.
+    /// Benchmark files (JSONL or Parquet, simple or verl layout), or a built-in dataset's
+    /// name for its held-out split (`word-problems`, `tiny-arith`, ...: the problems the
+    /// eval stage draws); repeat for several.
     #[arg(long = "bench", required = true)]
     benches: Vec<PathBuf>,
     /// Samples per problem.
@@ -99,7 +104,24 @@ impl Args {
             "truncated"
         );
         for path in &self.benches {
-            let mut prompts = crate::data::read_benchmark(path)?;
+            // A file of that name comes first; else a built-in dataset's held-out split, as
+            // many problems as --limit asks (the eval stage's first N), 200 without it.
+            let builtin = path
+                .to_str()
+                .filter(|_| !path.exists())
+                .and_then(deltarl_data::Builtin::from_source);
+            let (name, mut prompts) = match builtin {
+                Some(b) => (
+                    b.heldout_name(),
+                    b.test_prompts(self.limit.unwrap_or(DEFAULT_HELDOUT)),
+                ),
+                None => (
+                    path.file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    crate::data::read_benchmark(path)?,
+                ),
+            };
             if let Some(n) = self.limit {
                 prompts.truncate(n);
             }
@@ -112,16 +134,12 @@ impl Args {
             if prompts.is_empty() {
                 println!(
                     "{:<16} {:>8} skipped: all {total} prompts + {} new tokens exceed the context of {ctx}",
-                    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+                    name,
                     0,
                     self.max_new_tokens
                 );
                 continue;
             }
-            let name = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
             let rows = evaluate(&policy, &name, &prompts, &s, &CodeOptions::default())?;
             print_row(&summarize(&name, &rows));
             // A benchmark that mixes sources (verl's `data_source`) gets a line per source.

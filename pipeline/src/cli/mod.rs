@@ -11,6 +11,7 @@ mod config;
 mod eval;
 mod extract;
 mod generate;
+mod import_gguf;
 mod iterate;
 mod model_arg;
 mod plan;
@@ -48,6 +49,9 @@ pub enum Command {
     /// Write a randomly initialised Qwen3 model folder of a given shape, with a byte-level
     /// BPE tokenizer of its vocabulary size (for tests and benchmarks at real scale).
     RandomModel(random_model::Args),
+    /// Convert a GGUF model file to a Hugging Face model folder (transformers' GGUF
+    /// loader), recorded with both sides' SHA-256 so a second run is a no-op.
+    ImportGguf(import_gguf::Args),
     /// Grade answers: one pair, or a JSONL file.
     Verify(verify::Args),
     /// Benchmarks side by side with a baseline.
@@ -74,6 +78,7 @@ impl Cli {
             Command::Warmstart(a) => a.run(&self.runs_dir),
             Command::Generate(a) => a.run(&self.runs_dir),
             Command::RandomModel(a) => a.run(),
+            Command::ImportGguf(a) => a.run(),
             Command::Verify(a) => a.run(),
             Command::Bench(a) => a.run(),
             Command::Eval(a) => a.run(&self.runs_dir),

@@ -90,9 +90,9 @@ fn model_shape(cfg: &Resolved, explicit: Option<&Path>, name: Option<&str>) -> R
             crate::stage::warmstart::tiny_task(cfg),
         )?));
     }
-    let dir = Path::new(source);
+    let dir = cfg.opts.model.folder();
     if dir.join("config.json").exists() {
-        return Ok(Shape::new(&deltarl_model::read_config(dir)?));
+        return Ok(Shape::new(&deltarl_model::read_config(&dir)?));
     }
     if let Some(shape) = crate::plan_models::shape(source) {
         eprintln!("note: {source} has no config.json here; planning with its published shape");

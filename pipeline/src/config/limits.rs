@@ -198,7 +198,15 @@ pub(super) fn check(o: &Options, eps_high: f64) -> Result<()> {
     // In-loop evaluation samples the built-in task's held-out split or benchmark files; a
     // file dataset has no held-out split, so without benchmarks a run could never get past
     // its first evaluation.
-    let builtin = deltarl_data::Task::from_source(&o.data.source);
+    let builtin = deltarl_data::Builtin::from_source(&o.data.source);
+    if o.model.source == "tiny" && builtin == Some(deltarl_data::Builtin::Words) {
+        bail!(
+            "config key `data.source` = {:?}: the tiny model (model.source = \"tiny\") reads \
+             only its own tasks' characters (tiny-*); word problems need a pretrained model \
+             folder as model.source (e.g. the one `make smollm2` converts)",
+            o.data.source
+        );
+    }
     if builtin.is_none() && o.eval.every > 0 && o.eval.benchmarks.is_empty() {
         bail!(
             "config key `eval.every` = {}: in-loop evaluation needs benchmark files \
@@ -210,7 +218,7 @@ pub(super) fn check(o: &Options, eps_high: f64) -> Result<()> {
     let mut names: Vec<String> = Vec::new();
     for b in &o.eval.benchmarks {
         let name = crate::data::benchmark_name(std::path::Path::new(b));
-        let heldout = builtin.map(deltarl_data::Task::heldout_name);
+        let heldout = builtin.map(deltarl_data::Builtin::heldout_name);
         if name.is_empty() || names.contains(&name) || Some(&name) == heldout.as_ref() {
             bail!(
                 "config key `eval.benchmarks`: {b:?} names benchmark {name:?}, which is empty \

@@ -124,7 +124,8 @@ impl CheckpointOptions {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelOptions {
-    /// "tiny" (built and warm-started here) or a Hugging Face model folder.
+    /// "tiny" (built and warm-started here) or a Hugging Face model folder (a leading `~/`
+    /// is the home folder, e.g. `~/.cache/deltarl/models/SmolLM2-135M-Instruct`).
     pub source: String,
     /// f32 | bf16.
     pub dtype: deltarl_model::Dtype,
@@ -155,6 +156,15 @@ fn is_default_head_chunk_mb(mb: &u64) -> bool {
 }
 
 impl ModelOptions {
+    /// The model folder `source` names, a leading `~/` read as `$HOME/` (configurations
+    /// that name the model `make smollm2` converts hold on every machine).
+    pub fn folder(&self) -> std::path::PathBuf {
+        match (self.source.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+            _ => std::path::PathBuf::from(&self.source),
+        }
+    }
+
     /// The head chunk budget in bytes.
     pub fn head_chunk_bytes(&self) -> u64 {
         self.head_chunk_mb.saturating_mul(1_000_000)

@@ -43,7 +43,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
         sampling: sampling(cfg),
         dtype: o.model.dtype,
         benchmarks: o.eval.benchmarks.clone(),
-        chat_template: o.data.chat_template && !o.eval.benchmarks.is_empty(),
+        chat_template: o.data.chat_template,
         code: o.score.code.clone(),
     }
 }
@@ -68,23 +68,28 @@ pub fn evaluate(
     Ok(rows)
 }
 
-/// The answers of `policy` (the policy of iteration `iter`; 0 = the base) to the built-in
-/// task's held-out problems, sampled as the eval stage samples them.
+/// The answers of `policy` (the policy of iteration `iter`; 0 = the base, read from
+/// `dir`) to the built-in dataset's held-out problems, sampled as the eval stage samples
+/// them (in the chat template of the model in `dir` when the settings ask for it).
 pub fn heldout_rows(
     policy: &deltarl_model::Policy,
-    task: deltarl_data::Task,
+    dir: &std::path::Path,
+    task: deltarl_data::Builtin,
     s: &Settings,
     iter: u32,
 ) -> Result<Vec<deltarl_schemas::EvalRow>> {
-    let prompts = task.test_prompts(s.problems);
-    let settings = s.request(iter);
+    let mut prompts = task.test_prompts(s.problems);
+    let mut settings = s.request(iter);
+    if s.chat_template {
+        settings.template = crate::chat::apply(&mut prompts, &settings.template, dir)?;
+    }
     evaluate(policy, &task.heldout_name(), &prompts, &settings, &s.code)
 }
 
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
-    let task = deltarl_data::Task::from_source(&s.data_source);
+    let task = deltarl_data::Builtin::from_source(&s.data_source);
     if task.is_none() && s.benchmarks.is_empty() {
-        let builtin: Vec<&str> = deltarl_data::Task::ALL.iter().map(|t| t.source()).collect();
+        let builtin = deltarl_data::Builtin::sources();
         bail!(
             "the eval stage needs a built-in data.source ({}) or `eval.benchmarks` (or use \
              `deltarl eval --bench` for files)",
@@ -111,9 +116,9 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         }
         benchmarks.insert(name.to_string(), v);
     };
-    let heldout = task.map(deltarl_data::Task::heldout_name);
+    let heldout = task.map(deltarl_data::Builtin::heldout_name);
     if let (Some(task), Some(name)) = (task, &heldout) {
-        let part = heldout_rows(&policy, task, s, env.iter)?;
+        let part = heldout_rows(&policy, &dir, task, s, env.iter)?;
         summarise(name, &part, 0);
         rows.extend(part);
     }

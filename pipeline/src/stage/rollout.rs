@@ -54,7 +54,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
 impl Settings {
     /// The prompt file, when prompts come from one.
     pub fn data_file(&self) -> Option<PathBuf> {
-        deltarl_data::Task::from_source(&self.data.source)
+        deltarl_data::Builtin::from_source(&self.data.source)
             .is_none()
             .then(|| PathBuf::from(&self.data.source))
     }

@@ -2,7 +2,7 @@
 //! tree, on the same machine and thread count: one module a benchmark, the Python
 //! baselines in [`baseline`].
 
-mod baseline;
+pub(crate) mod baseline;
 mod code;
 mod coeffs;
 mod rollout;

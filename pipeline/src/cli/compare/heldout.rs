@@ -57,7 +57,7 @@ fn cached(
 /// `base-eval.parquet`. None when the runs have no built-in task.
 pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
     let s = settings(&ctx.cfg);
-    let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
+    let Some(task) = deltarl_data::Builtin::from_source(&s.data_source) else {
         return Ok(None);
     };
     let rows = cached(
@@ -67,7 +67,7 @@ pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<Eva
         &s,
         || {
             let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
-            heldout_rows(&policy, task, &s, 0)
+            heldout_rows(&policy, base, task, &s, 0)
         },
     )?;
     Ok(Some(rows))
@@ -96,7 +96,7 @@ pub fn sampled_eval(
     iter: u32,
 ) -> Result<Option<Vec<EvalRow>>> {
     let s = sampled_settings(ctx);
-    let Some(task) = deltarl_data::Task::from_source(&s.data_source) else {
+    let Some(task) = deltarl_data::Builtin::from_source(&s.data_source) else {
         return Ok(None);
     };
     let dir = ctx.run.policy_dir(iter);
@@ -107,7 +107,7 @@ pub fn sampled_eval(
         &s,
         || {
             let policy = crate::stage::load_policy(&dir, ctx.device, s.dtype)?;
-            heldout_rows(&policy, task, &s, iter)
+            heldout_rows(&policy, &dir, task, &s, iter)
         },
     )
     .with_context(|| format!("the sampled held-out readout of {}", dir.display()))?;
