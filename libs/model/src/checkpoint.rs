@@ -297,7 +297,8 @@ fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Saves the policy as a Hugging Face folder: `model.safetensors`, `config.json`,
-/// `tokenizer.json` (and `tokenizer_config.json` when the source had one). Tied
+/// `tokenizer.json` (and the source's `tokenizer_config.json`, `special_tokens_map.json`,
+/// `chat_template.jinja` and `generation_config.json` when it had them). Tied
 /// embeddings are stored once, as transformers does.
 pub fn save(policy: &Policy, dir: &Path) -> Result<()> {
     save_sharded(policy, dir, DEFAULT_SHARD_BYTES).map(|_| ())
@@ -366,9 +367,14 @@ pub fn save_sharded(policy: &Policy, dir: &Path, max_shard_bytes: u64) -> Result
     let json = serde_json::to_vec_pretty(&cfg).map_err(|e| Error::Config(e.to_string()))?;
     atomic_write(&dir.join("config.json"), &json)?;
     let src_dir = policy.tokenizer.path.parent().map(Path::to_path_buf);
+    // The tokenizer's files travel with every saved policy, the chat template included
+    // (transformers 5 keeps it in chat_template.jinja, older versions in
+    // tokenizer_config.json), so a policy is prompted as its base was.
     for name in [
         "tokenizer.json",
         "tokenizer_config.json",
+        "special_tokens_map.json",
+        "chat_template.jinja",
         "generation_config.json",
     ] {
         let Some(src) = src_dir.as_ref().map(|d| d.join(name)) else {

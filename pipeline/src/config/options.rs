@@ -174,12 +174,13 @@ impl ModelOptions {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataOptions {
-    /// A built-in task — "tiny-arith" (compact solutions), "tiny-steps" (the same
-    /// problems, solutions written out with connective phrases) or "tiny-steps-varied"
-    /// (each phrase in one of three wordings drawn at random) — or a JSONL / Parquet file
-    /// of prompts.
+    /// A built-in task of the tiny model — "tiny-arith" (compact solutions), "tiny-steps"
+    /// (the same problems, solutions written out with connective phrases),
+    /// "tiny-steps-varied" (each phrase in one of three wordings drawn at random),
+    /// "tiny-code" — or "word-problems" (short English word problems for a pretrained
+    /// model), or a JSONL / Parquet file of prompts.
     pub source: String,
-    /// Number of generated training problems (tiny-arith).
+    /// Number of generated training problems (the built-in datasets).
     pub train_size: usize,
     /// Prompt template; `{question}` is replaced by the problem.
     pub template: String,
