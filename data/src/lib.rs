@@ -257,15 +257,20 @@ pub fn problems(split: Split, n: usize, seed: u64) -> Vec<Problem> {
 pub fn prompt_rows(task: Task, problems: &[Problem]) -> Vec<PromptRow> {
     problems
         .iter()
-        .map(|p| PromptRow {
-            id: p.id(),
-            problem: p.question(),
-            answer: p.answer().to_string(),
-            data_source: Some(task.source().into()),
-            system: None,
-            reward_kind: Default::default(),
-        })
+        .map(|p| math_row(p.id(), p.question(), p.answer(), task.source()))
         .collect()
+}
+
+/// A generated math problem as a prompt row of the built-in dataset `source`.
+pub(crate) fn math_row(id: String, question: String, answer: u32, source: &str) -> PromptRow {
+    PromptRow {
+        id,
+        problem: question,
+        answer: answer.to_string(),
+        data_source: Some(source.into()),
+        system: None,
+        reward_kind: Default::default(),
+    }
 }
 
 /// Fixed seed of the generated training problems, so every run sees the same problems.

@@ -145,14 +145,7 @@ pub fn problems(split: Split, n: usize, seed: u64) -> Vec<Word> {
 pub fn prompt_rows(problems: &[Word]) -> Vec<PromptRow> {
     problems
         .iter()
-        .map(|p| PromptRow {
-            id: p.id(),
-            problem: p.question(),
-            answer: p.answer().to_string(),
-            data_source: Some(SOURCE.into()),
-            system: None,
-            reward_kind: Default::default(),
-        })
+        .map(|p| crate::math_row(p.id(), p.question(), p.answer(), SOURCE))
         .collect()
 }
 

@@ -19,17 +19,21 @@ pub fn python() -> String {
 
 /// Runs a Python snippet (with polars) on the given paths; its assertions fail the test.
 pub fn run_python(script: &str, args: &[&Path]) {
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
+    let mut all: Vec<&std::ffi::OsStr> = vec!["-c".as_ref(), script.as_ref()];
+    all.extend(args.iter().map(|p| p.as_os_str()));
+    python_stdout(&all);
+}
+
+/// Runs the Python interpreter with `args` and returns what it printed; a failure fails
+/// the test with its standard error.
+pub fn python_stdout<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = Command::new(python()).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The most the sampler's and the trainer's f32 log-probs of iteration `iter` of the run at

@@ -9,11 +9,9 @@
 //! makes it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use tch::{Device, Kind, Tensor};
 
-use crate::common::{deltarl, ok, python, repo};
+use crate::common::{deltarl, ok, python_stdout, repo};
 
 /// The converted folder, or a failure that says how to make it.
 fn folder() -> PathBuf {
@@ -31,19 +29,12 @@ fn folder() -> PathBuf {
     dir
 }
 
+/// `real_model_reference.py` with `args`: what it printed.
 fn reference(args: &[&str]) -> String {
     let script = repo().join("tests/e2e/real_model_reference.py");
-    let out = Command::new(python())
-        .arg(&script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let mut all = vec![script.to_str().unwrap()];
+    all.extend_from_slice(args);
+    python_stdout(&all)
 }
 
 /// transformers' f32 logits of `ids` (rows of equal length) from `dir`, flat.
@@ -176,6 +167,7 @@ fn greedy_continuations_match_transformers() {
     let got =
         deltarl_model::generate::generate(&p.model, &p.tokenizer, &requests, &s, &mut |_, _| {})
             .unwrap();
+    assert_eq!(got.len(), want.len());
     // Greedy picks agree until the first step whose two largest logits lie within twice
     // what the two evaluations' logits may differ by (either may win there): twice the
     // logits test's tolerance, doubled again as these sequences are four times as long

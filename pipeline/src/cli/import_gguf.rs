@@ -111,7 +111,7 @@ impl Args {
             bytes,
             sha256: sha,
         };
-        match self.existing()? {
+        match self.existing(&source.sha256)? {
             Existing::Absent => {}
             Existing::Matches => {
                 println!(
@@ -127,8 +127,8 @@ impl Args {
         self.convert(source)
     }
 
-    /// What is at `--out` now, against the GGUF and dtype asked for.
-    fn existing(&self) -> Result<Existing> {
+    /// What is at `--out` now, against the GGUF (of SHA-256 `sha`) and dtype asked for.
+    fn existing(&self, sha: &str) -> Result<Existing> {
         if !self.out.exists() {
             return Ok(Existing::Absent);
         }
@@ -143,7 +143,6 @@ impl Args {
         };
         let record: Record = serde_json::from_str(&text)
             .with_context(|| format!("{}: not an import record", path.display()))?;
-        let sha = deltarl_schemas::sha256_file(&self.file)?;
         if record.gguf.sha256 != sha {
             return Ok(Existing::Stale(format!(
                 "the GGUF changed since the last conversion ({} was {}, is now {})",
