@@ -13,6 +13,7 @@ mod io;
 mod keyed;
 pub mod layout;
 mod manifest;
+pub mod number;
 pub mod seed;
 mod shard;
 pub mod skip;

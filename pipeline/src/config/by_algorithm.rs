@@ -24,6 +24,11 @@ impl<T: Copy> ByAlgorithm<T> {
     }
 
     /// The value given, else `default` (the algorithm's).
+    /// The value set in the configuration, if any.
+    pub fn value(self) -> Option<T> {
+        self.0
+    }
+
     pub fn resolve(self, default: T) -> T {
         self.0.unwrap_or(default)
     }

@@ -22,6 +22,7 @@ mod limits;
 mod locate;
 mod options;
 pub mod overrides;
+pub mod ranges;
 mod vllm;
 pub use by_algorithm::ByAlgorithm;
 pub use eval::EvalOptions;
@@ -117,15 +118,36 @@ impl Options {
         check_finite(&table, "", &origin)?;
         // serde_path_to_error keeps the key a type error is about (`rollout.top_k`), which
         // the merged table's own errors no longer carry.
-        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-            let key = e.path().to_string();
-            let message = e.into_inner().message().to_string();
-            if key == "." {
-                anyhow::anyhow!("{}: {message}", path.display())
-            } else {
-                anyhow::anyhow!("{}: config key `{key}`: {message}", origin.of(&key))
+        let options: Options = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| {
+                let key = e.path().to_string();
+                let message = e.into_inner().message().to_string();
+                if key == "." {
+                    anyhow::anyhow!("{}: {message}", path.display())
+                } else {
+                    anyhow::anyhow!("{}: config key `{key}`: {message}", origin.of(&key))
+                }
+            })?;
+        ranges::check(&options).map_err(|e| anyhow::anyhow!("{}: {e}", origin.of(e.key)))?;
+        Ok(options)
+    }
+}
+
+/// Sets `path` in `table` to `value` unless it is there, creating tables on the way.
+fn insert_missing(table: &mut toml::Table, path: &[&str], value: toml::Value) {
+    match path {
+        [] => {}
+        [last] => {
+            table.entry(*last).or_insert(value);
+        }
+        [first, rest @ ..] => {
+            let entry = table
+                .entry(*first)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let Some(t) = entry.as_table_mut() {
+                insert_missing(t, rest, value);
             }
-        })
+        }
     }
 }
 
@@ -207,7 +229,7 @@ impl Resolved {
         };
         deltarl_coeffs::Settings::new(estimator)
             .map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;
-        limits::check(&o, eps_high)?;
+        limits::check(&o)?;
         Ok(Resolved {
             advantage,
             overlong_penalty,
@@ -217,6 +239,70 @@ impl Resolved {
             opts: o,
             config_path: path.to_path_buf(),
         })
+    }
+
+    /// The configuration as `config show` prints it: the keys whose default comes from
+    /// `algorithm` written out as resolved, and the keys serialisation skips at their
+    /// default (so that runs made before they existed keep their hashes) written out too,
+    /// so every key is shown.
+    pub fn shown(&self) -> Result<toml::Value> {
+        let mut o = self.opts.clone();
+        o.score.advantage = ByAlgorithm::set(self.advantage);
+        o.score.overlong_penalty = ByAlgorithm::set(self.overlong_penalty);
+        o.update.aggregation = ByAlgorithm::set(self.aggregation);
+        o.update.eps_high = ByAlgorithm::set(self.eps_high);
+        o.coeffs.estimator = ByAlgorithm::set(match self.estimator {
+            Estimator::Uniform => EstimatorKind::Uniform,
+            Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
+            Estimator::Delta(_) => EstimatorKind::Delta,
+            Estimator::OracleTokens { .. } => EstimatorKind::OracleTokens,
+        });
+        let mut v = toml::Value::try_from(&o).context("cannot serialise the configuration")?;
+        let tables = [
+            (
+                "rollout",
+                "engine",
+                toml::Value::try_from(Engine::default())?,
+            ),
+            (
+                "rollout",
+                "vllm",
+                toml::Value::try_from(VllmOptions::default())?,
+            ),
+            (
+                "score",
+                "code",
+                toml::Value::try_from(CodeOptions::default())?,
+            ),
+            (
+                "",
+                "checkpoint",
+                toml::Value::try_from(CheckpointOptions::default())?,
+            ),
+        ];
+        for (section, key, value) in tables {
+            let at = if section.is_empty() {
+                Some(&mut v)
+            } else {
+                v.get_mut(section)
+            };
+            if let Some(t) = at.and_then(toml::Value::as_table_mut) {
+                t.entry(key).or_insert(value);
+            }
+        }
+        // Every numeric key from its range's reading of the options.
+        for r in ranges::RANGES {
+            let Some(n) = (r.get)(&o) else { continue };
+            let value = match n {
+                ranges::Number::Int(i) => toml::Value::Integer(i64::try_from(i)?),
+                ranges::Number::Float(x) => toml::Value::Float(x),
+            };
+            let path: Vec<&str> = r.key.split('.').collect();
+            if let Some(t) = v.as_table_mut() {
+                insert_missing(t, &path, value);
+            }
+        }
+        Ok(v)
     }
 
     /// Canonical JSON of everything that affects results (not the file path).

@@ -114,7 +114,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     .with_context(|| format!("updating the policy in {}", src.display()))?;
     progress.finish();
     // Refused before anything is written: no finite step, or non-finite weights.
-    let skipped = check_steps(&metrics, &policy)?;
+    let skipped = check_steps(&metrics, &policy, s)?;
     // Every process holds the same weights now; sharded optimizer state comes to rank 0,
     // which alone writes.
     let opt_state = opt.consolidated(env.ranks)?;

@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use crate::sums;
 use crate::vectors::{check, each, InMemory, Vectors};
-use crate::{DeltaSettings, Response, Result};
+use crate::{DeltaSettings, Error, Response, Result};
+use deltarl_schemas::number::show;
 
 /// Denominator clamp of the weighted centroids (reference value).
 const EPS: f64 = 1e-8;
@@ -307,6 +308,19 @@ pub(crate) fn delta_passes(
         } else {
             1.0
         };
+        // A sum that overflowed (or underflowed) would scale every coefficient to 0 (or
+        // infinity) and train nothing, silently; the configured bounds keep it finite.
+        if !(norm.is_finite() && norm > 0.0 && sum_c.is_finite()) {
+            return Err(Error::Setting(format!(
+                "the self-normalisation scalar g = {} (mean coefficient {} over {n_valid} \
+                 tokens) is not a positive finite number: check coeffs.lam_min = {} and \
+                 coeffs.lam_max = {}",
+                show(norm),
+                show(sum_c / n_valid.max(1) as f64),
+                show(s.lam_min),
+                show(s.lam_max)
+            )));
+        }
         for (r, x) in rs[c.range.clone()].iter().zip(part) {
             coeffs.push(if r.kept {
                 x.into_iter().map(|x| (norm * x) as f32).collect()

@@ -465,3 +465,29 @@ fn top_entropy_keeps_the_fraction() {
     let out = estimate(&u, 2, &[resp("p", 0, 1.0, &f, &e0)]).unwrap();
     assert_eq!(out.coeffs, vec![vec![1.0; 3]]);
 }
+
+/// lam_max = 1e308 passes "finite and >= lam_min" but its normalising sum overflows, which
+/// scaled every coefficient to 0 and trained nothing; the estimate now refuses it by key.
+#[test]
+fn an_overflowing_normalisation_is_refused_naming_the_bounds() {
+    let rs = [resp("p", 0, 1.0, &F0, &E3), resp("p", 1, -1.0, &F1, &E3)];
+    let delta = |lam_max| {
+        Settings::new(Estimator::Delta(DeltaSettings {
+            lam_max,
+            ..DeltaSettings::default()
+        }))
+        .unwrap()
+    };
+    let e = estimate(&delta(1e308), 2, &rs).unwrap_err().to_string();
+    assert!(
+        e.contains("coeffs.lam_max = 1e308") && e.contains("normalisation"),
+        "{e}"
+    );
+    // The largest bound the configuration admits (1e3) normalises to finite, positive values.
+    let out = estimate(&delta(1e3), 2, &rs).unwrap();
+    assert!(out
+        .coeffs
+        .iter()
+        .flatten()
+        .all(|c| c.is_finite() && *c > 0.0));
+}

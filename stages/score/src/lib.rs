@@ -25,6 +25,22 @@ pub enum Error {
     },
     #[error(transparent)]
     Sandbox(#[from] deltarl_code::Error),
+    /// A reward or advantage that is not a finite f32: never written. Every input to them
+    /// is checked at the configuration, so this names the one key that scales them.
+    #[error(
+        "{file}: prompt {prompt_id:?} sample {sample_idx}: {what} = {value} is not a finite \
+         number (correctness reward {correctness}, overlong penalty {penalty}); nothing was \
+         written: check config key `score.overlong_factor`"
+    )]
+    NonFinite {
+        file: String,
+        prompt_id: String,
+        sample_idx: u32,
+        what: &'static str,
+        value: f32,
+        correctness: f64,
+        penalty: f64,
+    },
 }
 
 /// `min(-(L - (Lmax - Lbuf)) / Lbuf * factor, 0)`.
@@ -156,6 +172,24 @@ pub fn run(
             rows[i].kept = !(s.dynamic_sampling && uniform);
         }
     }
+    // No stage records a non-finite value: the next stage would fail on it, naming a
+    // prompt rather than the setting.
+    for r in &rows {
+        for (what, value) in [("reward", r.reward), ("advantage", r.advantage)] {
+            if !value.is_finite() {
+                let penalty = f64::from(r.overlong_penalty);
+                return Err(Error::NonFinite {
+                    file: file.to_string(),
+                    prompt_id: r.prompt_id.clone(),
+                    sample_idx: r.sample_idx,
+                    what,
+                    value,
+                    correctness: f64::from(r.reward) - penalty,
+                    penalty,
+                });
+            }
+        }
+    }
     Ok(rows)
 }
 
@@ -209,6 +243,38 @@ mod tests {
         assert_eq!(overlong_penalty(18, 20, 4, 1.0), -0.5);
         assert_eq!(overlong_penalty(20, 20, 4, 1.0), -1.0);
         assert_eq!(overlong_penalty(3, 20, 4, 1.0), 0.0);
+    }
+
+    /// A penalty past f32's range would make the reward -inf and every advantage of its
+    /// group NaN: refused, naming the key, with nothing returned to write.
+    #[test]
+    fn a_non_finite_reward_is_refused_naming_the_factor() {
+        let rollouts = vec![row("a", 0, "\\boxed{7}", 20), row("a", 1, "\\boxed{8}", 5)];
+        let s = Settings {
+            advantage: AdvantageKind::Grpo,
+            overlong: Some((20, 4, 1e300)),
+            dynamic_sampling: false,
+            extract: deltarl_verify::Policy::Boxed,
+            extract_fallbacks: Vec::new(),
+            code: deltarl_code::CodeOptions::default(),
+        };
+        let e = run(&s, &rollouts, None, "rollouts.parquet", &|_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rollouts.parquet") && e.contains("\"a\" sample 0: reward = -inf"),
+            "{e}"
+        );
+        assert!(e.contains("score.overlong_factor"), "{e}");
+        // At the configuration's greatest factor (100) the same rows score finitely.
+        let s = Settings {
+            overlong: Some((20, 4, 100.0)),
+            ..s
+        };
+        let rows = run(&s, &rollouts, None, "rollouts.parquet", &|_| {}).unwrap();
+        assert!(rows
+            .iter()
+            .all(|r| r.reward.is_finite() && r.advantage.is_finite()));
     }
 
     fn row(pid: &str, k: u32, text: &str, len: usize) -> RolloutRow {

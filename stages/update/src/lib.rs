@@ -30,9 +30,15 @@ pub enum Error {
     /// Every step's gradient norm was non-finite: the update learned nothing, something
     /// upstream is broken.
     #[error(
-        "all {steps} optimizer steps had a non-finite gradient norm (loss {loss}); nothing written"
+        "all {steps} optimizer steps had a non-finite gradient norm (loss {loss}); nothing \
+         written. The config keys that scale the loss and its gradient: {keys}"
     )]
-    NoFiniteStep { steps: usize, loss: f64 },
+    NoFiniteStep {
+        steps: usize,
+        loss: f64,
+        /// Each key that can make the loss non-finite, with its value.
+        keys: String,
+    },
     #[error("after the update, tensor {tensor} has non-finite values (nothing written)")]
     NonFiniteWeights { tensor: String },
     #[error("{}: {message}", path.display())]

@@ -146,12 +146,30 @@ pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, M
 /// Refuses an update that must not be written: every step skipped for a non-finite
 /// gradient norm, or a non-finite weight after the steps. Returns how many steps were
 /// skipped.
-pub fn check_steps(metrics: &[UpdateRow], policy: &deltarl_model::Policy) -> Result<usize> {
+pub fn check_steps(
+    metrics: &[UpdateRow],
+    policy: &deltarl_model::Policy,
+    s: &Settings,
+) -> Result<usize> {
+    use deltarl_schemas::number::show;
     let skipped = metrics.iter().filter(|m| !m.grad_norm.is_finite()).count();
     if skipped > 0 && skipped == metrics.len() {
+        let l = &s.loss;
+        let keys = format!(
+            "update.kl_coef = {}, update.entropy_coef = {}, update.eps_low = {}, \
+             update.eps_high = {}, update.dual_clip = {}, update.grad_clip = {}, update.lr = {}",
+            show(l.kl_coef),
+            show(l.entropy_coef),
+            show(l.eps_low),
+            show(l.eps_high),
+            show(l.dual_clip.unwrap_or(0.0)),
+            show(s.grad_clip),
+            show(s.lr)
+        );
         return Err(Error::NoFiniteStep {
             steps: skipped,
             loss: metrics[0].loss,
+            keys,
         });
     }
     if let Some(tensor) = policy.first_non_finite() {

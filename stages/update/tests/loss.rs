@@ -353,3 +353,31 @@ fn a_step_with_a_non_finite_gradient_norm_is_skipped() {
     assert_eq!(opt.step, 0);
     assert_eq!(weights(&p), before);
 }
+
+/// An entropy coefficient past f32's range (the adversarial run's 1e308, which the
+/// configuration now refuses) makes every gradient norm non-finite: the update is refused
+/// before anything is written, and the error names the keys that scale the loss.
+#[test]
+fn an_update_with_no_finite_step_names_the_loss_keys() {
+    let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
+    let (_d, p) = policy();
+    let mut opt = AdamW::new(&p.vs, ADAM);
+    let mut s = token_mean_settings(2);
+    s.loss.entropy_coef = 1e300;
+    let m = train(&s, &p, &mut opt, &coeffs);
+    assert_eq!(m.len(), 2);
+    assert!(m.iter().all(|r| !r.grad_norm.is_finite()), "{m:?}");
+    let e = deltarl_update::shell::check_steps(&m, &p, &s)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("all 2 optimizer steps") && e.contains("update.entropy_coef = 1e300"),
+        "{e}"
+    );
+    // At the configuration's greatest coefficient (100) the same steps are finite.
+    s.loss.entropy_coef = 100.0;
+    let (_d, p) = policy();
+    let mut opt = AdamW::new(&p.vs, ADAM);
+    let m = train(&s, &p, &mut opt, &coeffs);
+    assert_eq!(deltarl_update::shell::check_steps(&m, &p, &s).unwrap(), 0);
+}
