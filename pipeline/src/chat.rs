@@ -36,6 +36,8 @@ impl ChatTemplate {
                 .with_context(|| format!("{}: invalid JSON", cfg_path.display()))?,
             Err(_) => serde_json::Value::Null,
         };
+        // The file the template comes from, named in its errors.
+        let mut file = cfg_path.clone();
         let source = match cfg.get("chat_template") {
             Some(serde_json::Value::String(s)) => s.clone(),
             // A list of named templates: take "default".
@@ -53,7 +55,10 @@ impl ChatTemplate {
             _ => {
                 let jinja = dir.join("chat_template.jinja");
                 match std::fs::read_to_string(&jinja) {
-                    Ok(s) => s,
+                    Ok(s) => {
+                        file = jinja;
+                        s
+                    }
                     Err(_) => bail!(
                         "{}: no `chat_template` (and no chat_template.jinja), but the configuration asks for one",
                         cfg_path.display()
@@ -61,11 +66,18 @@ impl ChatTemplate {
                 }
             }
         };
-        Self::new(
+        let chat = Self::new(
             &source,
             &token_str(cfg.get("bos_token")),
             &token_str(cfg.get("eos_token")),
         )
+        .with_context(|| format!("{}", file.display()))?;
+        // Rendered once, so a template that compiles but fails on use (an unknown filter,
+        // a raised exception) fails here too. Without a system turn: some templates refuse
+        // one, and only prompts that carry one need it.
+        chat.render(None, "q")
+            .with_context(|| format!("{}", file.display()))?;
+        Ok(chat)
     }
 
     /// Compiles a template source.
@@ -74,7 +86,7 @@ impl ChatTemplate {
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_template_owned("chat", source.to_string())
-            .context("invalid chat template")?;
+            .map_err(|e| anyhow::anyhow!("invalid chat template: {e:#}"))?;
         Ok(ChatTemplate {
             env,
             bos: bos.to_string(),
@@ -97,7 +109,7 @@ impl ChatTemplate {
             bos_token => self.bos.clone(),
             eos_token => self.eos.clone(),
         })
-        .context("cannot render the chat template")
+        .map_err(|e| anyhow::anyhow!("cannot render the chat template: {e:#}"))
     }
 }
 
@@ -141,5 +153,34 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("chat_template"), "{err}");
+    }
+
+    #[test]
+    fn a_broken_template_is_refused_naming_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let jinja = dir.path().join("chat_template.jinja");
+        // A syntax error, and a template that compiles but fails when rendered.
+        for (source, says) in [
+            (
+                "{% for m in messages %}{{ m.content }",
+                "invalid chat template",
+            ),
+            (
+                "{{ messages | no_such_filter }}",
+                "cannot render the chat template",
+            ),
+        ] {
+            std::fs::write(&jinja, source).unwrap();
+            let err = format!(
+                "{:#}",
+                ChatTemplate::from_model_dir(dir.path()).unwrap_err()
+            );
+            assert!(
+                err.contains("chat_template.jinja") && err.contains(says),
+                "{err}"
+            );
+        }
+        std::fs::write(&jinja, "{% for m in messages %}{{ m.content }}{% endfor %}").unwrap();
+        ChatTemplate::from_model_dir(dir.path()).unwrap();
     }
 }

@@ -187,6 +187,16 @@ impl Ctx {
             // is refused before this configuration is recorded.
             deltarl_model::check_folder(&dir)
                 .with_context(|| format!("config key `model.source` = {:?}", o.model.source))?;
+            // The chat template compiled and rendered now, not first at the rollout after
+            // the run is recorded.
+            if o.data.chat_template {
+                crate::chat::ChatTemplate::from_model_dir(&dir).with_context(|| {
+                    format!(
+                        "config key `data.chat_template` = true, with `model.source` = {:?}",
+                        o.model.source
+                    )
+                })?;
+            }
         }
         Ok(())
     }

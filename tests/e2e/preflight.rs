@@ -33,18 +33,35 @@ fn a_broken_model_folder_is_refused_before_anything_is_recorded() {
     let whole = std::fs::read(&weights).unwrap();
     let runs = dir.path().join("runs");
     let set = format!("model.source={}", model.display());
-    let cases: [(&str, &dyn Fn()); 2] = [
-        ("truncated or padded", &|| {
+    let config = std::fs::read(model.join("config.json")).unwrap();
+    let chat = ["--set", "data.chat_template=true"];
+    /// What the error says, the `--set`s added, and how the folder is broken.
+    type Case<'a> = (&'a str, &'a [&'a str], &'a dyn Fn());
+    let cases: [Case<'_>; 4] = [
+        ("truncated or padded", &[], &|| {
             std::fs::write(&weights, &whole[..whole.len() / 2]).unwrap()
         }),
-        ("config.json", &|| {
+        ("config.json", &[], &|| {
             std::fs::write(&weights, &whole).unwrap();
             std::fs::write(model.join("config.json"), "{}").unwrap();
         }),
+        // A value transformers would read otherwise, named with its file and field.
+        ("rope_theta = -1", &[], &|| {
+            let mut v: serde_json::Value = serde_json::from_slice(&config).unwrap();
+            v["rope_theta"] = (-1.0).into();
+            std::fs::write(model.join("config.json"), v.to_string()).unwrap();
+        }),
+        // A chat template with a syntax error, found at the check and not at the rollout.
+        ("chat_template.jinja", &chat, &|| {
+            std::fs::write(model.join("config.json"), &config).unwrap();
+            std::fs::write(model.join("chat_template.jinja"), "{% if %}").unwrap();
+        }),
     ];
-    for (says, break_it) in cases {
+    for (says, extra, break_it) in cases {
         break_it();
-        let out = iterate(&runs, &micro_config(dir.path()), "m", &["--set", &set]);
+        let mut args = vec!["--set", set.as_str()];
+        args.extend_from_slice(extra);
+        let out = iterate(&runs, &micro_config(dir.path()), "m", &args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{err}");
         assert!(

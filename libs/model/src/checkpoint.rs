@@ -209,12 +209,18 @@ pub fn load(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
     let policy = build(&cfg, tokenizer, device, dtype)?;
     let mut vars = policy.vs.variables();
     let mut seen = std::collections::HashSet::new();
+    // A tied checkpoint may still carry lm_head.weight: kept to compare with the embedding.
+    let mut tied_head: Option<(PathBuf, Tensor)> = None;
     for file in weight_files(dir)? {
         let named = Tensor::read_safetensors(&file).map_err(|e| file_err(&file, e.to_string()))?;
         for (name, t) in named {
             let Some(var) = vars.get_mut(&name) else {
-                // A tied checkpoint may still carry lm_head.weight; rotary caches are derived.
-                if name == "lm_head.weight" || name.contains("rotary_emb") {
+                if name == "lm_head.weight" {
+                    tied_head = Some((file.clone(), t));
+                    continue;
+                }
+                // Rotary caches are derived.
+                if name.contains("rotary_emb") {
                     continue;
                 }
                 return Err(Error::Tensor {
@@ -241,6 +247,9 @@ pub fn load(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
             seen.insert(name);
         }
     }
+    if let (Some((file, head)), Some(embed)) = (tied_head, vars.get("model.embed_tokens.weight")) {
+        check_tied_head(&file, &head, embed)?;
+    }
     let mut missing: Vec<&String> = vars.keys().filter(|k| !seen.contains(*k)).collect();
     missing.sort();
     if let Some(name) = missing.first() {
@@ -254,6 +263,35 @@ pub fn load(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
         });
     }
     Ok(policy)
+}
+
+/// With `tie_word_embeddings` the head is the embedding, and transformers ignores a stored
+/// `lm_head.weight`; one that differs means the folder says two things, so it is named
+/// rather than dropped without a word.
+fn check_tied_head(file: &Path, head: &Tensor, embed: &Tensor) -> Result<()> {
+    let err = |message: String| Error::Tensor {
+        path: file.to_path_buf(),
+        name: "lm_head.weight".into(),
+        message,
+    };
+    if head.size() != embed.size() {
+        return Err(err(format!(
+            "shape {:?}, but config.json ties the head to model.embed_tokens.weight {:?}",
+            head.size(),
+            embed.size()
+        )));
+    }
+    // Compared in the embedding's dtype, as it was loaded.
+    let head = head.to_kind(embed.kind()).to_device(embed.device());
+    let diff = (&head - embed).abs().max().double_value(&[]);
+    if diff != 0.0 {
+        return Err(err(format!(
+            "differs from model.embed_tokens.weight (largest |difference| {diff:e}) while \
+             config.json ties them (tie_word_embeddings = true): transformers would ignore it; \
+             set tie_word_embeddings to false to use this head, or remove the tensor"
+        )));
+    }
+    Ok(())
 }
 
 fn st_dtype(kind: Kind) -> Result<StDtype> {

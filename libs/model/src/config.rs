@@ -129,19 +129,21 @@ impl Qwen3Config {
             .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
     }
 
-    /// RoPE base, from `rope_theta` or `rope_parameters.rope_theta`.
+    /// RoPE base, read as transformers 5 reads it (`convert_rope_params_to_dict` in its
+    /// `modeling_rope_utils.py`): the rotary table's `rope_theta` first (the table being
+    /// `rope_scaling` when that is a non-empty table, else `rope_parameters`), then the
+    /// top-level `rope_theta`, then 10000. [`Qwen3Config::validate`] refuses a value that
+    /// is not a positive number, so this never falls back past a bad one.
     pub fn rope_theta(&self) -> f64 {
-        self.rope_theta
-            .or_else(|| {
-                self.extra
-                    .get("rope_parameters")
-                    .and_then(|p| p.get("rope_theta"))
-                    .and_then(|t| t.as_f64())
-            })
+        self.rope_table()
+            .and_then(|(_, t)| t.get("rope_theta"))
+            .and_then(serde_json::Value::as_f64)
+            .or(self.rope_theta)
             .unwrap_or(DEFAULT_THETA)
     }
 
-    /// The end-of-sequence token ids (a number or a list in HF configs).
+    /// The end-of-sequence token ids (a number or a list in HF configs; `validate` refuses
+    /// any other type).
     pub fn eos_ids(&self) -> Vec<u32> {
         match &self.eos_token_id {
             Some(serde_json::Value::Number(n)) => {
@@ -156,6 +158,52 @@ impl Qwen3Config {
         }
     }
 
+    /// Refuses a field of the wrong JSON type or an impossible value, naming it: each of
+    /// these used to be read as a default (or as "no end token") without a word.
+    fn check_values(&self) -> Result<()> {
+        let err = |m: String| Err(Error::Config(m));
+        if let Some((key, t)) = self.rope_table() {
+            if let Some(v) = t.get("rope_theta") {
+                if !v.as_f64().is_some_and(|x| x > 0.0 && x.is_finite()) {
+                    return err(format!("{key}.rope_theta = {v}: must be a positive number"));
+                }
+            }
+        }
+        if let Some(x) = self.rope_theta {
+            if !(x > 0.0 && x.is_finite()) {
+                return err(format!("rope_theta = {x}: must be a positive number"));
+            }
+        }
+        if !(self.rms_norm_eps >= 0.0 && self.rms_norm_eps < 1.0) {
+            return err(format!(
+                "rms_norm_eps = {}: must be in [0, 1) (a small constant added to the mean square)",
+                self.rms_norm_eps
+            ));
+        }
+        for (key, value) in [
+            ("eos_token_id", &self.eos_token_id),
+            ("bos_token_id", &self.bos_token_id),
+        ] {
+            let id_ok = |v: &serde_json::Value| {
+                v.as_u64()
+                    .is_some_and(|id| (id as usize) < self.vocab_size.max(1))
+            };
+            let ok = match value {
+                None | Some(serde_json::Value::Null) => true,
+                Some(serde_json::Value::Array(a)) => a.iter().all(id_ok),
+                Some(v) => id_ok(v),
+            };
+            if !ok {
+                let v = value.as_ref().map_or(String::new(), ToString::to_string);
+                return err(format!(
+                    "{key} = {v}: must be a token id or a list of token ids below vocab_size {}",
+                    self.vocab_size
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The decoder family of `model_type` (validated by [`Qwen3Config::validate`]).
     pub fn family(&self) -> Result<Family> {
         match self.model_type.as_str() {
@@ -168,11 +216,18 @@ impl Qwen3Config {
         }
     }
 
-    /// The rotary scaling table (`rope_parameters` in transformers 5, `rope_scaling` before).
+    /// The rotary table (`rope_parameters` in transformers 5, `rope_scaling` before): as
+    /// transformers' `rope_scaling or self.rope_parameters`, a non-empty `rope_scaling`
+    /// wins.
     fn rope_table(&self) -> Option<(&'static str, &serde_json::Value)> {
-        ["rope_parameters", "rope_scaling"]
+        ["rope_scaling", "rope_parameters"]
             .into_iter()
-            .find_map(|k| self.extra.get(k).filter(|v| v.is_object()).map(|v| (k, v)))
+            .find_map(|k| {
+                self.extra
+                    .get(k)
+                    .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+                    .map(|v| (k, v))
+            })
     }
 
     /// Llama 3's rotary scaling, when the config asks for it.
@@ -204,6 +259,7 @@ impl Qwen3Config {
     pub fn validate(&self) -> Result<()> {
         let err = |m: String| Err(Error::Config(m));
         let family = self.family()?;
+        self.check_values()?;
         if let Some(a) = self.architectures.first() {
             if a != family.architecture() {
                 return err(format!(

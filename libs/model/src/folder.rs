@@ -99,4 +99,110 @@ mod tests {
         let e = check_folder(d).unwrap_err().to_string();
         assert!(e.contains("config.json"), "{e}");
     }
+
+    fn edit_config(d: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+        let path = d.join("config.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut v);
+        std::fs::write(&path, v.to_string()).unwrap();
+    }
+
+    /// The adversarial run's model folders: each was read differently from transformers
+    /// or failed late naming no file; each is now refused at the folder check naming
+    /// config.json or tokenizer.json and the field (or read as transformers reads it).
+    #[test]
+    fn folders_transformers_reads_otherwise_are_refused_or_read_its_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let tokenizer = crate::synthetic::byte_level_bpe(300).unwrap();
+        let p = crate::random_policy(d, &tokenizer, 300, true, 1, 1.0).unwrap();
+        crate::save(&p, d).unwrap();
+        let config = std::fs::read_to_string(d.join("config.json")).unwrap();
+        let restore = || std::fs::write(d.join("config.json"), &config).unwrap();
+
+        // Both spellings: transformers takes rope_parameters.rope_theta.
+        edit_config(d, |v| {
+            v["rope_theta"] = 10000.0.into();
+            v["rope_parameters"] =
+                serde_json::json!({"rope_type": "default", "rope_theta": 100000.0});
+        });
+        assert_eq!(check_folder(d).unwrap().rope_theta(), 100000.0);
+        // A non-empty rope_scaling comes before rope_parameters (`rope_scaling or ...`).
+        edit_config(d, |v| {
+            v["rope_scaling"] = serde_json::json!({"rope_type": "default", "rope_theta": 5e5});
+        });
+        assert_eq!(check_folder(d).unwrap().rope_theta(), 5e5);
+        restore();
+
+        for (edit, says) in [
+            (
+                (|v: &mut serde_json::Value| {
+                    v["rope_parameters"] = serde_json::json!({"rope_theta": "100000"})
+                }) as fn(&mut serde_json::Value),
+                "rope_parameters.rope_theta = \"100000\": must be a positive number",
+            ),
+            (
+                |v| v["rope_theta"] = 0.0.into(),
+                "rope_theta = 0: must be a positive number",
+            ),
+            (|v| v["rope_theta"] = (-5.0).into(), "rope_theta = -5"),
+            (
+                |v| v["rms_norm_eps"] = (-1e-6).into(),
+                "rms_norm_eps = -0.000001",
+            ),
+            (|v| v["eos_token_id"] = "2".into(), "eos_token_id = \"2\""),
+            (
+                |v| v["eos_token_id"] = serde_json::json!([1, 300]),
+                "eos_token_id = [1,300]",
+            ),
+        ] {
+            restore();
+            edit_config(d, edit);
+            let e = check_folder(d).unwrap_err().to_string();
+            assert!(e.contains("config.json") && e.contains(says), "{says}: {e}");
+        }
+        restore();
+        check_folder(d).unwrap();
+
+        // A tokenizer with no tokens.
+        let tok = std::fs::read_to_string(d.join("tokenizer.json")).unwrap();
+        let mut empty: serde_json::Value = serde_json::from_str(&tok).unwrap();
+        empty["model"]["vocab"] = serde_json::json!({});
+        empty["model"]["merges"] = serde_json::json!([]);
+        empty["added_tokens"] = serde_json::json!([]);
+        std::fs::write(d.join("tokenizer.json"), empty.to_string()).unwrap();
+        let e = check_folder(d).unwrap_err().to_string();
+        assert!(
+            e.contains("tokenizer.json") && e.contains("vocabulary is empty"),
+            "{e}"
+        );
+        std::fs::write(d.join("tokenizer.json"), tok).unwrap();
+
+        // A tied config whose file carries a different lm_head.weight; the same one is fine.
+        let weights = d.join("model.safetensors");
+        let tensors = tch::Tensor::read_safetensors(&weights).unwrap();
+        let embed = tensors
+            .iter()
+            .find(|(n, _)| n == "model.embed_tokens.weight")
+            .map(|(_, t)| t.copy())
+            .unwrap();
+        for (head, refused) in [(embed.copy(), false), (&embed + 1e-3, true)] {
+            let mut with: Vec<(String, tch::Tensor)> =
+                tensors.iter().map(|(n, t)| (n.clone(), t.copy())).collect();
+            with.push(("lm_head.weight".into(), head));
+            tch::Tensor::write_safetensors(&with, &weights).unwrap();
+            let loaded = crate::load(d, tch::Device::Cpu, crate::Dtype::F32);
+            match refused {
+                false => assert!(loaded.is_ok(), "{:?}", loaded.err()),
+                true => {
+                    let e = loaded.unwrap_err().to_string();
+                    assert!(
+                        e.contains("lm_head.weight") && e.contains("tie_word_embeddings"),
+                        "{e}"
+                    );
+                }
+            }
+        }
+    }
 }

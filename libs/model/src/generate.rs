@@ -257,7 +257,7 @@ fn run_session(
         for (((row, tok), lp), nx) in rows.iter_mut().zip(toks).zip(lps).zip(next.iter_mut()) {
             row.tokens.push(tok);
             row.logprobs.push(lp);
-            if s.eos_ids.contains(&tok) || row.stop.push(tokenizer, &row.tokens, &s.stop_strings) {
+            if s.eos_ids.contains(&tok) || row.stop.push(tokenizer, &row.tokens, &s.stop_strings)? {
                 row.finish = Some(FinishReason::Stop);
             }
             if row.finish.is_none() && row.tokens.len() == s.max_new_tokens {

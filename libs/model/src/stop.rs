@@ -21,14 +21,19 @@ pub struct StopScanner {
 impl StopScanner {
     /// Call after each new token (`tokens` is the whole response so far); returns whether
     /// the decoded response now contains one of `stops`.
-    pub fn push(&mut self, tokenizer: &Tokenizer, tokens: &[u32], stops: &[String]) -> bool {
+    pub fn push(
+        &mut self,
+        tokenizer: &Tokenizer,
+        tokens: &[u32],
+        stops: &[String],
+    ) -> crate::Result<bool> {
         if stops.is_empty() {
-            return false;
+            return Ok(false);
         }
-        let prefix = tokenizer.decode(&tokens[self.prefix_offset..self.read_offset]);
-        let full = tokenizer.decode(&tokens[self.prefix_offset..]);
+        let prefix = tokenizer.decode(&tokens[self.prefix_offset..self.read_offset])?;
+        let full = tokenizer.decode(&tokens[self.prefix_offset..])?;
         if full.len() <= prefix.len() || full.ends_with('\u{FFFD}') {
-            return false;
+            return Ok(false);
         }
         // Decoders that rewrite earlier text when more follows are handled by taking what
         // follows the longest common prefix.
@@ -49,7 +54,7 @@ impl StopScanner {
         while !self.text.is_char_boundary(from) {
             from -= 1;
         }
-        stops.iter().any(|s| self.text[from..].contains(s.as_str()))
+        Ok(stops.iter().any(|s| self.text[from..].contains(s.as_str())))
     }
 }
 
@@ -85,14 +90,14 @@ mod tests {
     /// The step at which the naive check (decode everything, search everything) stops.
     fn naive(tok: &Tokenizer, ids: &[u32], stops: &[String]) -> Option<usize> {
         (1..=ids.len()).find(|&n| {
-            let text = tok.decode(&ids[..n]);
+            let text = tok.decode(&ids[..n]).unwrap();
             stops.iter().any(|s| text.contains(s.as_str()))
         })
     }
 
     fn scanned(tok: &Tokenizer, ids: &[u32], stops: &[String]) -> Option<usize> {
         let mut s = StopScanner::default();
-        (1..=ids.len()).find(|&n| s.push(tok, &ids[..n], stops))
+        (1..=ids.len()).find(|&n| s.push(tok, &ids[..n], stops).unwrap())
     }
 
     fn agree(tok: &Tokenizer, vocab: u32, stops: &[&str], seed: u64) {
@@ -127,9 +132,9 @@ mod tests {
         let tok = byte_tokenizer();
         let stops = vec!["aé".to_string()];
         let mut s = StopScanner::default();
-        assert!(!s.push(&tok, &[0], &stops));
-        assert!(!s.push(&tok, &[0, 2], &stops), "half of é");
-        assert!(s.push(&tok, &[0, 2, 3], &stops));
-        assert!(!StopScanner::default().push(&tok, &[0], &[]));
+        assert!(!s.push(&tok, &[0], &stops).unwrap());
+        assert!(!s.push(&tok, &[0, 2], &stops).unwrap(), "half of é");
+        assert!(s.push(&tok, &[0, 2, 3], &stops).unwrap());
+        assert!(!StopScanner::default().push(&tok, &[0], &[]).unwrap());
     }
 }

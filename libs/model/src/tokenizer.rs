@@ -24,6 +24,14 @@ impl Tokenizer {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
+        // A tokenizer without tokens encodes every prompt to nothing, which the engine
+        // would report much later as an "empty prompt" naming no file.
+        if inner.get_vocab_size(true) == 0 {
+            return Err(Error::Tokenizer {
+                path: path.to_path_buf(),
+                message: "its vocabulary is empty (model.vocab and added_tokens)".into(),
+            });
+        }
         Ok(Tokenizer {
             inner,
             path: path.to_path_buf(),
@@ -50,9 +58,14 @@ impl Tokenizer {
             })
     }
 
-    /// Decodes ids, skipping special tokens.
-    pub fn decode(&self, ids: &[u32]) -> String {
-        self.inner.decode(ids, true).unwrap_or_default()
+    /// Decodes ids, skipping special tokens. An id the tokenizer has no token for (a
+    /// model's embedding padded past its tokenizer, as Qwen's are) decodes to nothing, as in
+    /// transformers; a decoder's failure is an error naming the file.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner.decode(ids, true).map_err(|e| Error::Tokenizer {
+            path: self.path.clone(),
+            message: format!("cannot decode {} token ids: {e}", ids.len()),
+        })
     }
 }
 

@@ -62,7 +62,7 @@ impl Args {
             .and_then(|g| g.first())
             .map(|s| s.tokens.clone())
             .unwrap_or_default();
-        println!("{}", policy.tokenizer.decode(&tokens));
+        println!("{}", policy.tokenizer.decode(&tokens)?);
         Ok(())
     }
 }

@@ -20,7 +20,11 @@ pub fn settings(cfg: &Resolved) -> Result<Settings> {
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let tok_path = env.previous_policy().join("tokenizer.json");
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)?;
-    let decode = |ids: &[u32]| tokenizer.decode(ids);
+    let decode = |ids: &[u32]| {
+        tokenizer
+            .decode(ids)
+            .map_err(|e| deltarl_coeffs::Error::Input(e.to_string()))
+    };
     let mut written = (0, Default::default());
     env.write_output(Stage::Coeffs, |w| -> Result<()> {
         written = deltarl_coeffs::shell::run_io(

@@ -71,7 +71,7 @@ pub fn run(
     features_probs: &[FeatureProbs],
     dim: usize,
     features: &Path,
-    decode: &dyn Fn(&[u32]) -> String,
+    decode: &dyn Fn(&[u32]) -> Result<String>,
 ) -> Result<(Vec<CoeffRow>, Summary)> {
     let score_of = Index::new(scores);
     let feats = Index::new(features_scalars);
@@ -81,12 +81,15 @@ pub fn run(
         Estimator::OracleTokens { task, .. } => rollouts
             .iter()
             .map(|r| {
-                let pieces: Vec<String> =
-                    r.response_token_ids.iter().map(|&t| decode(&[t])).collect();
+                let pieces: Vec<String> = r
+                    .response_token_ids
+                    .iter()
+                    .map(|&t| decode(&[t]))
+                    .collect::<Result<_>>()?;
                 let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
-                task.connective_tokens(&pieces).unwrap_or_default()
+                Ok(task.connective_tokens(&pieces).unwrap_or_default())
             })
-            .collect(),
+            .collect::<Result<_>>()?,
         Estimator::Uniform | Estimator::TopEntropy { .. } | Estimator::Delta(_) => {
             vec![Vec::new(); rollouts.len()]
         }
@@ -142,8 +145,8 @@ pub fn run(
     for t in summary.top.iter_mut().chain(summary.bottom.iter_mut()) {
         if let Some(r) = index.get(&(t.prompt_id.as_str(), t.sample_idx)) {
             let ids = &r.response_token_ids;
-            t.text = decode(&ids[t.position..=t.position]);
-            t.context = decode(&ids[t.position.saturating_sub(8)..=t.position]);
+            t.text = decode(&ids[t.position..=t.position])?;
+            t.context = decode(&ids[t.position.saturating_sub(8)..=t.position])?;
         }
     }
     let rows = rollouts
@@ -171,7 +174,7 @@ pub fn run_io<W: Write + Send>(
     features: &Path,
     out: W,
     meta: FileMeta,
-    decode: &dyn Fn(&[u32]) -> String,
+    decode: &dyn Fn(&[u32]) -> Result<String>,
 ) -> Result<(usize, Summary)> {
     let rollouts: Vec<RolloutRow> = read_path(rollouts)?.0;
     let scores: Vec<ScoreRow> = read_path(scores)?.0;

@@ -142,7 +142,7 @@ pub fn run_with(
                 sample_idx: k as u32,
                 prompt: text.clone(),
                 prompt_token_ids: req.prompt_ids.clone(),
-                response_text: tokenizer.decode(&smp.tokens),
+                response_text: tokenizer.decode(&smp.tokens)?,
                 response_token_ids: smp.tokens,
                 old_logprobs: smp.logprobs,
                 finish_reason: smp.finish,
