@@ -193,7 +193,9 @@ pub enum Stale {
     ConfigChanged(Vec<String>),
     /// An input (relative to the run, or a path outside it) is gone.
     InputMissing(String),
-    InputsChanged,
+    /// Inputs whose bytes differ from the recorded ones (relative to the run, or paths
+    /// outside it), or that were not recorded.
+    InputsChanged(Vec<String>),
     /// A recorded output (relative to the run) is gone or its bytes changed.
     OutputChanged(String),
     /// A stage it reads (`the base`, `update of iteration 3`) is not done.
@@ -207,7 +209,7 @@ impl Stale {
     /// as opposed to a rerun or a configuration that asks for one.
     pub fn is_damage(&self) -> bool {
         match self {
-            Stale::InputMissing(_) | Stale::InputsChanged | Stale::OutputChanged(_) => true,
+            Stale::InputMissing(_) | Stale::InputsChanged(_) | Stale::OutputChanged(_) => true,
             Stale::UpstreamRerun
             | Stale::ConfigChanged(_)
             | Stale::DependencyNotDone(_)
@@ -223,7 +225,8 @@ impl std::fmt::Display for Stale {
             Stale::ConfigChanged(keys) if keys.is_empty() => f.write_str("configuration changed"),
             Stale::ConfigChanged(keys) => write!(f, "configuration changed: {}", keys.join(", ")),
             Stale::InputMissing(p) => write!(f, "input {p} is missing"),
-            Stale::InputsChanged => f.write_str("inputs changed"),
+            Stale::InputsChanged(paths) if paths.is_empty() => f.write_str("inputs changed"),
+            Stale::InputsChanged(paths) => write!(f, "inputs changed: {}", paths.join(", ")),
             Stale::OutputChanged(p) => write!(f, "output {p} is missing or changed"),
             Stale::DependencyNotDone(at) => write!(f, "{at} is not done"),
             Stale::DependencyStale(at) => write!(f, "{at} will rerun"),
@@ -257,7 +260,17 @@ pub fn stage_state(
     }
     let now = run.hash_inputs(inputs)?;
     if now != m.inputs {
-        return Ok(StageState::Stale(Stale::InputsChanged));
+        // Each input whose hash differs, and each one recorded but no longer read or read
+        // but not recorded.
+        let changed = now
+            .keys()
+            .chain(m.inputs.keys())
+            .filter(|k| now.get(*k) != m.inputs.get(*k))
+            .cloned()
+            .collect::<std::collections::BTreeSet<String>>()
+            .into_iter()
+            .collect();
+        return Ok(StageState::Stale(Stale::InputsChanged(changed)));
     }
     for (out, hash) in &m.outputs {
         let p = run.root.join(out);
@@ -351,6 +364,10 @@ impl RunLock {
             file.set_len(0)
                 .and_then(|()| writeln!(file, "{}", std::process::id()))
                 .with_context(|| format!("cannot write {}", path.display()))?;
+            // The lock's holder is the run's only writer, so every temporary in it is what a
+            // killed process left (a stage's `.scores.parquet.tmp-PID`): removed now rather
+            // than when that stage next runs.
+            clean_temporaries_under(&run.root);
         }
         Ok(RunLock { file })
     }
@@ -369,6 +386,16 @@ fn read_only_error(e: &std::io::Error) -> bool {
         e.kind(),
         std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied
     )
+}
+
+/// [`clean_temporaries`] in `dir` and every folder below it.
+pub fn clean_temporaries_under(dir: &Path) {
+    clean_temporaries(dir);
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            clean_temporaries_under(&e.path());
+        }
+    }
 }
 
 /// Removes temporary files a killed process may have left in `dir` (never final names).

@@ -286,6 +286,24 @@ fn a_prompt_too_long_for_the_context_names_the_fix() {
         "l",
         &["--force", "--set", "rollout.max_prompt_tokens=32"],
     ));
+    // A killed stage's temporary is removed by the next command that takes the run's lock
+    // (here a no-op `iterate --until 1`), whichever stage it belonged to.
+    let leftover = runs.join("l/iter-0001/.scores.parquet.tmp-4242");
+    std::fs::write(&leftover, b"partial").unwrap();
+    let until = ["--until", "1", "--set", "rollout.max_prompt_tokens=32"];
+    ok(iterate(&runs, &cfg, "l", &until));
+    assert!(!leftover.exists(), "the temporary is still there");
+    assert!(runs.join("l/iter-0001/scores.parquet").is_file());
+    // An edited data file: `status` names it.
+    let mut text = std::fs::read_to_string(&data).unwrap();
+    text.push_str("{\"problem\": \"1+1=?\", \"answer\": \"2\"}\n");
+    std::fs::write(&data, text).unwrap();
+    let status = ok(deltarl(&runs, &["status", "--run", "l"]));
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("rollout stale (inputs changed: ") && status.contains("long.jsonl"),
+        "{status}"
+    );
 }
 
 /// A training file with repeated ids, or an empty one, is refused before anything is
