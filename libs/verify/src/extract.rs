@@ -121,9 +121,6 @@ pub(crate) fn unescape_doubled(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The answer after the last answer phrase: the math between `$`s when it starts with
-/// one, else the rest of its sentence; without markdown bold, a leading colon or "is",
-/// and trailing punctuation.
 /// Two or more complete boxes on the last line that has a box, joined as a list.
 fn boxes_on_last_line(s: &str) -> Option<String> {
     let line = s.lines().rev().find(|l| l.contains("\\boxed"))?;
@@ -138,7 +135,70 @@ fn boxes_on_last_line(s: &str) -> Option<String> {
     (found.len() >= 2).then(|| found.join(", "))
 }
 
+/// The answer after an answer phrase, or after an "Answer" heading directly above or
+/// before display math (`Answer \[ 9 \]`, `Answer \( 9 \)`); when what the phrase
+/// introduces is a sentence ("The largest value is 34"), its final number or math.
 fn answer_is(s: &str) -> Option<String> {
+    let ans = answer_phrase(s).or_else(|| answer_heading(s))?;
+    if prose_words(&ans) < 2 {
+        return Some(ans);
+    }
+    Some(
+        last_math(&ans)
+            .or_else(|| sentence_number(&ans))
+            .unwrap_or(ans),
+    )
+}
+
+/// Words of two or more ASCII letters: prose, as opposed to math.
+fn prose_words(s: &str) -> usize {
+    s.split_whitespace()
+        .filter(|w| {
+            let w = w.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+            w.len() >= 2 && w.chars().all(|c| c.is_ascii_alphabetic())
+        })
+        .count()
+}
+
+/// `Answer` at the start of a line (after markdown `#` or `**`), an optional colon, then
+/// display or inline math: the math. Not "the answer \( x \) satisfies": the heading
+/// starts its line.
+fn answer_heading(s: &str) -> Option<String> {
+    // One pass over the lines, keeping where the last heading's math starts; its end is
+    // searched once (linear in the response, like every finder here).
+    let mut last = None;
+    let mut offset = 0;
+    for line in s.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let head = line.trim_start_matches(['#', '*', ' ']);
+        if head.len() < 6 || !head.is_char_boundary(6) || !head[..6].eq_ignore_ascii_case("answer")
+        {
+            continue;
+        }
+        let from = start + (line.len() - head.len()) + 6;
+        let rest = s[from..].trim_start_matches([':', '*', ' ', '\n', '\t']);
+        let open = ["\\[", "\\(", "$$", "$"]
+            .into_iter()
+            .find(|o| rest.starts_with(o));
+        if let Some(open) = open {
+            last = Some((s.len() - rest.len() + open.len(), open));
+        }
+    }
+    let (at, open) = last?;
+    let close = match open {
+        "\\[" => "\\]",
+        "\\(" => "\\)",
+        other => other,
+    };
+    let math = s[at..].split(close).next()?.trim();
+    (!math.is_empty()).then(|| math.to_string())
+}
+
+/// The answer after the last answer phrase: the math between `$`s when it starts with
+/// one, else the rest of its sentence; without markdown bold, a leading colon or "is",
+/// and trailing punctuation.
+fn answer_phrase(s: &str) -> Option<String> {
     let lower = s.to_ascii_lowercase();
     let (pos, phrase) = ANSWER_PHRASES
         .iter()
@@ -200,12 +260,7 @@ fn hashes(s: &str) -> Option<String> {
 /// am not sure." does not.
 fn last_number(s: &str) -> Option<String> {
     // The sign-off of the MATH format ("... I hope it is correct.") is not the ending.
-    let t = s.trim_end();
-    let s = t
-        .len()
-        .checked_sub(HOPE.len())
-        .filter(|&i| t.is_char_boundary(i) && t[i..].eq_ignore_ascii_case(HOPE))
-        .map_or(t, |i| &t[..i]);
+    let s = without_sign_off(s);
     let s = s.trim_end_matches(|c: char| c.is_whitespace() || matches!(c, '.' | '$' | '*' | ')'));
     if !s.ends_with(|c: char| c.is_ascii_digit()) {
         return None;
@@ -231,6 +286,150 @@ fn last_number(s: &str) -> Option<String> {
 
 const HOPE: &str = "I hope it is correct.";
 
+/// The response without the MATH format's sign-off and trailing space.
+fn without_sign_off(s: &str) -> &str {
+    let t = s.trim_end();
+    t.len()
+        .checked_sub(HOPE.len())
+        .filter(|&i| t.is_char_boundary(i) && t[i..].eq_ignore_ascii_case(HOPE))
+        .map_or(t, |i| t[..i].trim_end())
+}
+
+/// The final sentence: the last non-empty line, from its last ". " (a decimal point is
+/// followed by a digit, not a space).
+fn final_sentence(s: &str) -> &str {
+    let line = without_sign_off(s)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    let from = [". ", "! ", "? "]
+        .iter()
+        .filter_map(|b| line.rfind(b).map(|i| i + b.len()))
+        .max()
+        .unwrap_or(0);
+    &line[from..]
+}
+
+/// Whether `tail` (what follows an answer in its sentence) is a short close: at most
+/// three words ("after tax", "in total", "is the solution"), no number, no comma (", but
+/// I am not sure" hedges), no further math.
+fn short_close(tail: &str) -> bool {
+    let tail = tail.trim_end_matches(['.', '!', '*', ' ', ')']);
+    !tail.contains(|c: char| c.is_ascii_digit() || c == ',' || c == '=')
+        && tail.split_whitespace().count() <= 3
+}
+
+/// Words that make a sentence a trial, a supposition or a rejection rather than a
+/// conclusion: "Checking $n = 12$ shows it fails.", "Maybe $x = 4$ works.", "Suppose the
+/// total is 15 apples." Their numbers and math are not answers.
+const HEDGES: [&str; 20] = [
+    "maybe",
+    "perhaps",
+    "might",
+    "could",
+    "if",
+    "suppose",
+    "assume",
+    "check",
+    "checking",
+    "try",
+    "trying",
+    "test",
+    "testing",
+    "not",
+    "no",
+    "fails",
+    "wrong",
+    "incorrect",
+    "never",
+    "impossible",
+];
+
+/// Whether a sentence hedges (see [`HEDGES`]).
+fn hedged(sentence: &str) -> bool {
+    sentence
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|w| HEDGES.contains(&w.to_ascii_lowercase().as_str()))
+}
+
+/// The last inline math (`$...$` or `\(...\)`) of the final sentence, when only a short
+/// close follows it and it does not hedge: "Therefore $x \geq 5$ is the solution.", "The
+/// matrix is $\begin{bmatrix}...\end{bmatrix}$."
+fn last_math(s: &str) -> Option<String> {
+    let sentence = final_sentence(s);
+    if hedged(sentence) {
+        return None;
+    }
+    let (math, tail) = if let Some(end) = sentence.rfind("\\)") {
+        let start = sentence[..end].rfind("\\(")?;
+        (&sentence[start + 2..end], &sentence[end + 2..])
+    } else {
+        let end = sentence.rfind('$')?;
+        let before = sentence[..end].trim_end_matches('$');
+        let start = before.rfind('$')?;
+        (
+            before[start + 1..].trim_start_matches('$'),
+            &sentence[end + 1..],
+        )
+    };
+    let math = math.trim();
+    (!math.is_empty() && short_close(tail)).then(|| math.to_string())
+}
+
+/// The last number of the final sentence written as prose writes it — thousands
+/// separators, a decimal comma, a currency sign or unit beside it (`1,000.99€`, `2,74 $`,
+/// `€ 1.250,50`, `12 m²`) — when only a short close follows and it does not hedge. A number with both marks
+/// whose last one is a comma is written the European way and read as such
+/// (`1.250,50` = 1250.50).
+fn sentence_number(s: &str) -> Option<String> {
+    let sentence = final_sentence(s);
+    if hedged(sentence) {
+        return None;
+    }
+    let bytes = sentence.as_bytes();
+    let mut end = None;
+    for i in (0..bytes.len()).rev() {
+        if bytes[i].is_ascii_digit() {
+            end = Some(i + 1);
+            break;
+        }
+    }
+    let end = end?;
+    let mut start = end;
+    while start > 0 {
+        let c = bytes[start - 1];
+        let mark_between_digits = matches!(c, b'.' | b',')
+            && start >= 2
+            && bytes[start - 2].is_ascii_digit()
+            && bytes[start].is_ascii_digit();
+        if c.is_ascii_digit() || mark_between_digits {
+            start -= 1;
+        } else {
+            break;
+        }
+    }
+    if !short_close(&sentence[end..].replace(['$', '€', '£', '%'], " ")) {
+        return None;
+    }
+    let number = &sentence[start..end];
+    let negative = start > 0 && bytes[start - 1] == b'-';
+    let european = number
+        .rfind(',')
+        .zip(number.rfind('.'))
+        .is_some_and(|(c, d)| c > d);
+    let number = if european {
+        number.replace('.', "").replace(',', ".")
+    } else {
+        number.to_string()
+    };
+    Some(if negative {
+        format!("-{number}")
+    } else {
+        number
+    })
+}
+
 /// Extracts the final answer. Strict by default: only a box counts, so an answer merely
 /// mentioned in the text gets no credit. The fallbacks, when on, come in math-verify's
 /// order: answer phrases, GSM8K's `####`, then the last number.
@@ -251,10 +450,14 @@ pub fn extract(response: &str, opts: &ExtractOptions) -> Option<Extraction> {
             method: "boxed",
         });
     }
-    let tries: [(bool, Finder, &'static str); 3] = [
+    // The last-number fallback reads the final sentence: the number it ends with, else
+    // its last math or its last number before a short close.
+    let tries: [(bool, Finder, &'static str); 5] = [
         (opts.answer_is, answer_is, "answer-is"),
         (opts.hashes, hashes, "hashes"),
         (opts.last_number, last_number, "last-number"),
+        (opts.last_number, last_math, "last-math"),
+        (opts.last_number, sentence_number, "sentence-number"),
     ];
     tries
         .into_iter()

@@ -32,7 +32,7 @@
 //!
 //! # Answers others wrote
 //!
-//! `tests/written.jsonl` (234 cases written here, 50 kinds) labels each case with the
+//! `tests/written.jsonl` (273 cases written here, 59 kinds) labels each case with the
 //! verdict intended under each policy; every case gets it (`tests/written.rs`). Where the
 //! label deliberately differs from math-verify the case's `note` says why (a tuple is not
 //! a set; `2x = 4` does not answer 4; an inequality denotes its interval; `\mathrm{e}`;
@@ -48,6 +48,20 @@
 //! as the union of its intervals; `x = 1/3 \approx 0.33` by its exact part; `;` between
 //! items; labelled ratios (`V_1:V_2 = 11:21`); `\sec`, `\csc`, `\cot` and powers of
 //! functions (`\tan^2 y`).
+//!
+//! The third round's kinds, all under the lenient policy's last-number fallback, which now
+//! reads the final sentence: the number a response ends with; else the final sentence's
+//! last inline math, or its last number written as prose writes it (`1,000.99€`, `2,74 $`,
+//! the European `€ 1.250,50`, `12 m²`), when at most three words and no number, comma or
+//! further math follow ("Therefore $x \geq 5$ is the solution.", "So there are 12 apples
+//! left.") and the sentence does not hedge ("Maybe", "Checking ... fails", "if", "not":
+//! such a sentence gives nothing). An `Answer` heading before display or inline math
+//! (`Answer \[ 9 \]`, `Answer \( (9+1) \)`); an answer phrase that introduces a
+//! sentence ("Final Answer: The largest value is 34") gives that sentence's last math or
+//! number. A gold written with a unit word after its number (`$125$ miles`) is that
+//! number, as `125\text{ miles}` already was. Under either policy a prediction with
+//! three words of two letters or more is a sentence, never a bare answer ("So the matrix
+//! is $M$." needs its box under the strict policy).
 //!
 //! Deliberately graded otherwise than math-verify's defaults, beyond the table above: a
 //! set written as one (`{1,3}`) never equals a pair (`(1,3)`); a decimal of fewer than
@@ -87,7 +101,8 @@ pub struct ExtractOptions {
     pub answer_is: bool,
     /// Also accept GSM8K's `#### X`.
     pub hashes: bool,
-    /// Also accept the number the text ends with.
+    /// Also accept the number the text ends with, or the final sentence's last math or
+    /// number before a short, unhedged close.
     pub last_number: bool,
     /// Several boxes on the last line that has one are the answer together
     /// (`\boxed{1}` and `\boxed{-2}` -> `1, -2`).
@@ -103,8 +118,9 @@ pub enum Policy {
     #[default]
     Boxed,
     /// The last box, then an answer phrase ("The answer is", "Final Answer:",
-    /// "**Answer:**"), then `####`, then the last number: for answers others wrote
-    /// (`deltarl eval`, `deltarl verify`).
+    /// "**Answer:**", an `Answer` heading before math), then `####`, then the final
+    /// sentence's number or math: for answers others wrote (`deltarl eval`,
+    /// `deltarl verify`).
     Lenient,
 }
 
@@ -116,7 +132,8 @@ pub enum Fallback {
     AnswerIs,
     /// GSM8K's `#### 12`.
     Hashes,
-    /// The last number in the response.
+    /// The number the response ends with; else the final sentence's last math or
+    /// number before a short, unhedged close ("So there are 12 apples left.").
     LastNumber,
 }
 
@@ -201,11 +218,12 @@ pub fn verify_with(pred: &str, gold: &str, policy: Policy) -> bool {
 }
 
 /// A prediction that is an answer, not a response: one line with at most two words of
-/// prose (LaTeX commands and units in `\text{}` do not count as prose here).
+/// prose, two letters or more ("So the matrix is $M$." is a sentence; LaTeX commands and
+/// units in `\text{}` do not count as prose here).
 fn bare(pred: &str) -> bool {
     let words = pred
         .split_whitespace()
-        .filter(|w| w.len() >= 3 && w.chars().all(|c| c.is_ascii_alphabetic()))
+        .filter(|w| w.len() >= 2 && w.chars().all(|c| c.is_ascii_alphabetic()))
         .count();
     !pred.trim().contains('\n') && words <= 2
 }

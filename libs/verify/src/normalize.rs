@@ -226,6 +226,20 @@ fn strip_unit(t: &str) -> Option<String> {
     })
 }
 
+/// A number followed by a word of three or more letters (spaces are gone: `125miles`,
+/// a gold written `$125$ miles`): the number, as `125\text{ miles}` is. Shorter letters
+/// stay (`5s`, `2x` may be expressions).
+fn unit_word(t: &str) -> Option<String> {
+    let split = t.find(|c: char| c.is_ascii_alphabetic())?;
+    let (n, word) = t.split_at(split);
+    let body = n.strip_prefix('-').unwrap_or(n);
+    (word.len() >= 3
+        && word.chars().all(|c| c.is_ascii_alphabetic())
+        && body.starts_with(|c: char| c.is_ascii_digit())
+        && body.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    .then(|| n.to_string())
+}
+
 /// `\ne` as `!=` where it is the whole command (not the start of `\neg`, `\nearrow`).
 fn not_equal(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -398,6 +412,7 @@ pub fn normalize(s: &str) -> String {
         })
         .unwrap_or(t);
     let t = strip_unit(&t).unwrap_or(t);
+    let t = unit_word(&t).unwrap_or(t);
     let t = brace_short_args(&t);
     let t = if spaced_comma {
         t

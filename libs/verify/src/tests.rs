@@ -72,6 +72,18 @@ fn pathological_inputs_are_bounded() {
     assert!(!eq(&million, &million));
     assert!(!eq(&"(".repeat(5000), "1"));
     assert!(!eq("1/0", "1"));
+    // The lenient fallbacks scan the response once each: headings, final sentences,
+    // dollar signs and digit groups by the hundred thousand finish (a quadratic scan of
+    // these megabyte inputs would not).
+    for pathological in [
+        "Answer \\[ 1\n".repeat(100_000),
+        "$".repeat(1 << 20),
+        "1,".repeat(500_000) + " apples.",
+        "The value is $x$. ".repeat(60_000),
+        "answer\n".repeat(150_000) + "\\( 2",
+    ] {
+        assert!(!verify_with(&pathological, "7", Policy::Lenient));
+    }
 }
 
 #[test]

@@ -5,7 +5,8 @@
 pub enum ExtractArg {
     /// Only the last complete \boxed{} counts (as training scores by default).
     Boxed,
-    /// The last box, then "The answer is" / "Final Answer:" phrases, `####`, the last number.
+    /// The last box, then "The answer is" / "Final Answer:" phrases, `####`, the final
+    /// sentence's number or math.
     Lenient,
 }
 

@@ -288,7 +288,8 @@ pub struct ScoreOptions {
     /// Drop groups whose rewards are all equal (DAPO dynamic sampling).
     pub dynamic_sampling: bool,
     /// Answer extraction for rewards: boxed (only the last \boxed{} counts; the default) |
-    /// lenient (then "The answer is" / "Final Answer:" phrases, `####`, the last number).
+    /// lenient (then "The answer is" / "Final Answer:" phrases, `####`, the final
+    /// sentence's number or math).
     #[serde(default)]
     pub extract: deltarl_verify::Policy,
     /// Single fallbacks added to that policy: answer-is, hashes, last-number.
