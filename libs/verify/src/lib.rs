@@ -32,7 +32,7 @@
 //!
 //! # Answers others wrote
 //!
-//! `tests/written.jsonl` (273 cases written here, 59 kinds) labels each case with the
+//! `tests/written.jsonl` (277 cases written here, 60 kinds) labels each case with the
 //! verdict intended under each policy; every case gets it (`tests/written.rs`). Where the
 //! label deliberately differs from math-verify the case's `note` says why (a tuple is not
 //! a set; `2x = 4` does not answer 4; an inequality denotes its interval; `\mathrm{e}`;
@@ -59,7 +59,8 @@
 //! (`Answer \[ 9 \]`, `Answer \( (9+1) \)`); an answer phrase that introduces a
 //! sentence ("Final Answer: The largest value is 34") gives that sentence's last math or
 //! number. A gold written with a unit word after its number (`$125$ miles`) is that
-//! number, as `125\text{ miles}` already was. Under either policy a prediction with
+//! number, as `125\text{ miles}` already was; a gold that is a worked solution without a
+//! box gives the answer the lenient policy reads in it. Under either policy a prediction with
 //! three words of two letters or more is a sentence, never a bare answer ("So the matrix
 //! is $M$." needs its box under the strict policy).
 //!
@@ -168,13 +169,21 @@ impl Policy {
 }
 
 /// A gold answer as written, or the content of its boxes when it has them (all of them:
-/// `\boxed{1}, \boxed{-2}` is the list `1, -2`).
+/// `\boxed{1}, \boxed{-2}` is the list `1, -2`); a gold that is a worked solution without
+/// a box (three or more lines or sentences of prose) gives the answer the lenient policy
+/// reads in it.
 fn gold_answer(gold: &str) -> String {
     let every_box = ExtractOptions {
         joined_boxes: true,
         ..ExtractOptions::default()
     };
-    extract(gold, &every_box).map_or_else(|| gold.to_string(), |e| e.answer)
+    if let Some(e) = extract(gold, &every_box) {
+        return e.answer;
+    }
+    if bare(gold) {
+        return gold.to_string();
+    }
+    extract(gold, &Policy::Lenient.options()).map_or_else(|| gold.to_string(), |e| e.answer)
 }
 
 /// Grades a whole response against a gold answer: extraction, then equivalence.

@@ -12,7 +12,7 @@ use deltarl_verify::{verify_with, Policy};
 
 /// The kinds of answers the file must cover: the first round's 26, then the second's,
 /// then the third's.
-const KINDS: [&str; 59] = [
+const KINDS: [&str; 60] = [
     "answer-phrase",
     "box-wins",
     "last-number",
@@ -72,6 +72,7 @@ const KINDS: [&str; 59] = [
     "interval-not-number",
     "display-not-answer",
     "hedged-sentence",
+    "gold-solution-prose",
 ];
 
 #[test]
