@@ -76,3 +76,37 @@ fn set_changes_one_key_checked_like_the_file() {
         "{status}"
     );
 }
+
+/// The field's other surrogates and ratio levels run through a whole iteration (the
+/// update reads each response's length for the sequence ratios), each recorded in the
+/// run's configuration.
+#[test]
+fn other_surrogates_run_an_iteration() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    for (run, sets) in [
+        ("cispo", ["update.surrogate=cispo", "update.ratio=token"]),
+        ("sapo", ["update.surrogate=sapo", "update.ratio=sequence"]),
+        (
+            "gspo-token",
+            ["update.surrogate=clip", "update.ratio=sequence-token"],
+        ),
+    ] {
+        let args: Vec<&str> = sets.iter().flat_map(|s| ["--set", *s]).collect();
+        ok(iterate(&runs, &cfg, run, &args));
+        let summary = std::fs::read_to_string(runs.join(run).join("metrics.jsonl")).unwrap();
+        assert!(summary.contains("\"stage\":\"update\""), "{summary}");
+        let recorded = std::fs::read_to_string(runs.join(run).join("run.toml")).unwrap();
+        for s in sets {
+            let (key, value) = s.split_once('=').unwrap();
+            let key = key.split('.').nth(1).unwrap();
+            assert!(
+                recorded.contains(&format!("{key} = \"{value}\""))
+                    || value == "token"
+                    || value == "clip",
+                "{run}: {key}: {recorded}"
+            );
+        }
+    }
+}

@@ -275,6 +275,16 @@ impl Resolved {
                 toml::Value::try_from(CodeOptions::default())?,
             ),
             (
+                "update",
+                "surrogate",
+                toml::Value::try_from(SurrogateKind::default())?,
+            ),
+            (
+                "update",
+                "ratio",
+                toml::Value::try_from(deltarl_update::RatioLevel::default())?,
+            ),
+            (
                 "",
                 "checkpoint",
                 toml::Value::try_from(CheckpointOptions::default())?,

@@ -392,4 +392,69 @@ pub struct UpdateOptions {
     /// old_logprobs = recompute).
     #[serde(default)]
     pub tis_cap: f64,
+    /// The policy-gradient surrogate: clip (PPO's clipped ratio: GRPO, DAPO, Dr.GRPO) |
+    /// cispo (the ratio capped at `cispo_cap`, held constant, weighting the log-prob:
+    /// TRL's loss_type "cispo") | sapo (a smooth gate, `sapo_temperature_*`: TRL's "sapo").
+    #[serde(default, skip_serializing_if = "SurrogateKind::is_clip")]
+    pub surrogate: SurrogateKind,
+    /// Where the importance ratio is taken: token | sequence (GSPO: one ratio a response,
+    /// the exp of its tokens' mean log-ratio; TRL's importance_sampling_level "sequence") |
+    /// sequence-token (GSPO-token: that value with each token's own gradient, the carrier
+    /// of per-token coefficients).
+    #[serde(default, skip_serializing_if = "deltarl_update::RatioLevel::is_token")]
+    pub ratio: deltarl_update::RatioLevel,
+    /// CISPO's cap on the ratio (TRL's epsilon_high with loss_type "cispo"; ScaleRL's
+    /// epsilon_max, 5 recommended).
+    #[serde(
+        default = "default_cispo_cap",
+        skip_serializing_if = "is_default_cispo_cap"
+    )]
+    pub cispo_cap: f64,
+    /// SAPO's gate temperature for tokens with a positive advantage (TRL's default 1).
+    #[serde(
+        default = "default_sapo_pos",
+        skip_serializing_if = "is_default_sapo_pos"
+    )]
+    pub sapo_temperature_pos: f64,
+    /// SAPO's gate temperature for the others (TRL's default 1.05).
+    #[serde(
+        default = "default_sapo_neg",
+        skip_serializing_if = "is_default_sapo_neg"
+    )]
+    pub sapo_temperature_neg: f64,
+}
+
+/// `update.surrogate`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SurrogateKind {
+    #[default]
+    Clip,
+    Cispo,
+    Sapo,
+}
+
+impl SurrogateKind {
+    pub fn is_clip(&self) -> bool {
+        *self == SurrogateKind::Clip
+    }
+}
+
+fn default_cispo_cap() -> f64 {
+    5.0
+}
+fn is_default_cispo_cap(x: &f64) -> bool {
+    *x == default_cispo_cap()
+}
+fn default_sapo_pos() -> f64 {
+    1.0
+}
+fn is_default_sapo_pos(x: &f64) -> bool {
+    *x == default_sapo_pos()
+}
+fn default_sapo_neg() -> f64 {
+    1.05
+}
+fn is_default_sapo_neg(x: &f64) -> bool {
+    *x == default_sapo_neg()
 }

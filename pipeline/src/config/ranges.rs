@@ -469,6 +469,12 @@ pub const RANGES: &[Range] = &[
         why: "the sandbox's user ids per process",
     },
     Range {
+        key: "update.cispo_cap",
+        get: |o| float(o.update.cispo_cap),
+        bound: floats(1.0, 1e3),
+        why: "CISPO's cap on the ratio: below 1 it would shrink on-policy tokens' gradient",
+    },
+    Range {
         key: "update.dual_clip",
         get: |o| float(o.update.dual_clip),
         bound: Bound::Float {
@@ -537,6 +543,18 @@ pub const RANGES: &[Range] = &[
         get: |o| int(o.update.optimizer_steps),
         bound: ints(1, SIZE),
         why: "mini-batches per iteration",
+    },
+    Range {
+        key: "update.sapo_temperature_neg",
+        get: |o| float(o.update.sapo_temperature_neg),
+        bound: floats(1e-2, 100.0),
+        why: "SAPO's gate is sigmoid(tau (rho - 1)) 4 / tau: the papers' values are near 1",
+    },
+    Range {
+        key: "update.sapo_temperature_pos",
+        get: |o| float(o.update.sapo_temperature_pos),
+        bound: floats(1e-2, 100.0),
+        why: "as sapo_temperature_neg",
     },
     Range {
         key: "update.tis_cap",

@@ -30,6 +30,17 @@ pub fn settings(cfg: &Resolved) -> Settings {
             tis_cap: (u.tis_cap > 0.0).then_some(u.tis_cap),
         },
         loss: LossSettings {
+            surrogate: match u.surrogate {
+                crate::config::SurrogateKind::Clip => deltarl_update::Surrogate::Clip,
+                crate::config::SurrogateKind::Cispo => {
+                    deltarl_update::Surrogate::Cispo { cap: u.cispo_cap }
+                }
+                crate::config::SurrogateKind::Sapo => deltarl_update::Surrogate::Sapo {
+                    tau_pos: u.sapo_temperature_pos,
+                    tau_neg: u.sapo_temperature_neg,
+                },
+            },
+            ratio: u.ratio,
             eps_low: u.eps_low,
             eps_high: cfg.eps_high,
             dual_clip: (u.dual_clip > 0.0).then_some(u.dual_clip),

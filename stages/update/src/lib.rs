@@ -9,7 +9,9 @@ pub mod shell;
 mod train;
 
 pub use adamw::{AdamW, AdamWSettings};
-pub use loss::{token_loss, token_weights, Aggregation, LossSettings, TokenLoss};
+pub use loss::{
+    token_loss, token_weights, Aggregation, LossSettings, RatioLevel, Surrogate, TokenLoss,
+};
 pub use settings::Settings;
 pub use shell::{JoinSettings, Mismatch, OldLogprobs};
 pub use train::{run, TrainRow};

@@ -15,9 +15,62 @@ pub enum Aggregation {
     SeqMeanTokenSumNorm,
 }
 
+/// The policy-gradient surrogate of one token, given its importance ratio `rho` and
+/// reweighted advantage `A`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum Surrogate {
+    /// PPO's clipped ratio, as GRPO, DAPO and Dr.GRPO use it:
+    /// `max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high))`, with the dual clip.
+    #[default]
+    Clip,
+    /// CISPO (MiniMax-M1; TRL's `loss_type="cispo"`): the ratio capped at `cap` and held
+    /// constant weights the log-prob, `-sg(min(rho, cap)) A log pi`, so every token keeps
+    /// its gradient (no token is clipped away).
+    Cispo { cap: f64 },
+    /// SAPO (TRL's `loss_type="sapo"`): a smooth gate in place of the hard clip,
+    /// `-sigmoid(tau (rho - 1)) 4 / tau A`, `tau` by the sign of `A` (`tau_pos` for
+    /// `A > 0`, else `tau_neg`).
+    Sapo { tau_pos: f64, tau_neg: f64 },
+}
+
+impl Surrogate {
+    pub fn is_clip(&self) -> bool {
+        *self == Surrogate::Clip
+    }
+}
+
+/// Where the importance ratio is taken.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RatioLevel {
+    /// Each token's own `pi / pi_old` (PPO, GRPO, DAPO).
+    #[default]
+    Token,
+    /// GSPO (TRL's `importance_sampling_level="sequence"`): one ratio a response,
+    /// `exp(mean_t log(pi / pi_old))`, its gradient through every token's log-prob.
+    Sequence,
+    /// GSPO-token: the sequence ratio's value with each token's own gradient,
+    /// `sg(s) pi_t / sg(pi_t)`, so per-token advantages (DelTA's) act token by token.
+    SequenceToken,
+}
+
+impl RatioLevel {
+    pub fn is_token(&self) -> bool {
+        *self == RatioLevel::Token
+    }
+}
+
 /// Validated loss settings.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LossSettings {
+    /// The surrogate (the clip of DAPO unless set; not recorded then, so hashes of runs
+    /// made before it existed hold).
+    #[serde(skip_serializing_if = "Surrogate::is_clip")]
+    pub surrogate: Surrogate,
+    /// Where the ratio is taken (per token unless set; not recorded then).
+    #[serde(skip_serializing_if = "RatioLevel::is_token")]
+    pub ratio: RatioLevel,
     pub eps_low: f64,
     pub eps_high: f64,
     /// Dual-clip constant `c` for negative advantages (None = off).
@@ -40,22 +93,76 @@ pub struct TokenLoss {
     pub clipped: Tensor,
 }
 
-/// The clipped surrogate per token. `adv` is the reweighted advantage `A * c` per token.
+/// The surrogate per token. `adv` is the reweighted advantage `A * c` per token;
+/// `lengths` the responses' token counts in order (they split the [N] tokens; only the
+/// sequence ratio levels read them).
 ///
-/// `rho = exp(clamp(logp - old, -20, 20))`;
-/// `L = max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high))`; for `A < 0` also
-/// `L = min(L, -A c)` (dual clip).
-pub fn token_loss(logp: &Tensor, old: &Tensor, adv: &Tensor, s: &LossSettings) -> TokenLoss {
-    let ratio = (logp - old).clamp(-20.0, 20.0).exp();
-    let pg1 = -adv * &ratio;
-    let pg2 = -adv * ratio.clamp(1.0 - s.eps_low, 1.0 + s.eps_high);
-    let clipped = pg2.gt_tensor(&pg1).to_kind(Kind::Float);
-    let mut loss = pg1.maximum(&pg2);
-    if let Some(c) = s.dual_clip {
-        let capped = loss.minimum(&(-adv * c));
-        loss = capped.where_self(&adv.lt(0.0), &loss);
+/// 1. `log rho = clamp(logp - old, -20, 20)` per token; at the sequence levels each
+///    response's mean of it, `[R]`, spread back over its tokens (`Sequence`: the gradient
+///    through the mean; `SequenceToken`: the mean's value, each token's own gradient).
+/// 2. The surrogate of [`Surrogate`] on `rho = exp(log rho)`: `[N]`.
+pub fn token_loss(
+    logp: &Tensor,
+    old: &Tensor,
+    adv: &Tensor,
+    lengths: &[usize],
+    s: &LossSettings,
+) -> TokenLoss {
+    let log_ratio = (logp - old).clamp(-20.0, 20.0);
+    let ratio = match s.ratio {
+        RatioLevel::Token => log_ratio.exp(),
+        RatioLevel::Sequence | RatioLevel::SequenceToken => {
+            let device = logp.device();
+            let seg: Vec<i64> = lengths
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &n)| std::iter::repeat_n(i as i64, n))
+                .collect();
+            let seg = Tensor::from_slice(&seg).to_device(device);
+            let len: Vec<f64> = lengths.iter().map(|&n| n.max(1) as f64).collect();
+            let len = Tensor::from_slice(&len)
+                .to_kind(log_ratio.kind())
+                .to_device(device);
+            let sums = Tensor::zeros([lengths.len() as i64], (log_ratio.kind(), device))
+                .index_add(0, &seg, &log_ratio);
+            let mean = (sums / len).index_select(0, &seg);
+            match s.ratio {
+                RatioLevel::SequenceToken => mean.detach().exp() * (logp - logp.detach()).exp(),
+                RatioLevel::Token | RatioLevel::Sequence => mean.exp(),
+            }
+        }
+    };
+    match s.surrogate {
+        Surrogate::Clip => {
+            let pg1 = -adv * &ratio;
+            let pg2 = -adv * ratio.clamp(1.0 - s.eps_low, 1.0 + s.eps_high);
+            let clipped = pg2.gt_tensor(&pg1).to_kind(Kind::Float);
+            let mut loss = pg1.maximum(&pg2);
+            if let Some(c) = s.dual_clip {
+                let capped = loss.minimum(&(-adv * c));
+                loss = capped.where_self(&adv.lt(0.0), &loss);
+            }
+            TokenLoss { loss, clipped }
+        }
+        Surrogate::Cispo { cap } => {
+            let weight = ratio.clamp_max(cap).detach();
+            // As TRL counts it: a positive-advantage token whose ratio passed the cap.
+            let clipped = ratio.gt(cap).logical_and(&adv.gt(0.0)).to_kind(Kind::Float);
+            TokenLoss {
+                loss: -(weight * adv * logp),
+                clipped,
+            }
+        }
+        Surrogate::Sapo { tau_pos, tau_neg } => {
+            let tau = Tensor::full_like(adv, tau_neg)
+                .where_self(&adv.le(0.0), &Tensor::full_like(adv, tau_pos));
+            let gate = ((&ratio - 1.0) * &tau).sigmoid() * 4.0 / &tau;
+            TokenLoss {
+                loss: -(gate * adv),
+                clipped: Tensor::zeros_like(adv),
+            }
+        }
     }
-    TokenLoss { loss, clipped }
 }
 
 /// Per-token weights that turn a sum of token losses over micro-batches into the

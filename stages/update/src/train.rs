@@ -132,8 +132,8 @@ pub fn run(
             let old = flat(&|r| r.old_logprobs.clone());
             // 2. The reweighted advantage A~ = A * c (coefficients are constants).
             let adv = flat(&|r| r.coeff.iter().map(|c| r.advantage * c).collect());
-            // 3. Per-token clipped surrogate: [N].
-            let tl = token_loss(&st.logprob, &old, &adv, &s.loss);
+            // 3. Per-token surrogate (clipped unless the settings say otherwise): [N].
+            let tl = token_loss(&st.logprob, &old, &adv, &st.lengths, &s.loss);
             let mut per_token = tl.loss.shallow_clone();
             if s.loss.entropy_coef != 0.0 {
                 per_token = per_token - &st.entropy * s.loss.entropy_coef;

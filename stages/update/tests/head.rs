@@ -59,6 +59,8 @@ fn update(bf16: bool, checkpointing: bool, chunk_tokens: Option<u64>) -> Outcome
     let mut opt = AdamW::new(&p.vs, adam);
     let s = Settings {
         loss: LossSettings {
+            surrogate: Default::default(),
+            ratio: Default::default(),
             eps_low: 0.2,
             eps_high: 0.28,
             dual_clip: Some(3.0),

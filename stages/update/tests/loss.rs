@@ -13,6 +13,8 @@ use tch::{Device, Tensor};
 
 fn loss_settings(agg: Aggregation) -> LossSettings {
     LossSettings {
+        surrogate: Default::default(),
+        ratio: Default::default(),
         eps_low: 0.2,
         eps_high: 0.28,
         dual_clip: Some(10.0),
@@ -34,7 +36,7 @@ fn token_loss_by_hand() {
     let logp = Tensor::from_slice(&[1.5f64.ln(), 1.5f64.ln(), 0.5f64.ln(), 5.0]);
     let old = Tensor::zeros([4], (tch::Kind::Double, Device::Cpu));
     let adv = Tensor::from_slice(&[1.0f64, -1.0, 1.0, -1.0]);
-    let tl = token_loss(&logp, &old, &adv, &s);
+    let tl = token_loss(&logp, &old, &adv, &[4], &s);
     let l = vals(&tl.loss);
     // A > 0, rho 1.5: max(-1.5, -1.28) = -1.28 (clipped above at 1 + eps_high).
     // f64 throughout: exp(ln 1.5) and a product or two of numbers ≤ 10, ~1e-15 off;

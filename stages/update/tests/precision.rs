@@ -133,6 +133,8 @@ fn gradients(folder: &std::path::Path, rows: &[deltarl_update::TrainRow]) -> Vec
     let base = common::settings();
     let s = deltarl_update::Settings {
         loss: deltarl_update::LossSettings {
+            surrogate: Default::default(),
+            ratio: Default::default(),
             dual_clip: Some(3.0),
             ..base.loss
         },

@@ -27,6 +27,8 @@ pub fn settings() -> deltarl_update::Settings {
             tis_cap: None,
         },
         loss: deltarl_update::LossSettings {
+            surrogate: Default::default(),
+            ratio: Default::default(),
             eps_low: 0.2,
             eps_high: 0.28,
             dual_clip: None,
