@@ -30,16 +30,74 @@ impl Variant {
     }
 }
 
+/// The field's methods by name, each as the keys it sets over DAPO (the paper's baselines
+/// and DelTA's nearest rivals; `docs/config.md` maps the keys to TRL's and verl's names).
+/// GSPO's clip range is its paper's (3e-4, 4e-4), as TRL documents it; SAPO and GSPO take
+/// TRL's aggregation for them (a mean over each response, then over responses).
+pub const METHODS: [(&str, &[&str]); 6] = [
+    ("cispo", &["algorithm=dapo", "update.surrogate=cispo"]),
+    (
+        "sapo",
+        &[
+            "algorithm=dapo",
+            "update.surrogate=sapo",
+            "update.aggregation=seq-mean-token-mean",
+        ],
+    ),
+    (
+        "gspo",
+        &[
+            "algorithm=dapo",
+            "update.ratio=sequence",
+            "update.aggregation=seq-mean-token-mean",
+            "update.eps_low=3e-4",
+            "update.eps_high=4e-4",
+        ],
+    ),
+    (
+        "gspo-token",
+        &[
+            "algorithm=dapo",
+            "update.ratio=sequence-token",
+            "update.aggregation=seq-mean-token-mean",
+            "update.eps_low=3e-4",
+            "update.eps_high=4e-4",
+        ],
+    ),
+    (
+        "delta-gspo-token",
+        &[
+            "algorithm=delta",
+            "update.ratio=sequence-token",
+            "update.aggregation=seq-mean-token-mean",
+            "update.eps_low=3e-4",
+            "update.eps_high=4e-4",
+        ],
+    ),
+    (
+        "top-entropy",
+        &["algorithm=dapo", "coeffs.estimator=top-entropy"],
+    ),
+];
+
 impl FromStr for Variant {
     type Err = anyhow::Error;
 
     fn from_str(text: &str) -> Result<Self> {
         let Some((label, sets)) = text.split_once(':') else {
-            return match <Algorithm as clap::ValueEnum>::from_str(text.trim(), true) {
+            let name = text.trim();
+            if let Some((label, sets)) = METHODS.iter().find(|(m, _)| *m == name) {
+                return Ok(Variant {
+                    label: (*label).to_string(),
+                    sets: sets.iter().map(|s| (*s).to_string()).collect(),
+                });
+            }
+            return match <Algorithm as clap::ValueEnum>::from_str(name, true) {
                 Ok(a) => Ok(Variant::algorithm(a)),
                 Err(_) => bail!(
-                    "variant {text:?}: not an algorithm (grpo, dapo, drgrpo, delta); a labelled \
-                     variant is LABEL:KEY=VALUE[;KEY=VALUE...]"
+                    "variant {text:?}: not an algorithm (grpo, dapo, drgrpo, delta) or a method \
+                     ({}); a labelled variant is LABEL:KEY=VALUE[;KEY=VALUE...]",
+                    METHODS.map(|(m, _)| m).join(", ")
                 ),
             };
         };
@@ -88,6 +146,20 @@ mod tests {
         let v: Variant = "k0:algorithm=delta; coeffs.refine_steps=0".parse().unwrap();
         assert_eq!(v.label, "k0");
         assert_eq!(v.sets, ["algorithm=delta", "coeffs.refine_steps=0"]);
+    }
+
+    /// Each named method resolves over the default configuration (its keys valid, its
+    /// values in range).
+    #[test]
+    fn named_methods_resolve() {
+        let config =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/tiny-arith.toml");
+        for (name, _) in METHODS {
+            let v: Variant = name.parse().unwrap();
+            assert_eq!(v.label, name);
+            crate::config::Resolved::load_with(&config, &v.sets)
+                .unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        }
     }
 
     #[test]
