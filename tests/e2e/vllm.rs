@@ -206,6 +206,7 @@ fn vllm_failures_are_clear_and_leave_no_partial_rollouts() {
         port: None,
         cpu: true,
         extra_args: vec![],
+        max_model_len: None,
         start_timeout: Duration::from_secs(600),
         log: dir.path().join("other.log"),
         seed: 0,

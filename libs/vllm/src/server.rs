@@ -26,6 +26,11 @@ pub struct ServerSettings {
     pub cpu: bool,
     /// Passed through to the server (tensor / data parallel size, memory, max length...).
     pub extra_args: Vec<String>,
+    /// `--max-model-len` unless `extra_args` gives one: the positions one request may use
+    /// (its prompt and response). Without it vLLM sizes for the model's whole context,
+    /// which a CPU server's cache (a share of host memory) may not hold: SmolLM2's 8,192
+    /// positions did not fit 0.1 of 24 GB and the engine refused to start.
+    pub max_model_len: Option<usize>,
     pub start_timeout: Duration,
     /// The server's standard output and error go here.
     pub log: PathBuf,
@@ -132,6 +137,9 @@ impl Server {
             if !given("--enable-chunked-prefill") && !given("--no-enable-chunked-prefill") {
                 args.push("--no-enable-chunked-prefill".into());
             }
+        }
+        if let Some(len) = s.max_model_len.filter(|_| !given("--max-model-len")) {
+            args.extend(["--max-model-len".into(), len.to_string()]);
         }
         if s.sleep_mode && !given("--enable-sleep-mode") {
             args.push("--enable-sleep-mode".into());
@@ -315,6 +323,7 @@ mod tests {
             port,
             cpu: true,
             extra_args: vec![],
+            max_model_len: None,
             start_timeout: Duration::from_secs(5),
             log: dir.join("vllm.log"),
             seed: 0,

@@ -137,6 +137,20 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     // new one (stopped when `vllm` drops, on every failing path) or the user's, which must
     // serve this very folder.
     let mut vllm_settings = crate::vllm::Settings::new(&s.vllm);
+    if r.engine == Engine::Vllm {
+        // The positions one request may use: the longest prompt (cut to max_prompt_tokens
+        // when set) and the response, rounded up to a power of two so that a kept server
+        // restarts only when an iteration's prompts need more.
+        let mut longest = 0;
+        for p in &drawn {
+            let text = deltarl_schemas::render_template(&core.template, &p.problem);
+            longest = longest.max(tokenizer.encode(&text)?.len());
+        }
+        if let Some(m) = core.max_prompt_tokens {
+            longest = longest.min(m);
+        }
+        vllm_settings.max_model_len = Some((longest + r.max_new_tokens).next_power_of_two());
+    }
     let vllm = match r.engine {
         Engine::Native => None,
         Engine::Vllm => Some(vllm_server(env, s, &mut vllm_settings, &dir, tokenizer)?),
@@ -271,6 +285,8 @@ fn vllm_server(
         ids: crate::vllm::probe_ids(tokenizer, cfg.max_position_embeddings)?,
         reference: &reference,
     };
+    // Never past the model's own context.
+    vs.max_model_len = vs.max_model_len.map(|n| n.min(cfg.max_position_embeddings));
     let (v, acquired) = crate::vllm::acquire(vs, dir, &at, env.kept, &probe)?;
     match &acquired {
         crate::vllm::Acquired::User => {}

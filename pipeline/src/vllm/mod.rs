@@ -34,6 +34,8 @@ pub struct Settings {
     pub url: Option<String>,
     pub port: Option<u16>,
     pub keep_alive: bool,
+    /// Positions one request may use (`--max-model-len`), when the caller knows them.
+    pub max_model_len: Option<usize>,
     /// The largest |served - trainer| probe log-prob a reloaded server may show; None =
     /// by dtype ([`Settings::tolerance`]).
     pub probe_tolerance: Option<f64>,
@@ -53,6 +55,7 @@ impl Settings {
             url: (!o.url.is_empty()).then(|| o.url.clone()),
             port: crate::config::zero_is_off(o.port),
             keep_alive: o.keep_alive,
+            max_model_len: None,
             probe_tolerance: (o.probe_tolerance > 0.0).then_some(o.probe_tolerance),
         }
     }
@@ -252,6 +255,7 @@ fn server_settings(s: &Settings, folder: PathBuf, at: &Placement) -> ServerSetti
         port: s.port,
         cpu: at.cpu,
         extra_args: s.extra_args.clone(),
+        max_model_len: s.max_model_len,
         start_timeout: s.start_timeout,
         log: at.log.clone(),
         seed: at.seed,

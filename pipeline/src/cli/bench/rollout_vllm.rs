@@ -82,10 +82,17 @@ pub fn rates(
     let log = std::env::temp_dir().join(format!("deltarl-bench-vllm-{}.log", std::process::id()));
     let config = deltarl_model::read_config(&folder)?;
     let tied = config.tie_word_embeddings;
-    let settings = crate::vllm::Settings::new(&VllmOptions {
+    let mut settings = crate::vllm::Settings::new(&VllmOptions {
         keep_alive: !tied,
         ..Default::default()
     });
+    // As the rollout stage sizes it: the longest prompt and the response.
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    settings.max_model_len = Some(
+        (longest + new_tokens)
+            .next_power_of_two()
+            .min(config.max_position_embeddings),
+    );
     let at = crate::vllm::Placement {
         log: log.clone(),
         cpu: true,
@@ -166,6 +173,7 @@ pub fn rates(
             new_tokens.to_string(),
             run.reps.to_string(),
             "1".into(),
+            settings.max_model_len.unwrap_or(0).to_string(),
         ],
     )?;
     let nums: Vec<f64> = text

@@ -12,14 +12,17 @@ from vllm.inputs import TokensPrompt
 
 
 def main():
-    model, prompts_path, n, new_tokens, reps, cpu = sys.argv[1:7]
-    n, new_tokens, reps, cpu = int(n), int(new_tokens), int(reps), cpu == "1"
+    model, prompts_path, n, new_tokens, reps, cpu, max_len = sys.argv[1:8]
+    n, new_tokens, reps, cpu, max_len = int(n), int(new_tokens), int(reps), cpu == "1", int(max_len)
     with open(prompts_path) as f:
         prompts = json.load(f)
     t = time.perf_counter()
     # The flags the stage's server gets on a CPU (libs/vllm's server.rs says why).
     extra = {"enforce_eager": True, "gpu_memory_utilization": 0.1,
              "enable_chunked_prefill": False} if cpu else {}
+    # The positions a request may use, as the stage's server is given them (0: vLLM's own).
+    if max_len > 0:
+        extra["max_model_len"] = max_len
     llm = LLM(model=model, dtype="float32", seed=0, logprobs_mode="processed_logprobs", **extra)
     startup = time.perf_counter() - t
     inputs = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
