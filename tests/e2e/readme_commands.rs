@@ -53,6 +53,7 @@ const BLOCKS: &[(&str, How)] = &[
             ),
             ("--seeds 3 --iters 20", "--seeds 1 --iters 1"),
             ("--iters 10 --seeds 3", "--iters 1 --seeds 1"),
+            ("--seeds 2 --iters 5 --name methods", "--seeds 1 --iters 1 --name methods"),
             ("bench coeffs  ", "bench coeffs --tokens 20000 --reps 1  "),
             ("bench verify  ", "bench verify --reps 1  "),
             (
