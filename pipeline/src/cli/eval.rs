@@ -27,10 +27,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     k: u32,
     /// 0 = greedy.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::config::ranges::temperature_arg)]
     temperature: f64,
     /// Nucleus sampling (1 = off; the authors validate at 0.7 with temperature 1).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::config::ranges::top_p_arg)]
     top_p: f64,
     /// The k most probable tokens only (0 = off).
     #[arg(long, default_value_t = 0)]

@@ -11,9 +11,9 @@ pub struct Args {
     #[arg(long, default_value_t = 64)]
     max_new_tokens: usize,
     /// 0 = greedy.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::config::ranges::temperature_arg)]
     temperature: f64,
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::config::ranges::top_p_arg)]
     top_p: f64,
     #[arg(long, default_value_t = 0)]
     top_k: usize,

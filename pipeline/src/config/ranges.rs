@@ -612,6 +612,26 @@ pub const RANGES: &[Range] = &[
     },
 ];
 
+/// A command-line float in `bound`, the message saying the accepted values.
+fn arg_in(bound: Bound, text: &str) -> Result<f64, String> {
+    let x: f64 = text.trim().parse().map_err(|e| format!("{text:?}: {e}"))?;
+    if bound.admits(Number::Float(x)) {
+        Ok(x)
+    } else {
+        Err(format!("{}: must be {}", show(x), bound.describe()))
+    }
+}
+
+/// `--temperature` of `eval` and `generate`: the range of `rollout.temperature`.
+pub fn temperature_arg(text: &str) -> Result<f64, String> {
+    arg_in(TEMPERATURE, text)
+}
+
+/// `--top-p` of `eval` and `generate`: the range of `rollout.top_p`.
+pub fn top_p_arg(text: &str) -> Result<f64, String> {
+    arg_in(TOP_P, text)
+}
+
 /// The row of `key`.
 pub fn range(key: &str) -> Option<&'static Range> {
     RANGES.iter().find(|r| r.key == key)

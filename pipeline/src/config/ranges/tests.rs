@@ -140,6 +140,23 @@ fn bounds_admit_what_they_say() {
     assert_eq!(dual.describe(), "0 or (1, 1000]");
 }
 
+/// The same ranges on the command line's sampling flags.
+#[test]
+fn command_line_sampling_flags_share_the_ranges() {
+    assert_eq!(temperature_arg("0"), Ok(0.0));
+    assert_eq!(temperature_arg("0.7"), Ok(0.7));
+    for bad in ["1e-320", "1e308", "-1", "nan", "inf"] {
+        let e = temperature_arg(bad).unwrap_err();
+        assert!(
+            e.contains("must be 0 or [0.001, 100]") || e.contains("invalid"),
+            "{bad}: {e}"
+        );
+    }
+    assert!(temperature_arg("x").is_err());
+    assert_eq!(top_p_arg("1"), Ok(1.0));
+    assert!(top_p_arg("0").is_err() && top_p_arg("1.5").is_err());
+}
+
 /// The adversarial run's findings, each refused by name with the value shown readably.
 #[test]
 fn the_findings_of_round_four_are_refused_by_key() {
