@@ -87,6 +87,11 @@ const BLOCKS: &[(&str, How)] = &[
                 "--prompts 64 --batch 8 \\\n    --prompt-len 160 --min-prompt-len 32 --new-tokens 128 --reps 3",
                 "--prompts 4 --batch 2 \\\n    --prompt-len 16 --min-prompt-len 4 --new-tokens 4 --reps 1",
             ),
+            // The real model (`make test` ran `make smollm2` and `make vllm`) at micro size.
+            (
+                "--prompts 8 --batch 8 \\\n    --prompt-len 48 --min-prompt-len 16 --new-tokens 64 --reps 3",
+                "--prompts 2 --batch 2 \\\n    --prompt-len 12 --min-prompt-len 4 --new-tokens 4 --reps 1",
+            ),
         ]),
     ),
     (
