@@ -330,4 +330,6 @@ impl Resolved {
 }
 
 #[cfg(test)]
+mod ranges_sweep;
+#[cfg(test)]
 mod tests;
