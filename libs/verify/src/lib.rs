@@ -78,6 +78,7 @@
 //! global state, so it is safe on any thread.
 
 mod decimal;
+mod ending;
 mod expr;
 mod extract;
 mod normalize;
