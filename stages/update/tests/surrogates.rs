@@ -24,6 +24,14 @@ fn vals(t: &Tensor) -> Vec<f64> {
     Vec::<f64>::try_from(&t.to_kind(Kind::Double)).unwrap()
 }
 
+/// Element by element within `tol`, the lengths equal first.
+fn all_close(got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < tol, "{g} vs {w}");
+    }
+}
+
 fn f64s(v: &[f64]) -> Tensor {
     Tensor::from_slice(v).to_kind(Kind::Double)
 }
@@ -80,16 +88,12 @@ fn cispo_and_sapo_by_hand() {
     // -sg(min(rho, 5)) A logp: -1.5 ln 1.5, -5 ln 8, +0.5 ln 0.5. f64 products of
     // numbers below 10: ~1e-15 off; 1e-12 is slack.
     let want = [-1.5 * 1.5f64.ln(), -5.0 * 8f64.ln(), 0.5 * 0.5f64.ln()];
-    for (g, w) in vals(&tl.loss).iter().zip(want) {
-        assert!((g - w).abs() < 1e-12, "{g} vs {w}");
-    }
+    all_close(&vals(&tl.loss), &want, 1e-12);
     assert_eq!(vals(&tl.clipped), vec![0.0, 1.0, 0.0]);
     // The weight is held constant: d/dlogp = -min(rho, 5) A, the capped token included.
     tl.loss.sum(Kind::Double).backward();
     let grad = vals(&lp.grad());
-    for (g, w) in grad.iter().zip([-1.5, -5.0, 0.5]) {
-        assert!((g - w).abs() < 1e-12, "{g} vs {w}");
-    }
+    all_close(&grad, &[-1.5, -5.0, 0.5], 1e-12);
     // SAPO: -sigmoid(tau (rho - 1)) 4 / tau A with tau 1 (A > 0) and 1.05 (A <= 0).
     let sapo = settings(
         Surrogate::Sapo {
@@ -106,9 +110,7 @@ fn cispo_and_sapo_by_hand() {
         -sig(7.0) * 4.0,
         sig(1.05 * -0.5) * 4.0 / 1.05,
     ];
-    for (g, w) in vals(&tl.loss).iter().zip(want) {
-        assert!((g - w).abs() < 1e-12, "{g} vs {w}");
-    }
+    all_close(&vals(&tl.loss), &want, 1e-12);
 }
 
 #[test]
@@ -129,18 +131,14 @@ fn sequence_ratios_by_hand() {
     assert!((loss - (-s1 + s2) / 2.0).abs() < 1e-12, "{loss}");
     // d/dlogp_t = -A s / |y| / R: the gradient spread evenly over a response's tokens.
     let want = [-s1 / 2.0 / 2.0, -s1 / 2.0 / 2.0, s2 / 2.0];
-    for (g, w) in grad.iter().zip(want) {
-        assert!((g - w).abs() < 1e-12, "{g} vs {w}");
-    }
+    all_close(&grad, &want, 1e-12);
     // GSPO-token: the same value, each token's own gradient: -A s / (|y| R) per token
     // weight, times the token's d(pi_t / sg pi_t) = 1.
     s.ratio = RatioLevel::SequenceToken;
     let (loss_t, grad_t) = objective(&s, &logp, &old, &adv, &lengths);
     assert!((loss_t - loss).abs() < 1e-12);
     let want = [-s1 / 2.0 / 2.0, -s1 / 2.0 / 2.0, s2 / 2.0];
-    for (g, w) in grad_t.iter().zip(want) {
-        assert!((g - w).abs() < 1e-12, "{g} vs {w}");
-    }
+    all_close(&grad_t, &want, 1e-12);
     // With per-token advantages (DelTA's coefficients) GSPO-token weights each token by
     // its own A while GSPO mixes them through the mean.
     let adv2 = [2.0, 0.5, -1.0];
