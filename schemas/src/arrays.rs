@@ -80,6 +80,20 @@ pub(crate) fn list_f32<'a>(rows: impl Iterator<Item = &'a [f32]> + Clone) -> Arr
     ))
 }
 
+/// A nullable `list<float32>` column: `None` rows are null.
+pub(crate) fn opt_list_f32<'a>(rows: impl Iterator<Item = Option<&'a [f32]>> + Clone) -> ArrayRef {
+    let offsets = OffsetBuffer::from_lengths(rows.clone().map(|r| r.map_or(0, <[f32]>::len)));
+    let values =
+        Float32Array::from_iter_values(rows.clone().flatten().flat_map(|r| r.iter().copied()));
+    let nulls = arrow::buffer::NullBuffer::from_iter(rows.map(|r| r.is_some()));
+    Arc::new(ListArray::new(
+        item(DataType::Float32),
+        offsets,
+        Arc::new(values),
+        Some(nulls),
+    ))
+}
+
 /// A `list<fixed_size_list<float32, dim>>` column; each row is a flat slice of
 /// `tokens * dim` floats.
 pub(crate) fn list_vectors<'a>(
@@ -179,8 +193,12 @@ impl<'a> Columns<'a> {
         Ok((0..a.len()).map(|i| a.value(i)).collect())
     }
 
-    fn list_parts<T: Array + 'static>(&self, name: &str) -> Result<(Vec<usize>, &'a T)> {
-        let list = self.typed::<ListArray>(name, true)?;
+    fn list_parts<T: Array + 'static>(
+        &self,
+        name: &str,
+        required: bool,
+    ) -> Result<(Vec<usize>, &'a T)> {
+        let list = self.typed::<ListArray>(name, required)?;
         let offsets: Vec<usize> = list.value_offsets().iter().map(|&o| o as usize).collect();
         let values =
             list.values()
@@ -196,20 +214,32 @@ impl<'a> Columns<'a> {
     }
 
     pub fn list_u32(&self, name: &str) -> Result<Vec<Vec<u32>>> {
-        let (offsets, values) = self.list_parts::<UInt32Array>(name)?;
+        let (offsets, values) = self.list_parts::<UInt32Array>(name, true)?;
         let v = values.values();
         Ok(offsets.windows(2).map(|w| v[w[0]..w[1]].to_vec()).collect())
     }
 
     pub fn list_f32(&self, name: &str) -> Result<Vec<Vec<f32>>> {
-        let (offsets, values) = self.list_parts::<Float32Array>(name)?;
+        let (offsets, values) = self.list_parts::<Float32Array>(name, true)?;
         let v = values.values();
         Ok(offsets.windows(2).map(|w| v[w[0]..w[1]].to_vec()).collect())
     }
 
+    /// A nullable `list<float32>` column: null rows are `None`.
+    pub fn opt_list_f32(&self, name: &str) -> Result<Vec<Option<Vec<f32>>>> {
+        let list = self.typed::<ListArray>(name, false)?;
+        let (offsets, values) = self.list_parts::<Float32Array>(name, false)?;
+        let v = values.values();
+        Ok(offsets
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| (!list.is_null(i)).then(|| v[w[0]..w[1]].to_vec()))
+            .collect())
+    }
+
     /// Returns the vector dimension and one flat `tokens * dim` vector per row.
     pub fn list_vectors(&self, name: &str) -> Result<(usize, Vec<Vec<f32>>)> {
-        let (offsets, inner) = self.list_parts::<FixedSizeListArray>(name)?;
+        let (offsets, inner) = self.list_parts::<FixedSizeListArray>(name, true)?;
         let dim = inner.value_length() as usize;
         let floats = inner
             .values()

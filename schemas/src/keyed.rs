@@ -96,6 +96,7 @@ mod tests {
             sample_idx: k,
             coeff: vec![1.0],
             advantage: 0.5,
+            shift: None,
         }
     }
 

@@ -95,12 +95,22 @@ fn features() -> Vec<FeatureRow> {
 }
 
 fn coeffs() -> Vec<CoeffRow> {
-    vec![CoeffRow {
-        prompt_id: "p0".into(),
-        sample_idx: 0,
-        coeff: vec![0.9, 1.1],
-        advantage: 1.0,
-    }]
+    vec![
+        CoeffRow {
+            prompt_id: "p0".into(),
+            sample_idx: 0,
+            coeff: vec![0.9, 1.1],
+            advantage: 1.0,
+            shift: None,
+        },
+        CoeffRow {
+            prompt_id: "p0".into(),
+            sample_idx: 1,
+            coeff: vec![1.0, 1.0, 0.0],
+            advantage: -0.5,
+            shift: Some(vec![0.25, -0.125, 0.0]),
+        },
+    ]
 }
 
 fn updates() -> Vec<UpdateRow> {
@@ -271,7 +281,10 @@ import sys, polars as pl
 d = sys.argv[1]
 n = {t: pl.read_parquet(f"{d}/{t}.parquet").height for t in
      ["prompts", "rollouts", "scores", "features", "coeffs", "update", "eval"]}
-assert n == {"prompts": 2, "rollouts": 3, "scores": 1, "features": 2, "coeffs": 1, "update": 1, "eval": 1}, n
+assert n == {"prompts": 2, "rollouts": 3, "scores": 1, "features": 2, "coeffs": 2, "update": 1, "eval": 1}, n
+c = pl.read_parquet(f"{d}/coeffs.parquet")
+assert c["shift"].to_list() == [None, [0.25, -0.125, 0.0]], c["shift"]
+assert c["shift"].dtype == pl.List(pl.Float32), c["shift"].dtype
 f = pl.read_parquet(f"{d}/features.parquet")
 assert f["features"][0].to_list() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], f["features"][0]
 j = pl.read_parquet(f"{d}/rollouts.parquet").join(

@@ -49,6 +49,14 @@ pub(super) fn check(o: &Options) -> Result<()> {
             super::ranges::show(o.coeffs.lam_max)
         ),
     )?;
+    let k = &o.coeffs.ktae;
+    require(
+        k.alpha + k.beta_ig > 0.0,
+        "coeffs.ktae.beta_ig",
+        super::ranges::show(k.beta_ig),
+        "coeffs.ktae.alpha and beta_ig weigh the two tests in a token's score and divide \
+         it by their sum: they cannot both be 0",
+    )?;
     let u = |x: usize| x as u64;
     let (r, t, up) = (&o.rollout, &o.model.tiny, &o.update);
     let responses = u(r.prompts_per_iter) * u64::from(r.samples_per_prompt);

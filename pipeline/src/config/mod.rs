@@ -18,6 +18,8 @@ use deltarl_update::Aggregation;
 
 mod by_algorithm;
 mod eval;
+mod fipo;
+mod ktae;
 mod limits;
 mod locate;
 mod options;
@@ -226,10 +228,12 @@ impl Resolved {
                     })?,
                 value: o.coeffs.oracle_value,
             },
+            EstimatorKind::Ktae => Estimator::Ktae(o.coeffs.ktae.settings()),
         };
+        // The rules that name keys first, then the estimator's own check.
+        limits::check(&o)?;
         deltarl_coeffs::Settings::new(estimator)
             .map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;
-        limits::check(&o)?;
         Ok(Resolved {
             advantage,
             overlong_penalty,
@@ -256,6 +260,7 @@ impl Resolved {
             Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
             Estimator::Delta(_) => EstimatorKind::Delta,
             Estimator::OracleTokens { .. } => EstimatorKind::OracleTokens,
+            Estimator::Ktae(_) => EstimatorKind::Ktae,
         });
         let mut v = toml::Value::try_from(&o).context("cannot serialise the configuration")?;
         let tables = [
@@ -273,6 +278,16 @@ impl Resolved {
                 "score",
                 "code",
                 toml::Value::try_from(CodeOptions::default())?,
+            ),
+            (
+                "coeffs",
+                "ktae",
+                toml::Value::try_from(KtaeOptions::default())?,
+            ),
+            (
+                "update",
+                "fipo",
+                toml::Value::try_from(FipoOptions::default())?,
             ),
             (
                 "update",

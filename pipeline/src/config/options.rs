@@ -15,6 +15,8 @@ use super::eval::EvalOptions;
 use deltarl_schemas::skip::{is_zero, is_zero_f64, is_zero_u32};
 pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
 
+pub use super::fipo::FipoOptions;
+pub use super::ktae::KtaeOptions;
 pub use super::vllm::VllmOptions;
 pub use deltarl_code::CodeOptions;
 
@@ -51,6 +53,8 @@ pub enum EstimatorKind {
     Delta,
     /// The positive control on built-in tasks whose tokens' roles are known.
     OracleTokens,
+    /// Key-token advantage estimation (`[coeffs.ktae]`).
+    Ktae,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -317,9 +321,11 @@ pub struct FeatureOptions {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CoeffOptions {
-    /// uniform | top-entropy | delta | oracle-tokens (default from algorithm).
+    /// uniform | top-entropy | delta | oracle-tokens | ktae (default from algorithm).
     /// `oracle-tokens` needs a built-in task whose connective phrases are labelled
     /// (`tiny-steps`, `tiny-steps-varied`): `oracle_value` on their tokens, 1 elsewhere.
+    /// `ktae` adds to each token's advantage a score of how its token id goes with right
+    /// answers in its group (`[coeffs.ktae]`).
     #[serde(default)]
     pub estimator: ByAlgorithm<EstimatorKind>,
     /// DelTA refinement passes K.
@@ -336,6 +342,9 @@ pub struct CoeffOptions {
     /// removed).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub oracle_value: f64,
+    /// KTAE's hyper-parameters.
+    #[serde(default, skip_serializing_if = "KtaeOptions::is_default")]
+    pub ktae: KtaeOptions,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -422,6 +431,9 @@ pub struct UpdateOptions {
         skip_serializing_if = "is_default_sapo_neg"
     )]
     pub sapo_temperature_neg: f64,
+    /// FIPO's Future-KL token weights (off unless `decay_rate` is set).
+    #[serde(default, skip_serializing_if = "FipoOptions::is_default")]
+    pub fipo: FipoOptions,
 }
 
 /// `update.surrogate`.

@@ -209,6 +209,24 @@ pub const RANGES: &[Range] = &[
         why: "0 = all; iterations of one run",
     },
     Range {
+        key: "coeffs.ktae.alpha",
+        get: |o| float(o.coeffs.ktae.alpha),
+        bound: floats(0.0, 1e3),
+        why: "a weight; with beta_ig it is normalised away, so only their ratio matters",
+    },
+    Range {
+        key: "coeffs.ktae.beta_ig",
+        get: |o| float(o.coeffs.ktae.beta_ig),
+        bound: floats(0.0, 1e3),
+        why: "as alpha; and alpha + beta_ig > 0",
+    },
+    Range {
+        key: "coeffs.ktae.top",
+        get: |o| float(o.coeffs.ktae.top),
+        bound: floats(0.0, 100.0),
+        why: "the largest score added to an advantage (0 = DAPO); group advantages are O(1)",
+    },
+    Range {
         key: "coeffs.lam_max",
         get: |o| float(o.coeffs.lam_max),
         bound: LAMBDA,
@@ -507,6 +525,39 @@ pub const RANGES: &[Range] = &[
             zero_off: false,
         },
         why: "the ratio's floor 1 - eps_low must stay positive",
+    },
+    Range {
+        key: "update.fipo.clip_range",
+        get: |o| float(o.update.fipo.clip_range),
+        bound: Bound::Float {
+            least: 0.0,
+            greatest: 1.0,
+            open: Open::Above,
+            zero_off: false,
+        },
+        why: "the weight's clip [1 - r, 1 + r], 0 = none (as FIPO reads 0): below 1, > 0",
+    },
+    Range {
+        key: "update.fipo.decay_rate",
+        get: |o| float(o.update.fipo.decay_rate),
+        bound: Bound::Float {
+            least: 1e-2,
+            greatest: 1e7,
+            open: Open::Neither,
+            zero_off: true,
+        },
+        why: "0 = off; tokens at which a later one counts half: from the next token to any length",
+    },
+    Range {
+        key: "update.fipo.safety_threshold",
+        get: |o| float(o.update.fipo.safety_threshold),
+        bound: Bound::Float {
+            least: 1.0,
+            greatest: 1e3,
+            open: Open::Neither,
+            zero_off: true,
+        },
+        why: "0 = off; a ratio: below 1 it would clamp on-policy tokens",
     },
     Range {
         key: "update.grad_clip",

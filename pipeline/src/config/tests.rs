@@ -191,6 +191,71 @@ fn the_oracle_reads_its_task_from_the_data_source_and_leaves_hashes_alone() {
     );
 }
 
+#[test]
+fn ktae_and_fipo_resolve_by_key_and_leave_hashes_alone() {
+    let arith = configs().join("tiny-arith.toml");
+    let plain = Resolved::load(&arith).unwrap();
+    // Their tables at their defaults are not serialised: configurations keep their hashes.
+    let defaults = [
+        "coeffs.ktae.top=1.0".to_string(),
+        "update.fipo.decay_rate=0".into(),
+        "update.fipo.clip_range=0.2".into(),
+    ];
+    assert_eq!(
+        Resolved::load_with(&arith, &defaults).unwrap().hash(),
+        plain.hash()
+    );
+    let sets = [
+        "coeffs.estimator=\"ktae\"".to_string(),
+        "coeffs.ktae.beta_ig=2".into(),
+        "coeffs.ktae.tf=false".into(),
+    ];
+    let r = Resolved::load_with(&arith, &sets).unwrap();
+    assert_eq!(
+        r.estimator,
+        Estimator::Ktae(deltarl_coeffs::KtaeSettings {
+            alpha: 1.0,
+            beta: 2.0,
+            tf: false,
+            top: 1.0
+        })
+    );
+    assert_ne!(r.hash(), plain.hash());
+    let f = Resolved::load_with(&arith, &["update.fipo.decay_rate=32".into()]).unwrap();
+    let u = &f.opts.update;
+    let fk = u.fipo.settings(u.dual_clip).unwrap();
+    // 2^(-1/32), computed the same way: exact.
+    assert_eq!(fk.gamma, 2f64.powf(-1.0 / 32.0));
+    assert_eq!(fk.clip, Some((1.0, 1.2)));
+    assert_eq!((fk.ratio_cap, fk.safety), (Some(10.0), Some(4.0)));
+    let u = &plain.opts.update;
+    assert!(u.fipo.settings(u.dual_clip).is_none());
+    // Bad values are refused naming the key.
+    for (set, key) in [
+        ("coeffs.ktae.top=-1", "coeffs.ktae.top"),
+        ("coeffs.ktae.alpha=1e9", "coeffs.ktae.alpha"),
+        ("update.fipo.clip_range=1", "update.fipo.clip_range"),
+        ("update.fipo.decay_rate=-3", "update.fipo.decay_rate"),
+        (
+            "update.fipo.safety_threshold=0.5",
+            "update.fipo.safety_threshold",
+        ),
+    ] {
+        let e = Resolved::load_with(&arith, &[set.into()]).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains(key), "{set}: {e}");
+    }
+    let both_zero = [
+        "coeffs.ktae.alpha=0".to_string(),
+        "coeffs.ktae.beta_ig=0".into(),
+    ];
+    let e = format!("{:#}", Resolved::load_with(&arith, &both_zero).unwrap_err());
+    assert!(
+        e.contains("coeffs.ktae.beta_ig") && e.contains("both be 0"),
+        "{e}"
+    );
+}
+
 /// DAPO's overlong penalty is for answers that ramble: on every shipped config of a built-in
 /// task, the longest correct answer (its largest problem, the longest wording, the end token)
 /// ends before the penalty starts, so no correct answer is penalised.

@@ -1,5 +1,6 @@
-//! The coeffs stage: DelTA (or uniform / top-entropy) token coefficients from the features,
-//! advantages and kept flags; writes coeffs.parquet with the diagnostics in its metadata.
+//! The coeffs stage: DelTA (or uniform / top-entropy / oracle-tokens / KTAE) token
+//! coefficients from the features, advantages and kept flags (KTAE: advantage shifts from
+//! the token ids and rewards); writes coeffs.parquet with the diagnostics in its metadata.
 
 use anyhow::{Context, Result};
 
@@ -20,6 +21,20 @@ pub fn settings(cfg: &Resolved) -> Result<Settings> {
 pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let tok_path = env.previous_policy().join("tokenizer.json");
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)?;
+    // KTAE scores the model's end-of-sequence tokens 0: they close every finished response,
+    // so their presence tells finished from cut off, not right from wrong.
+    let s = match s.estimator {
+        deltarl_coeffs::Estimator::Ktae(_) => {
+            let cfg = deltarl_model::read_config(&env.previous_policy())?;
+            s.clone()
+                .with_end_ids(deltarl_model::eos_ids(&cfg, &tokenizer))
+        }
+        deltarl_coeffs::Estimator::Uniform
+        | deltarl_coeffs::Estimator::TopEntropy { .. }
+        | deltarl_coeffs::Estimator::Delta(_)
+        | deltarl_coeffs::Estimator::OracleTokens { .. } => s.clone(),
+    };
+    let s = &s;
     let decode = |ids: &[u32]| {
         tokenizer
             .decode(ids)
@@ -49,8 +64,10 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
 pub fn summary(s: &serde_json::Value) -> String {
     if s["scopes"].as_u64() == Some(0) {
         return format!(
-            "cos(mu+, mu-) {:.4} (uniform or top-entropy: no DelTA statistics)",
-            num(s, "cos_before")
+            "cos(mu+, mu-) {:.4} (no DelTA statistics); gradient-weighted c {:.3} / {:.3}",
+            num(s, "cos_before"),
+            num(s, "grad_coeff_pos"),
+            num(s, "grad_coeff_neg")
         );
     }
     format!(

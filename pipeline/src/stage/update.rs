@@ -48,6 +48,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
             norm_len: o.rollout.max_new_tokens as f64,
             kl_coef: u.kl_coef,
             entropy_coef: u.entropy_coef,
+            future_kl: u.fipo.settings(u.dual_clip),
         },
         optimizer_steps: u.optimizer_steps,
         micro_batch_rows: u.micro_batch_rows,

@@ -1,6 +1,6 @@
 //! The token coefficients of one response (coeffs.parquet).
 
-use super::table::{batch, f, Table};
+use super::table::{batch, f, nullable, Table};
 use crate::arrays::{self, list_of, Columns};
 use crate::Result;
 use arrow::datatypes::{DataType, Field};
@@ -15,10 +15,15 @@ pub struct CoeffRow {
     pub coeff: Vec<f32>,
     /// The sequence advantage the coefficients multiply.
     pub advantage: f32,
+    /// A term added to each token's advantage after the coefficient multiplies it (KTAE's
+    /// key-token score), one per response token; null for the estimators that only
+    /// reweight. A token's advantage is `advantage * coeff + shift`.
+    pub shift: Option<Vec<f32>>,
 }
 
 impl Table for CoeffRow {
     const NAME: &'static str = "coeffs";
+    const ADDED: &'static [&'static str] = &["shift"];
 
     fn fields(_: i32) -> Vec<Field> {
         vec![
@@ -26,6 +31,7 @@ impl Table for CoeffRow {
             f("sample_idx", DataType::UInt32),
             f("coeff", list_of(DataType::Float32)),
             f("advantage", DataType::Float32),
+            nullable("shift", list_of(DataType::Float32)),
         ]
     }
 
@@ -38,6 +44,7 @@ impl Table for CoeffRow {
                 arrays::u32s(rows.iter().map(|r| r.sample_idx)),
                 arrays::list_f32(rows.iter().map(|r| r.coeff.as_slice())),
                 arrays::f32s(rows.iter().map(|r| r.advantage)),
+                arrays::opt_list_f32(rows.iter().map(|r| r.shift.as_deref())),
             ],
         )
     }
@@ -48,15 +55,18 @@ impl Table for CoeffRow {
         let sample_idx = c.u32("sample_idx")?;
         let coeff = c.list_f32("coeff")?;
         let adv = c.f32("advantage")?;
+        let shift = c.opt_list_f32("shift")?;
         Ok(prompt_id
             .into_iter()
             .zip(coeff)
+            .zip(shift)
             .enumerate()
-            .map(|(i, (prompt_id, coeff))| CoeffRow {
+            .map(|(i, ((prompt_id, coeff), shift))| CoeffRow {
                 prompt_id,
                 sample_idx: sample_idx[i],
                 coeff,
                 advantage: adv[i],
+                shift,
             })
             .collect())
     }

@@ -8,8 +8,10 @@
 //! formed per response and the per-response partials are added in that fixed order, so the
 //! coefficients do not depend on row order or the rayon thread count.
 
+mod baselines;
 mod delta;
 mod error;
+pub mod ktae;
 pub mod shell;
 mod summary;
 mod sums;
@@ -17,6 +19,7 @@ mod vectors;
 
 pub use delta::{delta_coefficients, DeltaStats};
 pub use error::{Error, Result};
+pub use ktae::KtaeSettings;
 pub use summary::{Quantiles, Summary, TokenRef};
 pub use vectors::{Batch, InMemory, Vectors, Visit};
 
@@ -41,6 +44,9 @@ pub enum Estimator {
         task: deltarl_data::Task,
         value: f64,
     },
+    /// KTAE (key-token advantage estimation, [`ktae`]): coefficients 1 and, added to each
+    /// token's advantage, a score of how its token id goes with right answers in its group.
+    Ktae(KtaeSettings),
 }
 
 /// DelTA's hyper-parameters, validated at construction.
@@ -75,9 +81,14 @@ pub enum Scope {
 }
 
 /// Validated estimation settings.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Settings {
     pub estimator: Estimator,
+    /// The model's end-of-sequence token ids, which KTAE scores 0 (a model fact the stage
+    /// fills in from the policy; not part of the configuration, so not serialised when
+    /// empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub end_ids: Vec<u32>,
 }
 
 impl Settings {
@@ -109,6 +120,22 @@ impl Settings {
                     )));
                 }
             }
+            Estimator::Ktae(k) => {
+                let weight = |x: f64| x.is_finite() && x >= 0.0;
+                if !(weight(k.alpha) && weight(k.beta) && k.alpha + k.beta > 0.0) {
+                    return Err(Error::Setting(format!(
+                        "ktae needs alpha >= 0 and beta >= 0, not both 0, got alpha = {}, \
+                         beta = {}",
+                        k.alpha, k.beta
+                    )));
+                }
+                if !(k.top.is_finite() && k.top >= 0.0) {
+                    return Err(Error::Setting(format!(
+                        "ktae top {} must be finite and >= 0",
+                        k.top
+                    )));
+                }
+            }
             Estimator::OracleTokens { task, value } => {
                 if !task.has_connectives() {
                     return Err(Error::Setting(format!(
@@ -124,7 +151,15 @@ impl Settings {
                 }
             }
         }
-        Ok(Settings { estimator })
+        Ok(Settings {
+            estimator,
+            end_ids: Vec::new(),
+        })
+    }
+
+    /// The same settings with the model's end-of-sequence ids (see [`Settings::end_ids`]).
+    pub fn with_end_ids(self, end_ids: Vec<u32>) -> Self {
+        Settings { end_ids, ..self }
     }
 }
 
@@ -135,6 +170,10 @@ pub struct Response<'a> {
     pub sample_idx: u32,
     /// Sequence advantage `A_i`.
     pub advantage: f32,
+    /// The response's reward (KTAE's right/wrong split: right when > 0).
+    pub reward: f32,
+    /// The response's token ids (read by `ktae` only; empty = not given).
+    pub token_ids: &'a [u32],
     /// False when dynamic sampling excluded the response: it gets coefficients 0 and takes
     /// no part in the estimation.
     pub kept: bool,
@@ -166,10 +205,13 @@ impl Response<'_> {
     }
 }
 
-/// Per-response coefficients (in input order) and the diagnostics.
+/// Per-response coefficients (in input order), the shifts of the estimators that add to
+/// the advantage, and the diagnostics.
 #[derive(Clone, Debug)]
 pub struct Output {
     pub coeffs: Vec<Vec<f32>>,
+    /// A term added to each token's advantage (`ktae`); `None` for the others.
+    pub shift: Option<Vec<Vec<f32>>>,
     pub summary: Summary,
 }
 
@@ -193,6 +235,9 @@ fn validate_scalars(responses: &[Response<'_>]) -> Result<()> {
                 r.advantage
             )));
         }
+        if !r.reward.is_finite() {
+            return Err(Error::Input(format!("{}: reward is {}", at(), r.reward)));
+        }
         if let Some(i) = r.entropy.iter().position(|x| !x.is_finite()) {
             return Err(Error::Input(format!(
                 "{}: entropy of token {i} is {}",
@@ -211,12 +256,27 @@ pub fn estimate(settings: &Settings, dim: usize, responses: &[Response<'_>]) -> 
     validate(dim, responses)?;
     let order = fixed_order(responses)?;
     let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
-    let (sorted_coeffs, summary) = estimate_sorted(settings, dim, &sorted, &mut InMemory(&sorted))?;
-    let mut coeffs = vec![Vec::new(); responses.len()];
-    for (c, &i) in sorted_coeffs.into_iter().zip(&order) {
-        coeffs[i] = c;
+    let sorted_out = estimate_sorted(settings, dim, &sorted, &mut InMemory(&sorted))?;
+    Ok(sorted_out.unsort(&order))
+}
+
+impl Output {
+    /// From the fixed order back to the input order (`order[k]` = where the k-th sorted
+    /// response was given).
+    pub fn unsort(self, order: &[usize]) -> Output {
+        let place = |sorted: Vec<Vec<f32>>| {
+            let mut v = vec![Vec::new(); order.len()];
+            for (c, &i) in sorted.into_iter().zip(order) {
+                v[i] = c;
+            }
+            v
+        };
+        Output {
+            coeffs: place(self.coeffs),
+            shift: self.shift.map(place),
+            summary: self.summary,
+        }
     }
-    Ok(Output { coeffs, summary })
 }
 
 /// The fixed processing order, (`prompt_id`, `sample_idx`), as indices into `responses`;
@@ -240,14 +300,15 @@ pub fn fixed_order(responses: &[Response<'_>]) -> Result<Vec<usize>> {
 /// whose vectors come from `src`, pass by pass (their `features` are not read): the
 /// estimator holds one `dim`-vector a response and a few scalars a token, never the
 /// vectors. DelTA reads `refine_steps + 4` passes (its own and one for the summary's
-/// "after" cosine), the baselines one. Coefficients are in the given order.
+/// "after" cosine), the baselines one. The output is in the given order.
 pub fn estimate_sorted(
     settings: &Settings,
     dim: usize,
     sorted: &[Response<'_>],
     src: &mut dyn Vectors,
-) -> Result<(Vec<Vec<f32>>, Summary)> {
+) -> Result<Output> {
     validate_scalars(sorted)?;
+    let mut shift = None;
     let (coeffs, stats, initial) = match settings.estimator {
         Estimator::Uniform => {
             let c = sorted
@@ -256,8 +317,15 @@ pub fn estimate_sorted(
                 .collect();
             (c, Vec::new(), None)
         }
-        Estimator::TopEntropy { keep } => (top_entropy(keep, sorted), Vec::new(), None),
-        Estimator::OracleTokens { value, .. } => (oracle(value, sorted)?, Vec::new(), None),
+        Estimator::TopEntropy { keep } => (baselines::top_entropy(keep, sorted), Vec::new(), None),
+        Estimator::OracleTokens { value, .. } => {
+            (baselines::oracle(value, sorted)?, Vec::new(), None)
+        }
+        Estimator::Ktae(k) => {
+            let out = ktae::ktae(&k, sorted, &settings.end_ids)?;
+            shift = Some(out.shifts);
+            (out.coeffs, Vec::new(), None)
+        }
         Estimator::Delta(d) => {
             let scopes: Vec<std::ops::Range<usize>> = match d.scope {
                 Scope::Batch => std::iter::once(0..sorted.len()).collect(),
@@ -276,57 +344,49 @@ pub fn estimate_sorted(
             (c, passes.stats, Some(passes.initial))
         }
     };
+    // The summary reads each token's weight relative to DAPO's: the coefficient, or with
+    // a shift `(A c + shift) / A` (the coefficient where A = 0, which carries no gradient).
+    let effective = shift
+        .as_ref()
+        .map(|s| effective_coefficients(sorted, &coeffs, s));
+    let weights = effective.as_ref().unwrap_or(&coeffs);
     // The summary's centroids: the initial ones (from DelTA's first pass when it ran) and
     // those weighted by the coefficients.
-    let (first, weighted) = delta::summary_partials(dim, sorted, &coeffs, src, initial.is_none())?;
+    let (first, weighted) = delta::summary_partials(dim, sorted, weights, src, initial.is_none())?;
     let initial = initial.unwrap_or(first);
     let before = delta::batch_centroids(dim, sorted, &initial);
     let after = delta::batch_centroids(dim, sorted, &weighted);
-    let summary = summary::summarize(sorted, &coeffs, &stats, before, after);
-    Ok((coeffs, summary))
+    let summary = summary::summarize(sorted, weights, &stats, before, after);
+    Ok(Output {
+        coeffs,
+        shift,
+        summary,
+    })
 }
 
-/// The oracle: `value` on labelled tokens, 1 on the others, 0 on responses not kept. Not
-/// normalised: the point is to remove (or shrink) the labelled tokens' share of the
-/// gradient, leaving every other token's as DAPO has it.
-fn oracle(value: f64, sorted: &[Response<'_>]) -> Result<Vec<Vec<f32>>> {
+/// Each token's advantage relative to its response's: `(A c + shift) / A`, or `c` where
+/// `A = 0` (or so near 0 that the quotient leaves f32).
+fn effective_coefficients(
+    sorted: &[Response<'_>],
+    coeffs: &[Vec<f32>],
+    shift: &[Vec<f32>],
+) -> Vec<Vec<f32>> {
     sorted
         .iter()
-        .map(|r| {
-            if !r.kept {
-                return Ok(vec![0.0; r.tokens()]);
-            }
-            if r.shared.len() != r.tokens() {
-                return Err(Error::Input(format!(
-                    "{}: {} token labels for {} tokens (oracle-tokens needs each token's role)",
-                    r.key(),
-                    r.shared.len(),
-                    r.tokens()
-                )));
-            }
-            Ok(r.shared
-                .iter()
-                .map(|&s| if s { value as f32 } else { 1.0 })
-                .collect())
+        .zip(coeffs.iter().zip(shift))
+        .map(|(r, (c, s))| {
+            let a = f64::from(r.advantage);
+            c.iter()
+                .zip(s)
+                .map(|(&c, &s)| {
+                    let e = ((a * f64::from(c) + f64::from(s)) / a) as f32;
+                    if a == 0.0 || !e.is_finite() {
+                        c
+                    } else {
+                        e
+                    }
+                })
+                .collect()
         })
         .collect()
-}
-
-/// The "80/20" baseline: the top `keep` fraction of valid tokens by entropy get `1/keep`.
-/// Ties are broken by position in the fixed order, so the selection is deterministic.
-fn top_entropy(keep: f64, sorted: &[Response<'_>]) -> Vec<Vec<f32>> {
-    let mut all: Vec<(f32, usize, usize)> = Vec::new();
-    for (i, r) in sorted.iter().enumerate() {
-        if r.kept {
-            all.extend(r.entropy.iter().enumerate().map(|(t, &e)| (e, i, t)));
-        }
-    }
-    let n_keep = ((all.len() as f64) * keep).ceil() as usize;
-    all.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
-    let mut out: Vec<Vec<f32>> = sorted.iter().map(|r| vec![0.0; r.tokens()]).collect();
-    let weight = (1.0 / keep) as f32;
-    for &(_, i, t) in all.iter().take(n_keep) {
-        out[i][t] = weight;
-    }
-    out
 }

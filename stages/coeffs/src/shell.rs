@@ -11,8 +11,8 @@ use deltarl_schemas::{
 };
 
 use crate::{
-    estimate_sorted, fixed_order, Error, Estimator, Output, Response, Result, Settings, Summary,
-    Vectors, Visit,
+    estimate_sorted, fixed_order, Error, Estimator, Response, Result, Settings, Summary, Vectors,
+    Visit,
 };
 
 /// Decoded vectors a batch of a pass holds at most (one response when a single one is
@@ -90,7 +90,10 @@ pub fn run(
                 Ok(task.connective_tokens(&pieces).unwrap_or_default())
             })
             .collect::<Result<_>>()?,
-        Estimator::Uniform | Estimator::TopEntropy { .. } | Estimator::Delta(_) => {
+        Estimator::Uniform
+        | Estimator::TopEntropy { .. }
+        | Estimator::Delta(_)
+        | Estimator::Ktae(_) => {
             vec![Vec::new(); rollouts.len()]
         }
     };
@@ -114,7 +117,9 @@ pub fn run(
             prompt_id: &r.prompt_id,
             sample_idx: r.sample_idx,
             advantage: s.advantage,
+            reward: s.reward,
             kept: s.kept,
+            token_ids: &r.response_token_ids,
             features: &[],
             entropy: &f.entropy,
             token_prob: &p.token_prob,
@@ -124,15 +129,13 @@ pub fn run(
     let order = fixed_order(&responses)?;
     let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
     let mut vectors = FileVectors::new(features, &sorted);
-    let (sorted_coeffs, summary) = estimate_sorted(settings, dim, &sorted, &mut vectors)?;
-    let mut coeffs = vec![Vec::new(); responses.len()];
-    for (c, &i) in sorted_coeffs.into_iter().zip(&order) {
-        coeffs[i] = c;
-    }
-    let out = Output { coeffs, summary };
-    // Never a result: a non-finite coefficient (from non-finite features or advantages).
-    for (r, c) in rollouts.iter().zip(&out.coeffs) {
-        if c.iter().any(|x| !x.is_finite()) {
+    let out = estimate_sorted(settings, dim, &sorted, &mut vectors)?.unsort(&order);
+    // Never a result: a non-finite coefficient or shift (from non-finite features or
+    // advantages).
+    let shifts = out.shift.as_deref().unwrap_or(&[]);
+    for (i, (r, c)) in rollouts.iter().zip(&out.coeffs).enumerate() {
+        let shift = shifts.get(i).map_or(&[][..], Vec::as_slice);
+        if c.iter().chain(shift).any(|x| !x.is_finite()) {
             return Err(Error::Input(format!(
                 "{}: non-finite coefficients",
                 r.response()
@@ -149,6 +152,7 @@ pub fn run(
             t.context = decode(&ids[t.position.saturating_sub(8)..=t.position])?;
         }
     }
+    let mut shifts = out.shift.map(Vec::into_iter);
     let rows = rollouts
         .iter()
         .zip(out.coeffs)
@@ -158,6 +162,7 @@ pub fn run(
             sample_idx: r.sample_idx,
             coeff,
             advantage: resp.advantage,
+            shift: shifts.as_mut().and_then(Iterator::next),
         })
         .collect();
     Ok((rows, summary))

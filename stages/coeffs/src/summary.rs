@@ -183,6 +183,8 @@ mod tests {
             prompt_id: "p",
             sample_idx: 0,
             advantage,
+            reward: 0.0,
+            token_ids: &[],
             kept: true,
             features: &[],
             entropy: &[],

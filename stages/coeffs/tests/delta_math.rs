@@ -12,6 +12,8 @@ fn resp<'a>(pid: &'a str, idx: u32, adv: f32, f: &'a [f32], e: &'a [f32]) -> Res
         prompt_id: pid,
         sample_idx: idx,
         advantage: adv,
+        reward: 0.0,
+        token_ids: &[],
         kept: true,
         features: f,
         entropy: e,
@@ -292,13 +294,14 @@ fn streamed_vectors_give_the_in_memory_result() {
             passes: 0,
             skip: None,
         };
-        let (coeffs, summary) = estimate_sorted(&s, dim, &sorted, &mut src).unwrap();
+        let out = estimate_sorted(&s, dim, &sorted, &mut src).unwrap();
         assert_eq!(src.passes, passes, "{estimator:?}");
-        for (c, &i) in coeffs.iter().zip(&order) {
+        assert_eq!(out.coeffs.len(), order.len());
+        for (c, &i) in out.coeffs.iter().zip(&order) {
             assert_eq!(c, &whole.coeffs[i], "{estimator:?}");
         }
         assert_eq!(
-            serde_json::to_string(&summary).unwrap(),
+            serde_json::to_string(&out.summary).unwrap(),
             serde_json::to_string(&whole.summary).unwrap()
         );
         let mut missing = Streamed {

@@ -9,6 +9,8 @@ fn resp<'a>(idx: u32, adv: f32, kept: bool, f: &'a [f32], shared: &'a [bool]) ->
         prompt_id: "p",
         sample_idx: idx,
         advantage: adv,
+        reward: 0.0,
+        token_ids: &[],
         kept,
         features: f,
         entropy: &[0.5; 3][..f.len() / 2],

@@ -10,7 +10,8 @@ mod train;
 
 pub use adamw::{AdamW, AdamWSettings};
 pub use loss::{
-    token_loss, token_weights, Aggregation, LossSettings, RatioLevel, Surrogate, TokenLoss,
+    token_loss, token_weights, Aggregation, FutureKl, LossSettings, RatioLevel, Surrogate,
+    TokenLoss,
 };
 pub use settings::Settings;
 pub use shell::{JoinSettings, Mismatch, OldLogprobs};

@@ -61,6 +61,72 @@ impl RatioLevel {
     }
 }
 
+/// FIPO's token weights (Future-KL influenced policy optimization): each token's loss is
+/// multiplied by `f_t = clip(exp(FutureKL_t), low, high)`, held constant, where
+/// `FutureKL_t = sum_{k >= t} gamma^(k - t) log(pi_k / pi_old_k)` runs over the rest of its
+/// response: how far the update is already moving what follows the token.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FutureKl {
+    /// The discount per token, `2^(-1 / decay_rate)` (FIPO's `fipo_decay_rate`: the
+    /// distance at which a later token counts half).
+    pub gamma: f64,
+    /// The weight's clip range, `[low, high]`; None = unclipped.
+    pub clip: Option<(f64, f64)>,
+    /// Tokens whose ratio is above this take no part in the sums (FIPO's `delta`, which is
+    /// also its dual clip: ours reads `dual_clip`); None = all take part.
+    pub ratio_cap: Option<f64>,
+    /// A token with a negative advantage whose ratio is above this has its weight clamped
+    /// to [0.8, 1] (FIPO's `fipo_safety_threshold`); None = off.
+    pub safety: Option<f64>,
+}
+
+/// The weight a safety-clamped token's FIPO weight is clamped into (the reference's
+/// constants).
+const SAFETY_LOW: f64 = 0.8;
+const SAFETY_HIGH: f64 = 1.0;
+
+impl FutureKl {
+    /// The weight of every token, `[N]` as the tokens are laid out (`lengths` split them
+    /// into responses); computed in f64 on the host from the detached log-ratios.
+    ///
+    /// 1. `d_t = log rho_t`, 0 where `rho_t > ratio_cap`.
+    /// 2. Backwards through each response: `F_t = d_t + gamma F_(t+1)`.
+    /// 3. `f_t = clip(exp F_t, low, high)` (with a clip); safety-clamped where `A_t < 0`
+    ///    and `rho_t > safety`.
+    pub fn weights(
+        &self,
+        log_ratio: &[f64],
+        ratio: &[f64],
+        adv: &[f64],
+        lengths: &[usize],
+    ) -> Vec<f64> {
+        let mut f = vec![0.0; log_ratio.len()];
+        let mut start = 0;
+        for &n in lengths {
+            let mut future = 0.0;
+            for t in (start..start + n).rev() {
+                let d = match self.ratio_cap {
+                    Some(cap) if ratio[t] > cap => 0.0,
+                    _ => log_ratio[t],
+                };
+                future = d + self.gamma * future;
+                let mut w = future.exp();
+                if let Some((low, high)) = self.clip {
+                    w = w.clamp(low, high);
+                }
+                if let Some(safety) = self.safety {
+                    if adv[t] < 0.0 && ratio[t] > safety {
+                        w = w.clamp(SAFETY_LOW, SAFETY_HIGH);
+                    }
+                }
+                f[t] = w;
+            }
+            start += n;
+        }
+        f
+    }
+}
+
 /// Validated loss settings.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LossSettings {
@@ -82,6 +148,9 @@ pub struct LossSettings {
     pub kl_coef: f64,
     /// Entropy bonus coefficient (0 = off).
     pub entropy_coef: f64,
+    /// FIPO's Future-KL token weights (None = off; not recorded then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub future_kl: Option<FutureKl>,
 }
 
 /// Per-token loss and the clip indicator.
@@ -101,6 +170,7 @@ pub struct TokenLoss {
 ///    response's mean of it, `[R]`, spread back over its tokens (`Sequence`: the gradient
 ///    through the mean; `SequenceToken`: the mean's value, each token's own gradient).
 /// 2. The surrogate of [`Surrogate`] on `rho = exp(log rho)`: `[N]`.
+/// 3. With FIPO ([`FutureKl`]), each token's loss times its constant weight.
 pub fn token_loss(
     logp: &Tensor,
     old: &Tensor,
@@ -132,6 +202,32 @@ pub fn token_loss(
             }
         }
     };
+    let tl = surrogate(logp, adv, &ratio, s);
+    match &s.future_kl {
+        None => tl,
+        Some(fk) => {
+            let host = |t: &Tensor| -> Vec<f64> {
+                let t = t.detach().to_kind(Kind::Double).to_device(tch::Device::Cpu);
+                let n = t.numel();
+                let mut v = vec![0.0; n];
+                t.copy_data(&mut v, n);
+                v
+            };
+            let w = fk.weights(&host(&log_ratio), &host(&ratio), &host(adv), lengths);
+            let w = Tensor::from_slice(&w)
+                .to_kind(tl.loss.kind())
+                .to_device(logp.device());
+            TokenLoss {
+                loss: tl.loss * w,
+                clipped: tl.clipped,
+            }
+        }
+    }
+}
+
+/// Step 2 of [`token_loss`]: the surrogate on the ratios.
+fn surrogate(logp: &Tensor, adv: &Tensor, ratio: &Tensor, s: &LossSettings) -> TokenLoss {
+    let ratio = ratio.shallow_clone();
     match s.surrogate {
         Surrogate::Clip => {
             let pg1 = -adv * &ratio;

@@ -122,13 +122,26 @@ pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, M
             OldLogprobs::Rollout => r.old_logprobs.clone(),
         };
         let mut coeff = c.coeff.clone();
+        let mut shift = c.shift.clone().unwrap_or_default();
+        if coeff.len() != n || !(shift.is_empty() || shift.len() == n) {
+            return Err(Error::Input(format!(
+                "{}: {n} response tokens, {} coefficients and {} shifts in coeffs",
+                r.response(),
+                coeff.len(),
+                shift.len()
+            )));
+        }
         if let Some(cap) = s.tis_cap {
             // TIS: the tokens were drawn from the sampler, not from the trainer's old
             // policy; weight each by the (capped) ratio of the two. The weight is positive,
-            // so folding it into the coefficient scales the clipped term exactly.
-            for ((c, &old), &roll) in coeff.iter_mut().zip(&lp.logprob).zip(&r.old_logprobs) {
+            // so folding it into the coefficient (and the shift: it weights the whole
+            // token advantage) scales the clipped term exactly.
+            for (t, (&old, &roll)) in lp.logprob.iter().zip(&r.old_logprobs).enumerate() {
                 let w = (f64::from(old) - f64::from(roll)).exp().min(cap);
-                *c = (f64::from(*c) * w) as f32;
+                coeff[t] = (f64::from(coeff[t]) * w) as f32;
+                if let Some(x) = shift.get_mut(t) {
+                    *x = (f64::from(*x) * w) as f32;
+                }
             }
         }
         rows.push(TrainRow {
@@ -138,6 +151,7 @@ pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, M
             old_logprobs,
             advantage: sc.advantage,
             coeff,
+            shift,
         });
     }
     Ok((rows, mismatch.finish()))
@@ -255,6 +269,7 @@ mod tests {
             sample_idx: k,
             advantage: 0.0,
             coeff: c,
+            shift: None,
         }
     }
 

@@ -10,7 +10,8 @@ use tch::{Kind, Tensor};
 
 use crate::{token_loss, token_weights, AdamW, Error, Result, Settings};
 
-/// One response to train on: tokens, old log-probs, advantage and coefficients.
+/// One response to train on: tokens, old log-probs, advantage and coefficients. Token t's
+/// advantage is `advantage * coeff[t] + shift[t]`.
 #[derive(Clone, Debug)]
 pub struct TrainRow {
     pub prompt_id: String,
@@ -19,6 +20,24 @@ pub struct TrainRow {
     pub old_logprobs: Vec<f32>,
     pub advantage: f32,
     pub coeff: Vec<f32>,
+    /// A term added to each token's advantage (KTAE's key-token score); empty = none.
+    pub shift: Vec<f32>,
+}
+
+impl TrainRow {
+    /// Each token's advantage, `A * c (+ shift)`: with no shift nothing is added, so the
+    /// estimators that only reweight give the same bits as before the shift existed.
+    pub fn token_advantages(&self) -> Vec<f32> {
+        if self.shift.is_empty() {
+            self.coeff.iter().map(|c| self.advantage * c).collect()
+        } else {
+            self.coeff
+                .iter()
+                .zip(&self.shift)
+                .map(|(c, s)| self.advantage * c + s)
+                .collect()
+        }
+    }
 }
 
 fn lr_at(s: &Settings, step: u64) -> f64 {
@@ -74,13 +93,18 @@ pub fn run(
 ) -> Result<Vec<UpdateRow>> {
     let shard = ranks.map_or(Shard::WHOLE, Group::shard);
     for r in rows {
-        if r.old_logprobs.len() != r.response_ids.len() || r.coeff.len() != r.response_ids.len() {
+        let n = r.response_ids.len();
+        if r.old_logprobs.len() != n
+            || r.coeff.len() != n
+            || !(r.shift.is_empty() || r.shift.len() == n)
+        {
             return Err(Error::Input(format!(
-                "prompt_id {:?}: {} response tokens, {} old log-probs, {} coefficients",
+                "prompt_id {:?}: {n} response tokens, {} old log-probs, {} coefficients, \
+                 {} advantage shifts",
                 r.prompt_id,
-                r.response_ids.len(),
                 r.old_logprobs.len(),
-                r.coeff.len()
+                r.coeff.len(),
+                r.shift.len()
             )));
         }
     }
@@ -130,8 +154,8 @@ pub fn run(
                 Tensor::from_slice(&v).to_device(device)
             };
             let old = flat(&|r| r.old_logprobs.clone());
-            // 2. The reweighted advantage A~ = A * c (coefficients are constants).
-            let adv = flat(&|r| r.coeff.iter().map(|c| r.advantage * c).collect());
+            // 2. The reweighted advantage A~ = A * c (+ shift) (constants).
+            let adv = flat(&|r| r.token_advantages());
             // 3. Per-token surrogate (clipped unless the settings say otherwise): [N].
             let tl = token_loss(&st.logprob, &old, &adv, &st.lengths, &s.loss);
             let mut per_token = tl.loss.shallow_clone();

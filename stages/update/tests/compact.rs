@@ -99,6 +99,8 @@ fn coefficients(rows: &[FeatureRow]) -> Vec<f32> {
             prompt_id: &r.prompt_id,
             sample_idx: r.sample_idx,
             advantage: if i % 3 == 0 { 1.0 } else { -0.5 },
+            reward: 0.0,
+            token_ids: &[],
             kept: true,
             features: &r.features,
             entropy: &r.entropy,

@@ -25,6 +25,7 @@ fn rows() -> Vec<TrainRow> {
             coeff: (0..(4 + 2 * i))
                 .map(|k| 0.6 + 0.1 * (k % 5) as f32)
                 .collect(),
+            shift: Vec::new(),
         })
         .collect()
 }
@@ -68,6 +69,7 @@ fn update(bf16: bool, checkpointing: bool, chunk_tokens: Option<u64>) -> Outcome
             norm_len: 16.0,
             kl_coef: 0.05,
             entropy_coef: 0.01,
+            future_kl: None,
         },
         optimizer_steps: 1,
         micro_batch_rows: 3,

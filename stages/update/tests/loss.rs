@@ -4,7 +4,7 @@
 
 mod common;
 
-use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response};
+use deltarl_coeffs::{estimate, DeltaSettings, Estimator, KtaeSettings, Response};
 use deltarl_update::{
     run, token_loss, token_weights, AdamW, AdamWSettings, Aggregation, LossSettings, Settings,
     TrainRow,
@@ -22,6 +22,7 @@ fn loss_settings(agg: Aggregation) -> LossSettings {
         norm_len: 10.0,
         kl_coef: 0.0,
         entropy_coef: 0.0,
+        future_kl: None,
     }
 }
 
@@ -76,17 +77,32 @@ fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {
     common::tiny_policy()
 }
 
-fn train_rows(coeffs: &[Vec<f32>]) -> Vec<TrainRow> {
+/// Response `i`'s token ids (3 + i of them).
+fn response_ids(i: usize) -> Vec<u32> {
+    (0..(3 + i))
+        .map(|k| 6 + ((k * 5 + i) % 20) as u32)
+        .collect()
+}
+
+/// Response `i`'s sequence advantage: the even ones right, the odd ones wrong.
+fn advantage(i: usize) -> f32 {
+    if i.is_multiple_of(2) {
+        1.0
+    } else {
+        -0.7
+    }
+}
+
+fn train_rows(coeffs: &[Vec<f32>], shifts: &[Vec<f32>]) -> Vec<TrainRow> {
     (0..6)
         .map(|i| TrainRow {
             prompt_id: format!("p{}", i / 3),
             prompt_ids: vec![3, 4, 5 + i as u32],
-            response_ids: (0..(3 + i))
-                .map(|k| 6 + ((k * 5 + i) % 20) as u32)
-                .collect(),
+            response_ids: response_ids(i),
             old_logprobs: (0..(3 + i)).map(|k| -3.0 - 0.1 * k as f32).collect(),
-            advantage: if i % 2 == 0 { 1.0 } else { -0.7 },
+            advantage: advantage(i),
             coeff: coeffs[i].clone(),
+            shift: shifts.get(i).cloned().unwrap_or_default(),
         })
         .collect()
 }
@@ -107,7 +123,28 @@ fn train(
     opt: &mut AdamW,
     coeffs: &[Vec<f32>],
 ) -> Vec<deltarl_schemas::UpdateRow> {
-    run(s, 1, p, opt, None, &train_rows(coeffs), None, &mut |_| {}).unwrap()
+    train_shifted(s, p, opt, coeffs, &[])
+}
+
+/// One update with coefficients and advantage shifts (`[]` = none).
+fn train_shifted(
+    s: &Settings,
+    p: &deltarl_model::Policy,
+    opt: &mut AdamW,
+    coeffs: &[Vec<f32>],
+    shifts: &[Vec<f32>],
+) -> Vec<deltarl_schemas::UpdateRow> {
+    run(
+        s,
+        1,
+        p,
+        opt,
+        None,
+        &train_rows(coeffs, shifts),
+        None,
+        &mut |_| {},
+    )
+    .unwrap()
 }
 
 fn token_mean_settings(optimizer_steps: usize) -> Settings {
@@ -149,7 +186,7 @@ fn weights(p: &deltarl_model::Policy) -> Vec<(String, Vec<u8>)> {
 }
 
 #[test]
-fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
+fn delta_with_unit_lambdas_and_ktae_with_top_0_are_dapo_bit_for_bit() {
     let feats: Vec<Vec<f32>> = (0..6)
         .map(|i| {
             (0..(3 + i) * 4)
@@ -159,12 +196,15 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
         .collect();
     let ents: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
     let ids: Vec<String> = (0..6).map(|i| format!("p{}", i / 3)).collect();
+    let tokens: Vec<Vec<u32>> = (0..6).map(response_ids).collect();
     let rs: Vec<Response<'_>> = (0..6)
         .map(|i| Response {
             prompt_id: &ids[i],
             sample_idx: (i % 3) as u32,
-            advantage: if i % 2 == 0 { 1.0 } else { -0.7 },
+            advantage: advantage(i),
+            reward: if i % 2 == 0 { 1.0 } else { 0.0 },
             kept: true,
+            token_ids: &tokens[i],
             features: &feats[i],
             entropy: &ents[i],
             token_prob: &[],
@@ -183,6 +223,22 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
     // A real DelTA estimate differs (so the comparison below is not vacuous).
     let full = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
     assert_ne!(estimate(&full, 4, &rs).unwrap().coeffs, c_dapo);
+    // KTAE at its neutral setting (top = 0) writes coefficients 1 and shifts 0; at its
+    // default its shifts are not all 0 (both groups hold a right and a wrong response).
+    let ktae = |top: f64| {
+        let s = deltarl_coeffs::Settings::new(Estimator::Ktae(KtaeSettings {
+            top,
+            ..KtaeSettings::default()
+        }))
+        .unwrap();
+        estimate(&s, 4, &rs).unwrap()
+    };
+    let neutral = ktae(0.0);
+    let k_shift = neutral.shift.clone().expect("ktae writes shifts");
+    assert_eq!(neutral.coeffs, c_dapo);
+    assert!(k_shift.iter().flatten().all(|&x| x == 0.0));
+    let default_shift = ktae(1.0).shift.expect("ktae writes shifts");
+    assert!(default_shift.iter().flatten().any(|&x| x != 0.0));
 
     let s = Settings {
         loss: loss_settings(Aggregation::TokenMean),
@@ -206,18 +262,32 @@ fn delta_with_unit_lambdas_is_dapo_bit_for_bit() {
         weight_decay: 0.1,
     };
     let mut results = Vec::new();
-    for coeffs in [&c_delta, &c_dapo] {
+    let none: Vec<Vec<f32>> = Vec::new();
+    for (coeffs, shifts) in [
+        (&c_dapo, &none),
+        (&c_delta, &none),
+        (&neutral.coeffs, &k_shift),
+        (&c_dapo, &default_shift),
+    ] {
         let (_d, p) = policy();
         let mut opt = AdamW::new(&p.vs, adam);
-        let metrics = train(&s, &p, &mut opt, coeffs);
+        let metrics = train_shifted(&s, &p, &mut opt, coeffs, shifts);
         results.push((metrics, weights(&p)));
     }
     assert_eq!(results[0].0.len(), 2);
-    for (a, b) in results[0].0.iter().zip(&results[1].0) {
-        assert_eq!(a.loss.to_bits(), b.loss.to_bits());
-        assert_eq!(a.grad_norm.to_bits(), b.grad_norm.to_bits());
+    for other in &results[1..3] {
+        assert_eq!(other.0.len(), results[0].0.len());
+        for (a, b) in results[0].0.iter().zip(&other.0) {
+            assert_eq!(a.loss.to_bits(), b.loss.to_bits());
+            assert_eq!(a.grad_norm.to_bits(), b.grad_norm.to_bits());
+        }
+        assert!(other.1 == results[0].1, "updated weights differ");
     }
-    assert!(results[0].1 == results[1].1, "updated weights differ");
+    // The shifts reach the loss: KTAE at its default trains differently.
+    assert!(
+        results[3].1 != results[0].1,
+        "KTAE's shifts changed nothing"
+    );
     // And the update moved the weights.
     let (_d, p0) = policy();
     assert!(weights(&p0) != results[0].1);
@@ -341,7 +411,7 @@ fn optimizer_state_round_trips() {
 fn a_step_with_a_non_finite_gradient_norm_is_skipped() {
     let (_d, p) = policy();
     let coeffs: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
-    let mut rows = train_rows(&coeffs);
+    let mut rows = train_rows(&coeffs, &[]);
     for r in &mut rows {
         r.advantage = f32::NAN;
     }

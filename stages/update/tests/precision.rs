@@ -119,6 +119,7 @@ fn copies(copies: usize) -> Vec<deltarl_update::TrainRow> {
             old_logprobs: vec![-3.0; 9],
             advantage: 0.7,
             coeff: vec![1.0; 9],
+            shift: Vec::new(),
         })
         .collect()
 }

@@ -17,6 +17,7 @@ fn settings(surrogate: Surrogate, ratio: RatioLevel, aggregation: Aggregation) -
         norm_len: 8.0,
         kl_coef: 0.0,
         entropy_coef: 0.0,
+        future_kl: None,
     }
 }
 

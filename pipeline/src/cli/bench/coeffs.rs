@@ -135,6 +135,8 @@ fn time(run: Run, shape: Shape, from_file: bool, numpy: bool) -> Result<Timing> 
             prompt_id: &ids[i],
             sample_idx: (i % GROUP) as u32,
             advantage: advs[i],
+            reward: 0.0,
+            token_ids: &[],
             kept: true,
             features: &feats[i],
             entropy: &ents[i],

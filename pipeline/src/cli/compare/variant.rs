@@ -33,8 +33,9 @@ impl Variant {
 /// The field's methods by name, each as the keys it sets over DAPO (the paper's baselines
 /// and DelTA's nearest rivals; `docs/config.md` maps the keys to TRL's and verl's names).
 /// GSPO's clip range is its paper's (3e-4, 4e-4), as TRL documents it; SAPO and GSPO take
-/// TRL's aggregation for them (a mean over each response, then over responses).
-pub const METHODS: [(&str, &[&str]); 6] = [
+/// TRL's aggregation for them (a mean over each response, then over responses). FIPO's
+/// `delta` (10 in its runs) is `update.dual_clip`, 10 in the shipped configurations.
+pub const METHODS: [(&str, &[&str]); 8] = [
     ("cispo", &["algorithm=dapo", "update.surrogate=cispo"]),
     (
         "sapo",
@@ -78,6 +79,8 @@ pub const METHODS: [(&str, &[&str]); 6] = [
         "top-entropy",
         &["algorithm=dapo", "coeffs.estimator=top-entropy"],
     ),
+    ("ktae", &["algorithm=dapo", "coeffs.estimator=ktae"]),
+    ("fipo", &["algorithm=dapo", "update.fipo.decay_rate=32"]),
 ];
 
 impl FromStr for Variant {

@@ -36,6 +36,7 @@ pub fn settings() -> deltarl_update::Settings {
             norm_len: 16.0,
             kl_coef: 0.0,
             entropy_coef: 0.0,
+            future_kl: None,
         },
         optimizer_steps: 1,
         micro_batch_rows: 1,
