@@ -32,7 +32,7 @@
 //!
 //! # Answers others wrote
 //!
-//! `tests/written.jsonl` (277 cases written here, 60 kinds) labels each case with the
+//! `tests/written.jsonl` (291 cases written here, 61 kinds) labels each case with the
 //! verdict intended under each policy; every case gets it (`tests/written.rs`). Where the
 //! label deliberately differs from math-verify the case's `note` says why (a tuple is not
 //! a set; `2x = 4` does not answer 4; an inequality denotes its interval; `\mathrm{e}`;
@@ -68,10 +68,13 @@
 //! set written as one (`{1,3}`) never equals a pair (`(1,3)`); a decimal of fewer than
 //! four places never stands for a fraction (`0.33` is not 1/3, in a matrix or not); two
 //! boxes in a list equal one box holding both (`\boxed{1}, \boxed{2}` is `1, 2`: the
-//! boxes are one answer written in parts). Not handled: sums and products of matrices
-//! (a matrix answer compares entry by entry only). `deltarl bench verify` prints both
-//! agreements for both policies. Every gold answer of the seven benchmark files verifies
-//! against itself when boxed (`tests/agreement.rs`).
+//! boxes are one answer written in parts). Sums, differences, scalar multiples and
+//! products of matrices with numeric entries are evaluated exactly (products first) when
+//! nothing but a boundary stands on either side (`x - M`, `M^T` stay as written), so
+//! `2I - \begin{pmatrix}...\end{pmatrix}` equals its value; math-verify does not evaluate
+//! them. `deltarl bench verify` prints both agreements for both policies. Every gold
+//! answer of the seven benchmark files verifies against itself when boxed
+//! (`tests/agreement.rs`).
 //!
 //! Every call is bounded: inputs over [`MAX_INPUT`] bytes and numbers over
 //! [`MAX_DIGITS`] digits are "not equal"; the expression evaluator has a step budget. No
@@ -81,6 +84,7 @@ mod decimal;
 mod ending;
 mod expr;
 mod extract;
+mod matrix;
 mod normalize;
 mod number;
 mod relations;

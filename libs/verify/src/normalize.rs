@@ -127,57 +127,82 @@ fn strip_thousands(s: &str) -> String {
 /// Matrix environments (`pmatrix`, `bmatrix`, `matrix`, `array`) as nested tuples: rows
 /// split at `\\`, cells at `&`; one row or one column is a flat tuple, so entries compare
 /// element-wise as any tuple does. A pair of brackets right around it is dropped (the
-/// array's `\left( ... \right)`).
+/// array's `\left( ... \right)`). Sums, scalar multiples and products of matrices with
+/// numeric entries are evaluated first ([`crate::matrix`]).
 fn matrices(s: &str) -> String {
     const ENVS: [&str; 4] = ["pmatrix", "bmatrix", "matrix", "array"];
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(pos) = rest.find("\\begin{") {
-        let after = &rest[pos + 6..];
+    let mut text = Vec::new();
+    let mut cells = Vec::new();
+    // The text before the matrix being read starts here.
+    let mut from = 0;
+    let mut at = 0;
+    while let Some(found) = s[at..].find("\\begin{") {
+        let pos = at + found;
+        let after = &s[pos + 6..];
         let Some(env) = ENVS.iter().find(|e| after.starts_with(&format!("{{{e}}}"))) else {
-            out.push_str(&rest[..pos + 6]);
-            rest = after;
+            at = pos + 6;
             continue;
         };
         let end_tag = format!("\\end{{{env}}}");
         let body_start = pos + 6 + env.len() + 2;
-        let Some(end) = rest[body_start..].find(&end_tag) else {
+        let Some(end) = s[body_start..].find(&end_tag) else {
             break;
         };
-        let mut body = &rest[body_start..body_start + end];
+        let mut body = &s[body_start..body_start + end];
         // array's column spec: `{cc}`.
         if *env == "array" && body.starts_with('{') {
             body = body.find('}').map_or(body, |i| &body[i + 1..]);
         }
-        let rows: Vec<Vec<&str>> = body
+        let rows: Vec<Vec<String>> = body
             .split("\\\\")
-            .map(|r| r.split('&').map(str::trim).collect::<Vec<_>>())
+            .map(|r| {
+                r.split('&')
+                    .map(|c| c.trim().to_string())
+                    .collect::<Vec<_>>()
+            })
             .filter(|r| r.iter().any(|c| !c.is_empty()))
             .collect();
-        let tuple = |cells: &[&str]| format!("({})", cells.join(","));
-        let text = if rows.len() == 1 {
-            tuple(&rows[0])
-        } else if rows.iter().all(|r| r.len() == 1) {
-            tuple(&rows.iter().map(|r| r[0]).collect::<Vec<_>>())
-        } else {
-            let inner: Vec<String> = rows.iter().map(|r| tuple(r)).collect();
-            format!("({})", inner.join(","))
-        };
-        let mut before = &rest[..pos];
-        let mut after = &rest[body_start + end + end_tag.len()..];
-        let (b, a) = (before.trim_end(), after.trim_start());
+        let mut before = &s[from..pos];
+        let mut next = body_start + end + end_tag.len();
+        let (b, a) = (before.trim_end(), s[next..].trim_start());
         let a = a.strip_prefix("\\right").unwrap_or(a);
         if (b.ends_with('(') && a.starts_with(')')) || (b.ends_with('[') && a.starts_with(']')) {
             let b = &b[..b.len() - 1];
             before = b.strip_suffix("\\left").unwrap_or(b);
-            after = &a[1..];
+            next = s.len() - a.len() + 1;
         }
-        out.push_str(before);
-        out.push_str(&text);
-        rest = after;
+        text.push(before);
+        cells.push(rows);
+        from = next;
+        at = next;
     }
-    out.push_str(rest);
+    text.push(&s[from..]);
+    let (text, cells) = crate::matrix::fold(crate::matrix::Pieces {
+        text,
+        matrices: cells,
+    });
+    let mut out = String::with_capacity(s.len());
+    for (t, rows) in text.iter().zip(&cells) {
+        out.push_str(t);
+        out.push_str(&tuples(rows));
+    }
+    if let Some(last) = text.last() {
+        out.push_str(last);
+    }
     out
+}
+
+/// A matrix's rows as a tuple of tuples; one row or one column as one flat tuple.
+fn tuples(rows: &[Vec<String>]) -> String {
+    let tuple = |cells: &[String]| format!("({})", cells.join(","));
+    if rows.len() == 1 {
+        tuple(&rows[0])
+    } else if rows.iter().all(|r| r.len() == 1) {
+        tuple(&rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>())
+    } else {
+        let inner: Vec<String> = rows.iter().map(|r| tuple(r)).collect();
+        format!("({})", inner.join(","))
+    }
 }
 
 /// `1000,99` -> `1000.99`: a comma is a decimal comma only where it cannot group

@@ -6,7 +6,8 @@ use num_traits::{One, Signed, Zero};
 
 use crate::MAX_DIGITS;
 
-/// An exact rational in lowest terms with a positive denominator.
+/// An exact rational in lowest terms with a positive denominator; shown as `n` or `n/d`,
+/// which [`Rational::parse`] reads back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rational {
     num: BigInt,
@@ -71,7 +72,14 @@ impl Rational {
         }
     }
 
-    fn mul(self, o: Self) -> Option<Self> {
+    pub(crate) fn zero() -> Self {
+        Rational {
+            num: BigInt::zero(),
+            den: BigInt::one(),
+        }
+    }
+
+    pub(crate) fn mul(self, o: Self) -> Option<Self> {
         Self::new(self.num * o.num, self.den * o.den)
     }
 
@@ -79,8 +87,23 @@ impl Rational {
         Self::new(self.num * o.den, self.den * o.num)
     }
 
-    fn add(self, o: Self) -> Option<Self> {
+    pub(crate) fn add(self, o: Self) -> Option<Self> {
         Self::new(self.num * &o.den + o.num * &self.den, self.den * o.den)
+    }
+
+    pub(crate) fn neg(self) -> Self {
+        Rational {
+            num: -self.num,
+            den: self.den,
+        }
+    }
+
+    /// Whether numerator and denominator each fit in [`MAX_DIGITS`] decimal digits (what
+    /// [`Rational::parse`] accepts), so that arithmetic on such values stays cheap.
+    pub(crate) fn fits(&self) -> bool {
+        // 10^MAX_DIGITS > 2^(3.32 MAX_DIGITS): bits <= 3.32 MAX_DIGITS is at most that.
+        let limit = (MAX_DIGITS as u64 * 332) / 100;
+        self.num.bits() <= limit && self.den.bits() <= limit
     }
 
     /// Parses a normalised answer that is exactly a rational number: integers, decimals,
@@ -142,5 +165,15 @@ impl Rational {
             return Self::decimal(m)?.mul(scale);
         }
         None
+    }
+}
+
+impl std::fmt::Display for Rational {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.den.is_one() {
+            write!(f, "{}", self.num)
+        } else {
+            write!(f, "{}/{}", self.num, self.den)
+        }
     }
 }

@@ -136,3 +136,60 @@ fn answers_others_write() {
     // Not a thousands separator: two answers.
     assert!(!eq("32, 349", "32349"));
 }
+
+#[test]
+fn matrix_arithmetic_is_evaluated_only_where_unambiguous() {
+    let m = |rows: &str| format!("\\begin{{pmatrix}}{rows}\\end{{pmatrix}}");
+    let (a, b, i) = (m("1&2\\\\3&4"), m("5&6\\\\7&8"), m("1&0\\\\0&1"));
+    // By hand: A + B = (6,8;10,12), A - B = (-4,-4;-4,-4), 3I - A = (2,-2;-3,-1),
+    // AB = (19,22;43,50), BA = (23,34;31,46), A (1;1) = (3;7), 1/2 A = (1/2,1;3/2,2).
+    assert!(eq(&format!("{a} + {b}"), &m("6&8\\\\10&12")));
+    assert!(eq(&format!("{a} - {b}"), &m("-4&-4\\\\-4&-4")));
+    assert!(eq(&format!("3{i} - {a}"), &m("2&-2\\\\-3&-1")));
+    assert!(eq(&format!("{a}{b}"), &m("19&22\\\\43&50")));
+    assert!(eq(&format!("{a} \\cdot {b}"), &m("19&22\\\\43&50")));
+    assert!(eq(&format!("{b}{a}"), &m("23&34\\\\31&46")));
+    assert!(!eq(&format!("{b}{a}"), &m("19&22\\\\43&50")));
+    assert!(eq(&format!("{a}{}", m("1\\\\1")), &m("3\\\\7")));
+    assert!(eq(&format!("\\frac{{1}}{{2}}{a}"), &m("0.5&1\\\\1.5&2")));
+    // Products before sums: A + A B = (20,24;46,54), not (A + A) B = (38,44;86,100).
+    assert!(eq(&format!("{a} + {a}{b}"), &m("20&24\\\\46&54")));
+    assert!(!eq(&format!("{a} + {a}{b}"), &m("38&44\\\\86&100")));
+    // The invariant: an evaluated expression equals its value written out, and A - A = 0.
+    assert!(eq(&format!("{a} - {a}"), &m("0&0\\\\0&0")));
+    // Not evaluated: a symbol before it, a power after it, mismatched shapes, symbols inside.
+    assert!(!eq(&format!("x - {i}"), &m("-1&0\\\\0&-1")));
+    assert!(!eq(&format!("{a} + {a}^T"), &m("2&5\\\\5&8")));
+    assert!(!eq(&format!("{a} + {}", m("1&2")), &m("2&4\\\\3&4")));
+    assert!(!eq(
+        &format!("{} + {i}", m("a&0\\\\0&b")),
+        &m("a+1&0\\\\0&b+1")
+    ));
+}
+
+#[test]
+fn matrix_arithmetic_is_bounded() {
+    // A chain of 8 products of 2x2 matrices of 50-digit numbers (1,960 bytes, under
+    // MAX_INPUT): the product has over 400 digits, so the digits cap (`Rational::fits`)
+    // stops it and it is left as written, not multiplied out.
+    let big = "9".repeat(50);
+    let m = format!("\\begin{{pmatrix}}{big}&{big}\\\\{big}&{big}\\end{{pmatrix}}");
+    let chain = m.repeat(8);
+    assert!(chain.len() < MAX_INPUT, "{}", chain.len());
+    let start = std::time::Instant::now();
+    assert!(!eq(&chain, &m));
+    // A generous bound (the call takes milliseconds): it only catches a runaway.
+    assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
+    // A column of 300 times a row of 300 would be 90,000 entries: over MAX_CELLS, so both
+    // stay as written; a column of 3 times a row of 3 is evaluated (9 entries).
+    let cells = |n: usize| vec![vec!["1".to_string()]; n];
+    let row = |n: usize| vec![vec!["1".to_string(); n]];
+    for (n, evaluated) in [(300, false), (3, true)] {
+        let (text, matrices) = crate::matrix::fold(crate::matrix::Pieces {
+            text: vec!["", "", ""],
+            matrices: vec![cells(n), row(n)],
+        });
+        assert_eq!(matrices.len(), if evaluated { 1 } else { 2 }, "n = {n}");
+        assert_eq!(text.len(), matrices.len() + 1);
+    }
+}

@@ -11,8 +11,8 @@ use std::path::Path;
 use deltarl_verify::{verify_with, Policy};
 
 /// The kinds of answers the file must cover: the first round's 26, then the second's,
-/// then the third's.
-const KINDS: [&str; 60] = [
+/// then the third's, then matrix arithmetic.
+const KINDS: [&str; 61] = [
     "answer-phrase",
     "box-wins",
     "last-number",
@@ -73,6 +73,7 @@ const KINDS: [&str; 60] = [
     "display-not-answer",
     "hedged-sentence",
     "gold-solution-prose",
+    "matrix-arithmetic",
 ];
 
 #[test]

@@ -42,18 +42,14 @@ impl FipoOptions {
 
     /// The loss's FIPO settings, None when off; `dual_clip` is `update.dual_clip` (0 = off).
     pub fn settings(&self, dual_clip: f64) -> Option<FutureKl> {
-        (self.decay_rate > 0.0).then(|| FutureKl {
-            gamma: 2f64.powf(-1.0 / self.decay_rate),
-            clip: (self.clip_range > 0.0).then(|| {
-                let low = if self.clip_high_only {
-                    1.0
-                } else {
-                    1.0 - self.clip_range
-                };
-                (low, 1.0 + self.clip_range)
-            }),
-            ratio_cap: (dual_clip > 0.0).then_some(dual_clip),
-            safety: (self.safety_threshold > 0.0).then_some(self.safety_threshold),
+        (self.decay_rate > 0.0).then(|| {
+            FutureKl::from_reference(
+                self.decay_rate,
+                self.clip_range,
+                self.clip_high_only,
+                dual_clip,
+                self.safety_threshold,
+            )
         })
     }
 }

@@ -86,6 +86,32 @@ const SAFETY_LOW: f64 = 0.8;
 const SAFETY_HIGH: f64 = 1.0;
 
 impl FutureKl {
+    /// From FIPO's own arguments, 0 meaning off for each, as its code reads them:
+    /// `decay_rate` (`fipo_decay_rate`, > 0), `clip_range` (`fipo_clip_range`),
+    /// `clip_high_only` (`fipo_clip_high_only`: the clip's low end 1), `delta` (its ratio
+    /// cap) and `safety_threshold` (`fipo_safety_threshold`).
+    pub fn from_reference(
+        decay_rate: f64,
+        clip_range: f64,
+        clip_high_only: bool,
+        delta: f64,
+        safety_threshold: f64,
+    ) -> FutureKl {
+        FutureKl {
+            gamma: 2f64.powf(-1.0 / decay_rate),
+            clip: (clip_range > 0.0).then(|| {
+                let low = if clip_high_only {
+                    1.0
+                } else {
+                    1.0 - clip_range
+                };
+                (low, 1.0 + clip_range)
+            }),
+            ratio_cap: (delta > 0.0).then_some(delta),
+            safety: (safety_threshold > 0.0).then_some(safety_threshold),
+        }
+    }
+
     /// The weight of every token, `[N]` as the tokens are laid out (`lengths` split them
     /// into responses); computed in f64 on the host from the detached log-ratios.
     ///

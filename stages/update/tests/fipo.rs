@@ -30,21 +30,15 @@ struct CaseSettings {
     delta: Option<f64>,
 }
 
-/// The settings as `[update.fipo]` maps the reference's arguments (`pipeline/src/config/fipo.rs`).
+/// The reference's arguments, None as 0 (off), as `[update.fipo]` passes them.
 fn future_kl(c: &CaseSettings) -> FutureKl {
-    FutureKl {
-        gamma: 2f64.powf(-1.0 / c.decay_rate),
-        clip: (c.clip_range > 0.0).then(|| {
-            let low = if c.clip_high_only {
-                1.0
-            } else {
-                1.0 - c.clip_range
-            };
-            (low, 1.0 + c.clip_range)
-        }),
-        ratio_cap: c.delta,
-        safety: c.safety,
-    }
+    FutureKl::from_reference(
+        c.decay_rate,
+        c.clip_range,
+        c.clip_high_only,
+        c.delta.unwrap_or(0.0),
+        c.safety.unwrap_or(0.0),
+    )
 }
 
 #[test]
