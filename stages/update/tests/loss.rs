@@ -378,8 +378,11 @@ fn activation_checkpointing_gives_the_plain_step() {
     // gradient's last bit moves AdamW's step g/(|g| + eps) by at most lr·2^-24·|g|/eps,
     // far below 1e-6 of a weight at lr 1e-3 unless |g| ~ eps; 1e-6 relative (of 1e-3 at
     // least) holds while no summed gradient cancels to near eps.
-    for ((name, a), (_, b)) in w0.iter().zip(w1) {
+    assert_eq!(w0.len(), w1.len());
+    for ((name, a), (other, b)) in w0.iter().zip(w1) {
+        assert_eq!(name, other);
         let (a, b) = (floats(a), floats(b));
+        assert_eq!(a.len(), b.len(), "{name}");
         for (x, y) in a.iter().zip(&b) {
             assert!(
                 (x - y).abs() <= 1e-6 * x.abs().max(1e-3),
