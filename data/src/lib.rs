@@ -240,6 +240,17 @@ impl Problem {
     pub fn id(&self) -> String {
         format!("arith-{}-{}-{}", self.a, self.b, self.c)
     }
+
+    /// The problem an id names ([`Problem::id`]); `None` for anything else.
+    pub fn from_id(id: &str) -> Option<Problem> {
+        let mut parts = id.strip_prefix("arith-")?.split('-').map(str::parse::<u32>);
+        let p = Problem {
+            a: parts.next()?.ok()?,
+            b: parts.next()?.ok()?,
+            c: parts.next()?.ok()?,
+        };
+        parts.next().is_none().then_some(p)
+    }
 }
 
 /// The split of an arithmetic problem.

@@ -6,7 +6,7 @@
 //! oracle coefficient estimator reads these labels to bound what any token reweighting
 //! can gain on these tasks.
 
-use crate::{Task, VARIED_PHRASES};
+use crate::{Problem, Task, VARIED_PHRASES};
 
 impl Task {
     /// Whether this task's responses have connective phrases to label
@@ -53,6 +53,56 @@ impl Task {
                     let span = &inside[start..start + p.len()];
                     start += p.len();
                     !span.is_empty() && span.iter().all(|&b| b)
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether this task's responses are worked solutions whose first error can be found
+    /// ([`Task::correct_prefix_tokens`]).
+    pub fn has_steps(self) -> bool {
+        match self {
+            Task::Arith | Task::Steps | Task::Varied => true,
+            Task::Code => false,
+        }
+    }
+
+    /// For each token of a response to the problem `prompt_id` names (`arith-a-b-c`, the
+    /// id the built-in tasks give their prompts), given as the text each token decodes to,
+    /// whether it lies before the response's first error: inside the longest prefix the
+    /// response shares with a correct solution of this task (any of `tiny-steps-varied`'s
+    /// 27 phrasings). The first wrong character ends it, so in `7*13=92` the `9` is still
+    /// correct and the `2` is not. A token is labelled when every byte of its text is
+    /// inside that prefix; tokens with no text (the end of sequence) are not. A right
+    /// answer is labelled throughout. `None` for a task without worked solutions
+    /// ([`Task::has_steps`]) or an id that is not a built-in arithmetic problem.
+    pub fn correct_prefix_tokens(self, prompt_id: &str, pieces: &[&str]) -> Option<Vec<bool>> {
+        if !self.has_steps() {
+            return None;
+        }
+        let problem = Problem::from_id(prompt_id)?;
+        let text: String = pieces.concat();
+        let picks: Vec<[usize; 3]> = match self {
+            Task::Varied => (0..27).map(|i| [i / 9, i / 3 % 3, i % 3]).collect(),
+            Task::Arith | Task::Steps | Task::Code => vec![[0; 3]],
+        };
+        let correct = picks
+            .into_iter()
+            .filter_map(|pick| self.phrased(&problem, None, pick))
+            .map(|s| {
+                s.bytes()
+                    .zip(text.bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+            .max()?;
+        let mut end = 0;
+        Some(
+            pieces
+                .iter()
+                .map(|p| {
+                    end += p.len();
+                    !p.is_empty() && end <= correct
                 })
                 .collect(),
         )
@@ -109,5 +159,85 @@ mod tests {
         assert_eq!(marks(Task::Varied, ""), "");
         assert_eq!(Task::Arith.connective_tokens(&["1"]), None);
         assert_eq!(Task::Code.connective_tokens(&["1"]), None);
+    }
+
+    /// Labels of a character-level response by [`Task::correct_prefix_tokens`], as a
+    /// string of `p` (before the first error) and `.`.
+    fn prefix(task: Task, id: &str, text: &str) -> String {
+        let chars: Vec<String> = text.chars().map(String::from).collect();
+        let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
+        let labels = task.correct_prefix_tokens(id, &pieces).unwrap();
+        assert_eq!(labels.len(), pieces.len());
+        labels.iter().map(|&c| if c { 'p' } else { '.' }).collect()
+    }
+
+    #[test]
+    fn the_correct_prefix_of_a_wrong_solution_by_hand() {
+        // 45+7*13: the product right, the sum wrong ("137"): the first error is the "7"
+        // of 137, at byte 28 of "first 7*13=91. then 45+91=137. ..." (the correct text
+        // has "6" there).
+        let id = "arith-45-7-13";
+        let wrong = "first 7*13=91. then 45+91=137. so the answer is \\boxed{137}";
+        let (p, o) = (|n| "p".repeat(n), |n| ".".repeat(n));
+        let at = wrong.find("137").unwrap() + 2;
+        assert_eq!(at, 28);
+        let want = [p(at), o(wrong.len() - at)].concat();
+        assert_eq!(prefix(Task::Steps, id, wrong), want);
+        // An error in the product: only "first 7*13=9" is right.
+        let wrong = "first 7*13=92. then 45+92=137. so the answer is \\boxed{137}";
+        assert_eq!(
+            prefix(Task::Steps, id, wrong),
+            [p(12), o(wrong.len() - 12)].concat()
+        );
+        // A right solution is labelled throughout; so is a correct one cut off early.
+        let right = Task::Steps
+            .solution(&Problem { a: 45, b: 7, c: 13 }, None)
+            .unwrap();
+        assert_eq!(prefix(Task::Steps, id, &right), p(right.len()));
+        assert_eq!(prefix(Task::Steps, id, "first 7*1"), p(9));
+        // tiny-steps-varied: any phrasing is correct text, so the prefix runs through the
+        // wordings the response chose up to its first wrong digit.
+        let wrong = "to start 7*13=91. next 45+91=146. so the answer is \\boxed{146}";
+        let at = wrong.find("146").unwrap() + 1;
+        assert_eq!(
+            prefix(Task::Varied, id, wrong),
+            [p(at), o(wrong.len() - at)].concat()
+        );
+        // ... but tiny-steps has one phrasing: "to start" is wrong from its first letter.
+        assert_eq!(prefix(Task::Steps, id, "to start"), o(8));
+        // The compact format.
+        assert_eq!(
+            prefix(Task::Arith, id, "7*13=91 45+91=135"),
+            [p(16), o(1)].concat()
+        );
+    }
+
+    #[test]
+    fn prefix_tokens_are_whole_tokens_and_unknown_problems_give_none() {
+        // Whole tokens: "=9" ends right before the error ("92" for "91"), "2." starts at it.
+        let pieces = ["first", " 7*13", "=9", "2.", ""];
+        assert_eq!(
+            Task::Steps.correct_prefix_tokens("arith-45-7-13", &pieces),
+            Some(vec![true, true, true, false, false])
+        );
+        // A token that straddles the error is not labelled.
+        let pieces = ["first 7*13=", "92"];
+        assert_eq!(
+            Task::Steps.correct_prefix_tokens("arith-45-7-13", &pieces),
+            Some(vec![true, false])
+        );
+        for id in [
+            "",
+            "arith-1-2",
+            "arith-a-2-3",
+            "code-1-2-3",
+            "arith-1-2-3-4",
+        ] {
+            assert_eq!(Task::Steps.correct_prefix_tokens(id, &["1"]), None, "{id}");
+        }
+        assert_eq!(
+            Task::Code.correct_prefix_tokens("arith-1-2-3", &["1"]),
+            None
+        );
     }
 }

@@ -6,7 +6,8 @@
 //!    error is shown), `hashcache`, `pruned` (the record of pruned files), `memory`,
 //!    `plan` and `host_plan` (device and host memory, disk), `paired` (statistics),
 //!    `rewards` (which reward grades a prompt), `settings_diff`, `compute` (the threads
-//!    and processes a stage computed with);
+//!    and processes a stage computed with), `mechanism` (DelTA's coefficients read
+//!    against a task's labels);
 //! 2. `record` (a dataset record), `plan_models` (published model shapes), `metrics`
 //!    (metrics.jsonl, TensorBoard), `ranks` (several processes), `rundir` (the run's
 //!    files);
@@ -28,6 +29,7 @@ pub mod epochs;
 pub mod failure;
 mod hashcache;
 pub mod host_plan;
+pub mod mechanism;
 pub mod memory;
 pub mod metrics;
 pub mod paired;

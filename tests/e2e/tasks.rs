@@ -1,4 +1,5 @@
-//! The worded built-in tasks end to end, and the oracle estimator on their phrases.
+//! The worded built-in tasks end to end, and the oracle estimators on their phrases and
+//! on their first errors.
 
 use crate::common::*;
 
@@ -77,4 +78,66 @@ assert values == {0.0, 1.0}, values
 "#,
         &[&runs.join("oracle")],
     );
+    // The first-error oracle on the same base: on a negative-advantage response, 0 on the
+    // characters before its first error (computed here from the problem, independently of
+    // the Rust code), then 1; on every other response 1. The micro model makes errors
+    // early and late, so both kinds of tokens occur.
+    let sets = [
+        "--set",
+        "coeffs.estimator=\"oracle-prefix\"",
+        "--set",
+        "score.dynamic_sampling=false",
+        "--set",
+        &base,
+    ];
+    ok(iterate(&runs, &cfg, "prefix", &sets));
+    run_python(
+        r#"
+import sys, polars as pl
+it = sys.argv[1] + "/iter-0001/"
+r = pl.read_parquet(it + "rollouts.parquet")
+c = pl.read_parquet(it + "coeffs.parquet")
+j = r.join(c, on=["prompt_id", "sample_idx"])
+assert j.height == r.height > 0
+negatives = zeros = 0
+for row in j.iter_rows(named=True):
+    a, b, cc = map(int, row["prompt_id"].split("-")[1:])
+    p = b * cc
+    right = f"first {b}*{cc}={p}. then {a}+{p}={a + p}. so the answer is \\boxed{{{a + p}}}"
+    text, coeff = row["response_text"], row["coeff"]
+    n = 0
+    while n < min(len(text), len(right)) and text[n] == right[n]:
+        n += 1
+    if row["advantage"] < 0:
+        negatives += 1
+        zeros += n
+        # One token a character (the task's tokenizer), then the end token.
+        assert coeff[:n] == [0.0] * n and all(v == 1.0 for v in coeff[n:]), (text, n, coeff)
+    else:
+        assert all(v == 1.0 for v in coeff), (text, coeff)
+assert negatives > 0 and zeros > 0, (negatives, zeros)
+"#,
+        &[&runs.join("prefix")],
+    );
+    // The mechanism readout on the same runs: the first-error oracle puts every token of a
+    // wrong answer's correct prefix (0) below the rest (1), an AUROC of exactly 1 where the
+    // prefix carries gradient; the phrase oracle's run has coefficients 0 and 1 too, and
+    // both runs are read together, so the interval over runs is printed.
+    let out = ok(deltarl(
+        &runs,
+        &["mechanism", "--run", "prefix", "--run", "oracle"],
+    ));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let prefix_row = text
+        .lines()
+        .find(|l| l.starts_with("| prefix | 1 |"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cells: Vec<&str> = prefix_row.split('|').map(str::trim).collect();
+    // | run | iteration | wrong tokens | share | mean c | AUROC | right tokens | ...
+    assert_eq!(cells[6], "1.0000", "{prefix_row}");
+    assert!(cells[5].starts_with("0.000 / 1.000"), "{prefix_row}");
+    assert!(text.contains("over 2 runs"), "{text}");
+    // A run that does not exist is refused.
+    let err = deltarl(&runs, &["mechanism", "--run", "nope"]);
+    assert!(!err.status.success());
 }

@@ -8,8 +8,12 @@
 //! either side of the expression: `x\begin{pmatrix}...`, `A + \begin{pmatrix}...`,
 //! `\begin{pmatrix}...\end{pmatrix}^2` or `^T` stay as written.
 
-use crate::normalize::normalize;
 use crate::number::Rational;
+
+/// Reads a cell or a scalar as a number (the caller's normalisation then
+/// [`Rational::parse`]); passed in so that this module does not name the normaliser that
+/// calls it.
+pub(crate) type Number<'a> = &'a dyn Fn(&str) -> Option<Rational>;
 
 /// Multiply-adds one expression may cost (a 30 x 30 product is 27,000).
 const MAX_STEPS: usize = 100_000;
@@ -35,7 +39,7 @@ enum Join {
 type Matrix = Vec<Vec<Rational>>;
 
 /// A number written as an answer's scalar (`2`, `-\frac{1}{2}`, `0.5`).
-fn scalar(s: &str) -> Option<Rational> {
+fn scalar(s: &str, number: Number<'_>) -> Option<Rational> {
     let s = s.trim();
     if s.is_empty() || s.contains("\\begin") {
         return None;
@@ -43,7 +47,7 @@ fn scalar(s: &str) -> Option<Rational> {
     if s == "-" {
         return Rational::parse("-1");
     }
-    Rational::parse(&normalize(s))
+    number(s)
 }
 
 /// `s` without a trailing product sign (`2 \cdot`), and whether it had one.
@@ -59,7 +63,7 @@ fn strip_product(s: &str) -> (&str, bool) {
 
 /// The text between two matrices as a join and the scalar of the second: ``, `\cdot`
 /// (product); `+`, `- 2`, `+ \frac{1}{2} \cdot` (sum or difference, with a scalar).
-fn connector(t: &str) -> Option<(Join, Option<Rational>)> {
+fn connector(t: &str, number: Number<'_>) -> Option<(Join, Option<Rational>)> {
     let t = t.trim();
     if t.is_empty() || matches!(t, "\\cdot" | "\\times" | "*") {
         return Some((Join::Product, None));
@@ -74,21 +78,21 @@ fn connector(t: &str) -> Option<(Join, Option<Rational>)> {
     if rest.is_empty() {
         return Some((join, None));
     }
-    Some((join, Some(scalar(rest)?)))
+    Some((join, Some(scalar(rest, number)?)))
 }
 
 /// The text before an expression: where it may start (nothing, `=`, an opening bracket,
 /// punctuation or a word of prose before it) and the scalar written right before the
 /// first matrix, if any, with the length of the text that stays before that scalar.
 /// None: something else multiplies or adds to it (`x`, `A +`).
-fn lead(t: &str) -> Option<(usize, Option<Rational>)> {
+fn lead(t: &str, number: Number<'_>) -> Option<(usize, Option<Rational>)> {
     let (body, product) = strip_product(t);
     let start = scalar_start(body);
     let tail = &body[start..];
     if tail.is_empty() {
         return (!product).then_some((t.len(), None));
     }
-    if let Some(v) = scalar(tail) {
+    if let Some(v) = scalar(tail, number) {
         // `x - M` is a difference, not `x` times `-M`: a sign starts the expression only
         // where nothing stands before it.
         let before = body[..start].trim_end();
@@ -140,14 +144,14 @@ fn trail(t: &str) -> bool {
     word.len() >= 2 && !t[word.len()..].starts_with(['^', '_', '('])
 }
 
-fn parse(cells: &[Vec<String>]) -> Option<Matrix> {
+fn parse(cells: &[Vec<String>], number: Number<'_>) -> Option<Matrix> {
     let width = cells.first()?.len();
     if width == 0 || cells.iter().any(|r| r.len() != width) {
         return None;
     }
     cells
         .iter()
-        .map(|r| r.iter().map(|c| scalar(c)).collect())
+        .map(|r| r.iter().map(|c| scalar(c, number)).collect())
         .collect()
 }
 
@@ -246,12 +250,12 @@ fn close(total: Option<Matrix>, term: Matrix, negative: bool, steps: &mut usize)
 /// The expression that starts at matrix `j`, if it is one to evaluate: the matrix after
 /// its last, how much of the text before it stays (a scalar before it is part of it), and
 /// its value.
-fn expression(p: &Pieces<'_>, j: usize) -> Option<(usize, usize, Matrix)> {
-    let (keep, k) = lead(p.text[j])?;
+fn expression(p: &Pieces<'_>, j: usize, number: Number<'_>) -> Option<(usize, usize, Matrix)> {
+    let (keep, k) = lead(p.text[j], number)?;
     let mut end = j + 1;
     let mut joins = Vec::new();
     while end < p.matrices.len() {
-        let Some(c) = connector(p.text[end]) else {
+        let Some(c) = connector(p.text[end], number) else {
             break;
         };
         joins.push(c);
@@ -260,21 +264,21 @@ fn expression(p: &Pieces<'_>, j: usize) -> Option<(usize, usize, Matrix)> {
     if joins.is_empty() && k.is_none() || !trail(p.text[end]) {
         return None;
     }
-    let mut terms = vec![(Join::Product, k, parse(&p.matrices[j])?)];
+    let mut terms = vec![(Join::Product, k, parse(&p.matrices[j], number)?)];
     for (i, (join, k)) in joins.into_iter().enumerate() {
-        terms.push((join, k, parse(&p.matrices[j + 1 + i])?));
+        terms.push((join, k, parse(&p.matrices[j + 1 + i], number)?));
     }
     Some((end, keep, evaluate(terms)?))
 }
 
 /// The pieces with every expression of matrices replaced by its value, in the same layout
-/// (`text.len() == matrices.len() + 1`).
-pub(crate) fn fold(p: Pieces<'_>) -> (Vec<String>, Vec<Vec<Vec<String>>>) {
+/// (`text.len() == matrices.len() + 1`); `number` reads each entry and scalar.
+pub(crate) fn fold(p: Pieces<'_>, number: Number<'_>) -> (Vec<String>, Vec<Vec<Vec<String>>>) {
     let mut text = vec![p.text[0].to_string()];
     let mut matrices = Vec::with_capacity(p.matrices.len());
     let mut j = 0;
     while j < p.matrices.len() {
-        if let Some((end, keep, value)) = expression(&p, j) {
+        if let Some((end, keep, value)) = expression(&p, j, number) {
             if let Some(t) = text.last_mut() {
                 t.truncate(keep);
             }

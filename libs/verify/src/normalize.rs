@@ -177,10 +177,14 @@ fn matrices(s: &str) -> String {
         at = next;
     }
     text.push(&s[from..]);
-    let (text, cells) = crate::matrix::fold(crate::matrix::Pieces {
-        text,
-        matrices: cells,
-    });
+    let number = |c: &str| crate::number::Rational::parse(&normalize(c));
+    let (text, cells) = crate::matrix::fold(
+        crate::matrix::Pieces {
+            text,
+            matrices: cells,
+        },
+        &number,
+    );
     let mut out = String::with_capacity(s.len());
     for (t, rows) in text.iter().zip(&cells) {
         out.push_str(t);

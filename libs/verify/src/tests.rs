@@ -185,10 +185,13 @@ fn matrix_arithmetic_is_bounded() {
     let cells = |n: usize| vec![vec!["1".to_string()]; n];
     let row = |n: usize| vec![vec!["1".to_string(); n]];
     for (n, evaluated) in [(300, false), (3, true)] {
-        let (text, matrices) = crate::matrix::fold(crate::matrix::Pieces {
-            text: vec!["", "", ""],
-            matrices: vec![cells(n), row(n)],
-        });
+        let (text, matrices) = crate::matrix::fold(
+            crate::matrix::Pieces {
+                text: vec!["", "", ""],
+                matrices: vec![cells(n), row(n)],
+            },
+            &|c: &str| crate::number::Rational::parse(c),
+        );
         assert_eq!(matrices.len(), if evaluated { 1 } else { 2 }, "n = {n}");
         assert_eq!(text.len(), matrices.len() + 1);
     }

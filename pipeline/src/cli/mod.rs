@@ -13,6 +13,7 @@ mod extract;
 mod generate;
 mod import_gguf;
 mod iterate;
+mod mechanism;
 mod model_arg;
 mod plan;
 mod random_model;
@@ -61,6 +62,10 @@ pub enum Command {
     /// Per-iteration table of one or more runs (polars scans), printed and written as CSV
     /// and PNG curves; runs the `deltarl-report` binary (`make report`).
     Report(report::Args),
+    /// DelTA's mechanism on runs of a built-in arithmetic task: whether the coefficients
+    /// separate wrong answers' correct prefixes (and right answers' text shared with wrong
+    /// ones) from the rest, as a gradient-weighted AUROC per iteration and over runs.
+    Mechanism(mechanism::Args),
     /// Run variants x seeds and compare final held-out accuracy.
     Compare(compare::Args),
     /// The resolved configuration (`config show --config FILE [--set K=V]`).
@@ -83,6 +88,7 @@ impl Cli {
             Command::Bench(a) => a.run(),
             Command::Eval(a) => a.run(&self.runs_dir),
             Command::Report(a) => a.run(&self.runs_dir),
+            Command::Mechanism(a) => a.run(&self.runs_dir),
             Command::Compare(a) => a.run(&self.runs_dir),
             Command::Config(a) => a.run(),
             Command::Plan(a) => a.run(),

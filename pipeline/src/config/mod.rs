@@ -228,6 +228,19 @@ impl Resolved {
                     })?,
                 value: o.coeffs.oracle_value,
             },
+            EstimatorKind::OraclePrefix => Estimator::OraclePrefix {
+                task: deltarl_data::Task::from_source(&o.data.source)
+                    .filter(|t| t.has_steps())
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "config key `coeffs.estimator` = \"oracle-prefix\" needs a built-in \
+                         task of worked arithmetic, whose first errors can be found, as \
+                         `data.source` (tiny-arith, tiny-steps, tiny-steps-varied), not {:?}",
+                            o.data.source
+                        )
+                    })?,
+                value: o.coeffs.oracle_value,
+            },
             EstimatorKind::Ktae => Estimator::Ktae(o.coeffs.ktae.settings()),
         };
         // The rules that name keys first, then the estimator's own check.
@@ -260,6 +273,7 @@ impl Resolved {
             Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
             Estimator::Delta(_) => EstimatorKind::Delta,
             Estimator::OracleTokens { .. } => EstimatorKind::OracleTokens,
+            Estimator::OraclePrefix { .. } => EstimatorKind::OraclePrefix,
             Estimator::Ktae(_) => EstimatorKind::Ktae,
         });
         let mut v = toml::Value::try_from(&o).context("cannot serialise the configuration")?;

@@ -51,8 +51,10 @@ pub enum EstimatorKind {
     Uniform,
     TopEntropy,
     Delta,
-    /// The positive control on built-in tasks whose tokens' roles are known.
+    /// A control on built-in tasks whose connective phrases are known.
     OracleTokens,
+    /// The first-error oracle, a positive control on the built-in arithmetic tasks.
+    OraclePrefix,
     /// Key-token advantage estimation (`[coeffs.ktae]`).
     Ktae,
 }
@@ -321,9 +323,12 @@ pub struct FeatureOptions {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CoeffOptions {
-    /// uniform | top-entropy | delta | oracle-tokens | ktae (default from algorithm).
-    /// `oracle-tokens` needs a built-in task whose connective phrases are labelled
-    /// (`tiny-steps`, `tiny-steps-varied`): `oracle_value` on their tokens, 1 elsewhere.
+    /// uniform | top-entropy | delta | oracle-tokens | oracle-prefix | ktae (default from
+    /// algorithm). `oracle-tokens` needs a built-in task whose connective phrases are
+    /// labelled (`tiny-steps`, `tiny-steps-varied`): `oracle_value` on their tokens, 1
+    /// elsewhere. `oracle-prefix` needs a built-in arithmetic task (`tiny-arith`,
+    /// `tiny-steps`, `tiny-steps-varied`): `oracle_value` on the tokens of a
+    /// negative-advantage response before its first error, 1 elsewhere.
     /// `ktae` adds to each token's advantage a score of how its token id goes with right
     /// answers in its group (`[coeffs.ktae]`).
     #[serde(default)]
@@ -338,8 +343,7 @@ pub struct CoeffOptions {
     pub scope: Scope,
     /// Kept fraction of the top-entropy estimator.
     pub top_entropy_keep: f64,
-    /// The oracle's coefficient on the tokens that cannot discriminate (0 = their gradient
-    /// removed).
+    /// The oracles' coefficient on their labelled tokens (0 = their gradient removed).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub oracle_value: f64,
     /// KTAE's hyper-parameters.

@@ -192,6 +192,34 @@ fn the_oracle_reads_its_task_from_the_data_source_and_leaves_hashes_alone() {
 }
 
 #[test]
+fn the_first_error_oracle_resolves_on_the_arithmetic_tasks_only() {
+    let sets = ["coeffs.estimator=\"oracle-prefix\"".to_string()];
+    for (file, task) in [
+        ("tiny-arith.toml", deltarl_data::Task::Arith),
+        ("tiny-steps.toml", deltarl_data::Task::Steps),
+        ("tiny-steps-varied.toml", deltarl_data::Task::Varied),
+    ] {
+        let r = Resolved::load_with(&configs().join(file), &sets).unwrap();
+        assert_eq!(
+            r.estimator,
+            Estimator::OraclePrefix { task, value: 0.0 },
+            "{file}"
+        );
+        assert_eq!(
+            r.shown().unwrap()["coeffs"]["estimator"].as_str(),
+            Some("oracle-prefix")
+        );
+    }
+    // tiny-code's programs have no first arithmetic error to find.
+    let e = Resolved::load_with(&configs().join("tiny-code.toml"), &sets).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("coeffs.estimator") && e.contains("tiny-code"),
+        "{e}"
+    );
+}
+
+#[test]
 fn ktae_and_fipo_resolve_by_key_and_leave_hashes_alone() {
     let arith = configs().join("tiny-arith.toml");
     let plain = Resolved::load(&arith).unwrap();

@@ -32,7 +32,8 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         deltarl_coeffs::Estimator::Uniform
         | deltarl_coeffs::Estimator::TopEntropy { .. }
         | deltarl_coeffs::Estimator::Delta(_)
-        | deltarl_coeffs::Estimator::OracleTokens { .. } => s.clone(),
+        | deltarl_coeffs::Estimator::OracleTokens { .. }
+        | deltarl_coeffs::Estimator::OraclePrefix { .. } => s.clone(),
     };
     let s = &s;
     let decode = |ids: &[u32]| {

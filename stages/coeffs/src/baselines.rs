@@ -1,12 +1,26 @@
-//! The baselines that change only which tokens count: the oracle's labelled tokens and
+//! The baselines that change only which tokens count: the oracles' labelled tokens and
 //! the "80/20" rule's highest-entropy ones.
 
 use crate::{Error, Response, Result};
 
-/// The oracle: `value` on labelled tokens, 1 on the others, 0 on responses not kept. Not
-/// normalised: the point is to remove (or shrink) the labelled tokens' share of the
-/// gradient, leaving every other token's as DAPO has it.
-pub(crate) fn oracle(value: f64, sorted: &[Response<'_>]) -> Result<Vec<Vec<f32>>> {
+/// Which responses' labelled tokens an oracle reweights.
+#[derive(Clone, Copy)]
+pub(crate) enum Labelled {
+    /// Every response's (`oracle-tokens`: the connective phrases).
+    All,
+    /// Negative-advantage responses' only (`oracle-prefix`: the text before a wrong
+    /// answer's first error, which only a negative advantage pushes the wrong way).
+    Negative,
+}
+
+/// The oracles: `value` on labelled tokens (of the responses `which` names), 1 on the
+/// others, 0 on responses not kept. Not normalised: the point is to remove (or shrink) the
+/// labelled tokens' share of the gradient, leaving every other token's as DAPO has it.
+pub(crate) fn oracle(
+    value: f64,
+    sorted: &[Response<'_>],
+    which: Labelled,
+) -> Result<Vec<Vec<f32>>> {
     sorted
         .iter()
         .map(|r| {
@@ -15,15 +29,20 @@ pub(crate) fn oracle(value: f64, sorted: &[Response<'_>]) -> Result<Vec<Vec<f32>
             }
             if r.shared.len() != r.tokens() {
                 return Err(Error::Input(format!(
-                    "{}: {} token labels for {} tokens (oracle-tokens needs each token's role)",
+                    "{}: {} token labels for {} tokens (the oracle estimators need each \
+                     token's label)",
                     r.key(),
                     r.shared.len(),
                     r.tokens()
                 )));
             }
+            let applies = match which {
+                Labelled::All => true,
+                Labelled::Negative => r.advantage < 0.0,
+            };
             Ok(r.shared
                 .iter()
-                .map(|&s| if s { value as f32 } else { 1.0 })
+                .map(|&s| if s && applies { value as f32 } else { 1.0 })
                 .collect())
         })
         .collect()

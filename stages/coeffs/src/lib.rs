@@ -25,22 +25,44 @@ pub use vectors::{Batch, InMemory, Vectors, Visit};
 
 use serde::{Deserialize, Serialize};
 
+/// An oracle's coefficient on its labelled tokens: finite and >= 0.
+fn oracle_value(value: f64) -> Result<()> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(())
+    } else {
+        Err(Error::Setting(format!(
+            "oracle value {value} must be finite and >= 0"
+        )))
+    }
+}
+
 /// How token coefficients are estimated.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(tag = "estimator", rename_all = "kebab-case")]
 pub enum Estimator {
     /// Every coefficient 1: plain DAPO / GRPO.
     Uniform,
-    /// Keep the highest-entropy `keep` fraction of valid tokens (the "80/20" baseline):
-    /// kept tokens get `1 / keep`, the others 0, so the mean coefficient is 1.
+    /// Keep the highest-entropy `keep` fraction of valid tokens (the "80/20" baseline, as
+    /// TRL's `top_entropy_quantile` selects them): kept tokens get `tokens / kept`, the
+    /// others 0, so the mean coefficient is 1.
     TopEntropy { keep: f64 },
     /// DelTA (`docs/method.md` §4).
     Delta(DeltaSettings),
-    /// The positive control: coefficient `value` on the tokens `task` labels as unable to
-    /// tell a correct answer from a wrong one (its connective phrases,
+    /// A control: coefficient `value` on the tokens `task` labels as unable to tell a
+    /// correct answer from a wrong one (its connective phrases,
     /// [`deltarl_data::Task::connective_tokens`]), 1 on the others. Only built-in tasks
-    /// know their tokens' roles; on them it bounds what reweighting tokens can gain.
+    /// know their tokens' roles. Not a positive control: the phrases' wording is
+    /// independent of correctness.
     OracleTokens {
+        task: deltarl_data::Task,
+        value: f64,
+    },
+    /// The first-error oracle, a positive control: coefficient `value` on the tokens of a
+    /// negative-advantage response that come before its first error (text it shares with
+    /// a right solution, [`deltarl_data::Task::correct_prefix_tokens`]), which DAPO pushes
+    /// down; 1 on every other token. Only the built-in arithmetic tasks know where a
+    /// solution's first error is.
+    OraclePrefix {
         task: deltarl_data::Task,
         value: f64,
     },
@@ -144,11 +166,17 @@ impl Settings {
                         task.source()
                     )));
                 }
-                if !(value.is_finite() && value >= 0.0) {
+                oracle_value(value)?;
+            }
+            Estimator::OraclePrefix { task, value } => {
+                if !task.has_steps() {
                     return Err(Error::Setting(format!(
-                        "oracle value {value} must be finite and >= 0"
+                        "oracle-prefix needs a task of worked solutions whose first error \
+                         can be found (tiny-arith, tiny-steps, tiny-steps-varied), not {}",
+                        task.source()
                     )));
                 }
+                oracle_value(value)?;
             }
         }
         Ok(Settings {
@@ -184,8 +212,9 @@ pub struct Response<'a> {
     /// Per-token probability `p` (the summary's gradient weights `(1 - p) |A|`; empty =
     /// weight `|A|` for every token).
     pub token_prob: &'a [f32],
-    /// Per token, whether the task labels it unable to discriminate (read by
-    /// `oracle-tokens` only; empty = not labelled).
+    /// Per token, the task's label (read by the oracles only; empty = not labelled):
+    /// unable to discriminate (`oracle-tokens`), or before the first error
+    /// (`oracle-prefix`).
     pub shared: &'a [bool],
 }
 
@@ -318,9 +347,16 @@ pub fn estimate_sorted(
             (c, Vec::new(), None)
         }
         Estimator::TopEntropy { keep } => (baselines::top_entropy(keep, sorted), Vec::new(), None),
-        Estimator::OracleTokens { value, .. } => {
-            (baselines::oracle(value, sorted)?, Vec::new(), None)
-        }
+        Estimator::OracleTokens { value, .. } => (
+            baselines::oracle(value, sorted, baselines::Labelled::All)?,
+            Vec::new(),
+            None,
+        ),
+        Estimator::OraclePrefix { value, .. } => (
+            baselines::oracle(value, sorted, baselines::Labelled::Negative)?,
+            Vec::new(),
+            None,
+        ),
         Estimator::Ktae(k) => {
             let out = ktae::ktae(&k, sorted, &settings.end_ids)?;
             shift = Some(out.shifts);

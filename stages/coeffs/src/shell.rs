@@ -61,7 +61,7 @@ impl Vectors for FileVectors<'_> {
 /// from the features file pass by pass (`features_scalars` are its entropies,
 /// `features_probs` its token probabilities, `dim` its vector dimension); the estimation
 /// itself is [`estimate_sorted`]. `decode` turns token ids into text for the extreme-token
-/// table and, for `oracle-tokens`, for the task's token labels.
+/// table and, for the oracles, for the task's token labels.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     settings: &Settings,
@@ -76,18 +76,34 @@ pub fn run(
     let score_of = Index::new(scores);
     let feats = Index::new(features_scalars);
     let probs = Index::new(features_probs);
-    // The oracle's token labels: each token decoded alone, the task's grammar applied.
+    // The oracles' token labels: each token decoded alone, the task's grammar applied.
+    let pieces = |r: &RolloutRow| -> Result<Vec<String>> {
+        r.response_token_ids.iter().map(|&t| decode(&[t])).collect()
+    };
     let labels: Vec<Vec<bool>> = match settings.estimator {
         Estimator::OracleTokens { task, .. } => rollouts
             .iter()
             .map(|r| {
-                let pieces: Vec<String> = r
-                    .response_token_ids
-                    .iter()
-                    .map(|&t| decode(&[t]))
-                    .collect::<Result<_>>()?;
+                let pieces = pieces(r)?;
                 let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
                 Ok(task.connective_tokens(&pieces).unwrap_or_default())
+            })
+            .collect::<Result<_>>()?,
+        Estimator::OraclePrefix { task, .. } => rollouts
+            .iter()
+            .map(|r| {
+                let pieces = pieces(r)?;
+                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                task.correct_prefix_tokens(&r.prompt_id, &pieces)
+                    .ok_or_else(|| {
+                        Error::Input(format!(
+                            "{}: prompt id {:?} is not a problem of {} (oracle-prefix finds a \
+                             solution's first error only on the built-in arithmetic tasks)",
+                            r.response(),
+                            r.prompt_id,
+                            task.source()
+                        ))
+                    })
             })
             .collect::<Result<_>>()?,
         Estimator::Uniform

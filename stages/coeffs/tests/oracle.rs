@@ -73,3 +73,60 @@ fn missing_labels_and_unlabelled_tasks_are_refused_by_name() {
         assert!(e.is_err(), "value {value}");
     }
 }
+
+fn first_error(value: f64) -> Settings {
+    Settings::new(Estimator::OraclePrefix {
+        task: Task::Steps,
+        value,
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_first_error_oracle_reweights_only_wrong_answers_correct_prefixes() {
+    // Labels = before the first error. A right answer (A > 0) is labelled throughout but
+    // keeps 1 everywhere: only a negative advantage pushes shared right text down.
+    let batch = [
+        resp(0, 1.0, true, &F, &[true, true, true]),
+        resp(1, -1.0, true, &F, &[true, true, false]),
+        resp(2, -0.5, true, &F, &[true, false, false]),
+        // A zero advantage (an all-right or all-wrong group): nothing to undo.
+        resp(3, 0.0, true, &F, &[true, true, true]),
+        resp(4, -1.0, false, &F, &[true, true, true]),
+    ];
+    let out = estimate(&first_error(0.0), 2, &batch).unwrap();
+    assert_eq!(
+        out.coeffs,
+        vec![
+            vec![1.0; 3],
+            vec![0.0, 0.0, 1.0],
+            vec![0.0, 1.0, 1.0],
+            vec![1.0; 3],
+            vec![0.0; 3],
+        ]
+    );
+    assert_eq!(
+        estimate(&first_error(0.5), 2, &batch).unwrap().coeffs[1],
+        vec![0.5, 0.5, 1.0]
+    );
+    // Value 1 is DAPO bit for bit.
+    let dapo = estimate(&Settings::new(Estimator::Uniform).unwrap(), 2, &batch).unwrap();
+    assert_eq!(
+        estimate(&first_error(1.0), 2, &batch).unwrap().coeffs,
+        dapo.coeffs
+    );
+    // The code task has no arithmetic first error; tiny-arith has.
+    let e = Settings::new(Estimator::OraclePrefix {
+        task: Task::Code,
+        value: 0.0,
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("tiny-code"), "{e}");
+    assert!(Settings::new(Estimator::OraclePrefix {
+        task: Task::Arith,
+        value: 0.0
+    })
+    .is_ok());
+    let e = estimate(&first_error(0.0), 2, &[resp(5, -1.0, true, &F, &[])]).unwrap_err();
+    assert!(e.to_string().contains("0 token labels for 3 tokens"), "{e}");
+}

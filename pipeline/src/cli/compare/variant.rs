@@ -35,7 +35,7 @@ impl Variant {
 /// GSPO's clip range is its paper's (3e-4, 4e-4), as TRL documents it; SAPO and GSPO take
 /// TRL's aggregation for them (a mean over each response, then over responses). FIPO's
 /// `delta` (10 in its runs) is `update.dual_clip`, 10 in the shipped configurations.
-pub const METHODS: [(&str, &[&str]); 8] = [
+pub const METHODS: [(&str, &[&str]); 9] = [
     ("cispo", &["algorithm=dapo", "update.surrogate=cispo"]),
     (
         "sapo",
@@ -81,6 +81,10 @@ pub const METHODS: [(&str, &[&str]); 8] = [
     ),
     ("ktae", &["algorithm=dapo", "coeffs.estimator=ktae"]),
     ("fipo", &["algorithm=dapo", "update.fipo.decay_rate=32"]),
+    (
+        "oracle-prefix",
+        &["algorithm=dapo", "coeffs.estimator=oracle-prefix"],
+    ),
 ];
 
 impl FromStr for Variant {

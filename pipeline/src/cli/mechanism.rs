@@ -1,0 +1,182 @@
+//! `deltarl mechanism`: DelTA's mechanism read directly on runs of a built-in arithmetic
+//! task ([`crate::mechanism`]): per iteration, the gradient-weighted AUROC of the
+//! coefficients between the shared and the discriminative tokens of wrong and of right
+//! answers; per run, the mean over its iterations; over the runs given (seeds), the mean
+//! and its 95 % t-interval.
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use deltarl_schemas::{read_path, CoeffRow, FeatureProbs, Index, RolloutRow, Stage};
+
+use crate::context::Ctx;
+use crate::mechanism::{read, Readout, Response, Side};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run names (repeat for several seeds: the interval is over runs). Every iteration
+    /// with a coeffs file is read.
+    #[arg(long = "run", required = true)]
+    runs: Vec<String>,
+}
+
+impl Args {
+    pub fn run(self, runs_dir: &Path) -> Result<()> {
+        println!(
+            "AUROC: P(c of a discriminative token > c of a shared one), tokens weighted by \
+             (1 - p)|A|; above 0.5 is what DelTA's premise predicts.\n\
+             wrong answers: shared = before the first error; right answers: shared = the \
+             prefix a wrong answer of the group has too.\n"
+        );
+        println!(
+            "| run | iteration | wrong: tokens shared / rest | shared share | mean c shared / \
+             rest | AUROC | right: tokens shared / rest | shared share | mean c shared / rest \
+             | AUROC |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        let mut means = Vec::new();
+        for name in &self.runs {
+            let readouts = run_readouts(runs_dir, name)?;
+            for (iter, r) in &readouts {
+                println!(
+                    "| {name} | {iter} | {} | {} |",
+                    cells(&r.wrong),
+                    cells(&r.right)
+                );
+            }
+            let mean = |side: fn(&Readout) -> &Side| {
+                let xs: Vec<f64> = readouts.iter().filter_map(|(_, r)| side(r).auroc).collect();
+                (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+            };
+            means.push(RunMean {
+                name,
+                iterations: readouts.len(),
+                wrong: mean(|r| &r.wrong),
+                right: mean(|r| &r.right),
+            });
+        }
+        println!("\n| run | iterations | mean AUROC, wrong answers | mean AUROC, right answers |");
+        println!("|---|---|---|---|");
+        let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.4}"));
+        for m in &means {
+            println!(
+                "| {} | {} | {} | {} |",
+                m.name,
+                m.iterations,
+                show(m.wrong),
+                show(m.right)
+            );
+        }
+        // Over runs (seeds), each run's mean over its iterations: iterations of one run are
+        // not independent, runs are.
+        let sides: [(&str, Vec<f64>); 2] = [
+            (
+                "wrong answers",
+                means.iter().filter_map(|m| m.wrong).collect(),
+            ),
+            (
+                "right answers",
+                means.iter().filter_map(|m| m.right).collect(),
+            ),
+        ];
+        for (label, xs) in sides {
+            if xs.len() >= 2 {
+                let (m, h) = crate::paired::mean_ci(&xs);
+                println!(
+                    "\n{label}: mean AUROC over {} runs {m:.4}, 95 % CI [{:.4}, {:.4}] \
+                     (t over runs)",
+                    xs.len(),
+                    m - h,
+                    m + h
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One run's means over its iterations.
+struct RunMean<'a> {
+    name: &'a str,
+    iterations: usize,
+    wrong: Option<f64>,
+    right: Option<f64>,
+}
+
+fn cells(s: &Side) -> String {
+    let auroc = s.auroc.map_or("-".to_string(), |a| format!("{a:.4}"));
+    format!(
+        "{} / {} | {:.3} | {:.3} / {:.3} | {auroc}",
+        s.tokens[0], s.tokens[1], s.shared_share, s.mean_coeff[0], s.mean_coeff[1]
+    )
+}
+
+/// Each iteration's readout of one run (iterations without a coeffs file are skipped).
+fn run_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, Readout)>> {
+    let ctx = Ctx::open_existing(runs_dir, name)?;
+    let source = &ctx.cfg.opts.data.source;
+    let task = deltarl_data::Task::from_source(source)
+        .filter(|t| t.has_steps())
+        .with_context(|| {
+            format!(
+                "run {name}: `data.source` = {source:?} is not a built-in arithmetic task \
+                 (tiny-arith, tiny-steps, tiny-steps-varied): the readout needs each \
+                 solution's first error"
+            )
+        })?;
+    let tok_path = ctx.base_dir().join("tokenizer.json");
+    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
+        .with_context(|| format!("run {name}: {}", tok_path.display()))?;
+    let mut out = Vec::new();
+    for iter in ctx.run.iterations() {
+        let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
+        if !coeffs_path.exists() {
+            continue;
+        }
+        let at = |stage| ctx.run.output(iter, stage);
+        let rollouts: Vec<RolloutRow> = read_path(&at(Stage::Rollout))?.0;
+        let probs: Vec<FeatureProbs> = read_path(&at(Stage::Features))?.0;
+        let coeffs: Vec<CoeffRow> = read_path(&coeffs_path)?.0;
+        let (prob_of, coeff_of) = (Index::new(&probs), Index::new(&coeffs));
+        // The task's labels, each token decoded alone (as the oracles read them).
+        let labels: Vec<Vec<bool>> = rollouts
+            .iter()
+            .map(|r| {
+                let pieces: Vec<String> = r
+                    .response_token_ids
+                    .iter()
+                    .map(|&t| tokenizer.decode(&[t]))
+                    .collect::<Result<_, _>>()?;
+                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                task.correct_prefix_tokens(&r.prompt_id, &pieces)
+                    .with_context(|| {
+                        format!(
+                            "{}: prompt id {:?} is not a problem of {}",
+                            at(Stage::Rollout).display(),
+                            r.prompt_id,
+                            task.source()
+                        )
+                    })
+            })
+            .collect::<Result<_>>()?;
+        let mut responses = Vec::with_capacity(rollouts.len());
+        for (r, labels) in rollouts.iter().zip(&labels) {
+            let c = coeff_of.get(r, "coeffs").map_err(anyhow::Error::msg)?;
+            let p = prob_of.get(r, "features").map_err(anyhow::Error::msg)?;
+            responses.push(Response {
+                prompt_id: &r.prompt_id,
+                advantage: c.advantage,
+                token_ids: &r.response_token_ids,
+                coeff: &c.coeff,
+                token_prob: &p.token_prob,
+                correct_prefix: labels,
+            });
+        }
+        let readout = read(&responses)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("{}", coeffs_path.display()))?;
+        out.push((iter, readout));
+    }
+    Ok(out)
+}
