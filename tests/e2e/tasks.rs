@@ -52,15 +52,22 @@ assert opens >= 0.25, (opens, r["response_text"].head(5).to_list())
     // The oracle on the same base, without dynamic sampling so that every response is
     // kept: 0 on each character of a phrase, 1 elsewhere.
     let base = format!("model.source={:?}", run.join("base").display().to_string());
-    let sets = [
-        "--set",
-        "coeffs.estimator=\"oracle-tokens\"",
-        "--set",
-        "score.dynamic_sampling=false",
-        "--set",
-        &base,
-    ];
-    ok(iterate(&runs, &cfg, "oracle", &sets));
+    let oracle = |estimator| {
+        [
+            "--set",
+            estimator,
+            "--set",
+            "score.dynamic_sampling=false",
+            "--set",
+            base.as_str(),
+        ]
+    };
+    ok(iterate(
+        &runs,
+        &cfg,
+        "oracle",
+        &oracle("coeffs.estimator=\"oracle-tokens\""),
+    ));
     run_python(
         r#"
 import sys, polars as pl
@@ -82,15 +89,12 @@ assert values == {0.0, 1.0}, values
     // characters before its first error (computed here from the problem, independently of
     // the Rust code), then 1; on every other response 1. The micro model makes errors
     // early and late, so both kinds of tokens occur.
-    let sets = [
-        "--set",
-        "coeffs.estimator=\"oracle-prefix\"",
-        "--set",
-        "score.dynamic_sampling=false",
-        "--set",
-        &base,
-    ];
-    ok(iterate(&runs, &cfg, "prefix", &sets));
+    ok(iterate(
+        &runs,
+        &cfg,
+        "prefix",
+        &oracle("coeffs.estimator=\"oracle-prefix\""),
+    ));
     run_python(
         r#"
 import sys, polars as pl

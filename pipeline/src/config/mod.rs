@@ -204,6 +204,18 @@ impl Resolved {
             Algorithm::Delta => EstimatorKind::Delta,
             _ => EstimatorKind::Uniform,
         });
+        // The built-in task an oracle reads its labels from: `data.source`, if it has them.
+        let oracle_task = |name: &str, has: fn(deltarl_data::Task) -> bool, needs: &str| {
+            deltarl_data::Task::from_source(&o.data.source)
+                .filter(|t| has(*t))
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "config key `coeffs.estimator` = {name:?} needs a built-in task {needs} \
+                         as `data.source`, not {:?}",
+                        o.data.source
+                    )
+                })
+        };
         let estimator = match kind {
             EstimatorKind::Uniform => Estimator::Uniform,
             EstimatorKind::TopEntropy => Estimator::TopEntropy {
@@ -216,29 +228,20 @@ impl Resolved {
                 scope: o.coeffs.scope,
             }),
             EstimatorKind::OracleTokens => Estimator::OracleTokens {
-                task: deltarl_data::Task::from_source(&o.data.source)
-                    .filter(|t| t.has_connectives())
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "config key `coeffs.estimator` = \"oracle-tokens\" needs a built-in \
-                         task whose tokens' roles are known as `data.source` \
-                         (tiny-steps, tiny-steps-varied), not {:?}",
-                            o.data.source
-                        )
-                    })?,
+                task: oracle_task(
+                    "oracle-tokens",
+                    deltarl_data::Task::has_connectives,
+                    "whose tokens' roles are known (tiny-steps, tiny-steps-varied)",
+                )?,
                 value: o.coeffs.oracle_value,
             },
             EstimatorKind::OraclePrefix => Estimator::OraclePrefix {
-                task: deltarl_data::Task::from_source(&o.data.source)
-                    .filter(|t| t.has_steps())
-                    .ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "config key `coeffs.estimator` = \"oracle-prefix\" needs a built-in \
-                         task of worked arithmetic, whose first errors can be found, as \
-                         `data.source` (tiny-arith, tiny-steps, tiny-steps-varied), not {:?}",
-                            o.data.source
-                        )
-                    })?,
+                task: oracle_task(
+                    "oracle-prefix",
+                    deltarl_data::Task::has_steps,
+                    "of worked arithmetic, whose first errors can be found (tiny-arith, \
+                     tiny-steps, tiny-steps-varied)",
+                )?,
                 value: o.coeffs.oracle_value,
             },
             EstimatorKind::Ktae => Estimator::Ktae(o.coeffs.ktae.settings()),
