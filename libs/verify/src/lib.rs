@@ -68,11 +68,10 @@
 //! set written as one (`{1,3}`) never equals a pair (`(1,3)`); a decimal of fewer than
 //! four places never stands for a fraction (`0.33` is not 1/3, in a matrix or not); two
 //! boxes in a list equal one box holding both (`\boxed{1}, \boxed{2}` is `1, 2`: the
-//! boxes are one answer written in parts). Sums, differences, scalar multiples and
-//! products of matrices with numeric entries are evaluated exactly (products first) when
-//! nothing but a boundary stands on either side (`x - M`, `M^T` stay as written), so
-//! `2I - \begin{pmatrix}...\end{pmatrix}` equals its value; math-verify does not evaluate
-//! them. `deltarl bench verify` prints both agreements for both policies. Every gold
+//! boxes are one answer written in parts); matrix arithmetic with numeric entries is
+//! evaluated where nothing else stands beside it (`2I - M` is its value; `x - M`, `M^T`
+//! stay as written), which math-verify does not do. `deltarl bench verify` prints both
+//! agreements for both policies. Every gold
 //! answer of the seven benchmark files verifies against itself when boxed
 //! (`tests/agreement.rs`).
 //!

@@ -2,6 +2,7 @@
 //! matrices whose entries are numbers (`2\begin{pmatrix}1&0\\0&1\end{pmatrix} -
 //! \begin{pmatrix}0&1\\1&0\end{pmatrix}`), evaluated exactly, so that an answer written as
 //! the arithmetic equals its value and is compared entry by entry as any matrix is.
+//! Also how a matrix is then written for comparison: its rows as tuples ([`tuples`]).
 //!
 //! Only what is unambiguous is evaluated: every entry and scalar a rational number, the
 //! shapes compatible, and nothing but a boundary (`=`, punctuation, prose, the end) on
@@ -297,4 +298,17 @@ pub(crate) fn fold(p: Pieces<'_>, number: Number<'_>) -> (Vec<String>, Vec<Vec<V
         }
     }
     (text, matrices)
+}
+
+/// A matrix's rows as a tuple of tuples; one row or one column as one flat tuple.
+pub(crate) fn tuples(rows: &[Vec<String>]) -> String {
+    let tuple = |cells: &[String]| format!("({})", cells.join(","));
+    if rows.len() == 1 {
+        tuple(&rows[0])
+    } else if rows.iter().all(|r| r.len() == 1) {
+        tuple(&rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>())
+    } else {
+        let inner: Vec<String> = rows.iter().map(|r| tuple(r)).collect();
+        format!("({})", inner.join(","))
+    }
 }

@@ -188,25 +188,12 @@ fn matrices(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for (t, rows) in text.iter().zip(&cells) {
         out.push_str(t);
-        out.push_str(&tuples(rows));
+        out.push_str(&crate::matrix::tuples(rows));
     }
     if let Some(last) = text.last() {
         out.push_str(last);
     }
     out
-}
-
-/// A matrix's rows as a tuple of tuples; one row or one column as one flat tuple.
-fn tuples(rows: &[Vec<String>]) -> String {
-    let tuple = |cells: &[String]| format!("({})", cells.join(","));
-    if rows.len() == 1 {
-        tuple(&rows[0])
-    } else if rows.iter().all(|r| r.len() == 1) {
-        tuple(&rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>())
-    } else {
-        let inner: Vec<String> = rows.iter().map(|r| tuple(r)).collect();
-        format!("({})", inner.join(","))
-    }
 }
 
 /// `1000,99` -> `1000.99`: a comma is a decimal comma only where it cannot group
