@@ -24,7 +24,7 @@
 //! is formed, plus the compute-dtype logits in bf16; backward: the scattered gradient of
 //! the gathered log-probs and the log-softmax's input gradient). An entropy bonus adds its
 //! saved `exp` and product (`8V`). A pass of more response tokens than the head's chunk
-//! (`model.head_chunk_mb`, `deltarl_features::ChunkedHead`) holds those `[tokens, V]`
+//! (`model.head_chunk_mb`, `deltarl_teacher::ChunkedHead`) holds those `[tokens, V]`
 //! buffers for one chunk only, plus the states' gradient (`bH` a token) it gathers
 //! chunk by chunk.
 
@@ -144,7 +144,7 @@ impl Plan {
         let entropy = if w.entropy_grad { 8 } else { 0 };
         // Tokens the head's [tokens, V] buffers hold at once: a chunk, or the whole pass
         // (whose states' gradient then flows through autograd, not gathered by chunk).
-        let chunk = deltarl_features::head_chunk_tokens(w.head_chunk_bytes, v as usize) as u64;
+        let chunk = deltarl_teacher::head_chunk_tokens(w.head_chunk_bytes, v as usize) as u64;
         let head_tokens = |n: u64| n.min(chunk);
         let gathered = |n: u64| if n > chunk { b * h * n } else { 0 };
         let head =

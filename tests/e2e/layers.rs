@@ -1,5 +1,6 @@
 //! The workspace's layering, checked on its sources: crates are listed bottom up in the
-//! workspace's `Cargo.toml` and each depends only on crates listed before it; inside every
+//! workspace's `Cargo.toml` and each depends only on crates listed before it; no stage
+//! crate depends on another (stages are peers over the libraries); inside every
 //! crate, no module names one that (through `crate::`, `super::` or a parent declaring its
 //! child) leads back to it. Test modules (`#[cfg(test)] mod tests`) are left out: they sit
 //! below the module they test by construction.
@@ -43,15 +44,10 @@ fn each_crate_depends_only_on_crates_listed_before_it() {
     let mut wrong = Vec::new();
     for (i, m) in members.iter().enumerate() {
         let manifest = toml_at(&root().join(m).join("Cargo.toml"));
-        for table in ["dependencies", "build-dependencies"] {
-            let Some(deps) = manifest.get(table).and_then(|d| d.as_table()) else {
-                continue;
-            };
-            for dep in deps.keys().filter(|d| d.starts_with("deltarl")) {
-                match names.iter().position(|n| n == dep) {
-                    Some(j) if j < i => {}
-                    _ => wrong.push(format!("{} ({m}) -> {dep}", names[i])),
-                }
+        for dep in deltarl_deps(&manifest, &["dependencies", "build-dependencies"]) {
+            match names.iter().position(|n| *n == dep) {
+                Some(j) if j < i => {}
+                _ => wrong.push(format!("{} ({m}) -> {dep}", names[i])),
             }
         }
     }
@@ -59,6 +55,56 @@ fn each_crate_depends_only_on_crates_listed_before_it() {
         wrong,
         Vec::<String>::new(),
         "dependencies upward or unlisted"
+    );
+}
+
+/// The `deltarl-*` crates `manifest` names in `tables`.
+fn deltarl_deps(manifest: &toml::Table, tables: &[&str]) -> Vec<String> {
+    tables
+        .iter()
+        .filter_map(|t| manifest.get(*t).and_then(|d| d.as_table()))
+        .flat_map(|d| d.keys().filter(|k| k.starts_with("deltarl")).cloned())
+        .collect()
+}
+
+/// Stages are peers: what two stages share lives in a library (`libs/`), so no stage
+/// crate names another stage crate, in its library, its build script or its tests (a
+/// check that chains two stages is a workspace test, `tests/e2e`).
+#[test]
+fn no_stage_crate_depends_on_another_stage_crate() {
+    let stages: Vec<(String, toml::Table)> = members()
+        .into_iter()
+        .filter(|m| m.starts_with("stages/"))
+        .map(|m| {
+            let manifest = toml_at(&root().join(&m).join("Cargo.toml"));
+            (m, manifest)
+        })
+        .collect();
+    // Every stage of the iteration is a crate here (so the check below covers them all).
+    assert_eq!(
+        stages.len(),
+        7,
+        "{:?}",
+        stages.iter().map(|s| &s.0).collect::<Vec<_>>()
+    );
+    let names: BTreeSet<String> = stages
+        .iter()
+        .map(|(_, m)| m["package"]["name"].as_str().unwrap().to_string())
+        .collect();
+    let tables = ["dependencies", "dev-dependencies", "build-dependencies"];
+    let wrong: Vec<String> = stages
+        .iter()
+        .flat_map(|(path, manifest)| {
+            deltarl_deps(manifest, &tables)
+                .into_iter()
+                .filter(|d| names.contains(d))
+                .map(move |d| format!("{path} -> {d}"))
+        })
+        .collect();
+    assert_eq!(
+        wrong,
+        Vec::<String>::new(),
+        "a stage crate uses another stage"
     );
 }
 

@@ -7,6 +7,7 @@
 
 mod code;
 mod common;
+mod compact;
 mod compare;
 mod config;
 mod disks;

@@ -154,7 +154,7 @@ pub struct ModelOptions {
 }
 
 fn default_head_chunk_mb() -> u64 {
-    deltarl_features::DEFAULT_HEAD_CHUNK_BYTES / 1_000_000
+    deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES / 1_000_000
 }
 
 fn is_default_head_chunk_mb(mb: &u64) -> bool {

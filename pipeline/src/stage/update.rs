@@ -7,9 +7,10 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use deltarl_model::generate::logprob_temperature;
+use deltarl_optim::AdamW;
 use deltarl_schemas::Stage;
 use deltarl_update::shell::{check_steps, train_rows, write_metrics, Inputs};
-use deltarl_update::{AdamW, JoinSettings, LossSettings};
+use deltarl_update::{JoinSettings, LossSettings};
 
 use super::env::{load_policy, Env};
 use super::ran::{num, Ran};

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use serde_json::json;
 
-use deltarl_warmstart::{heldout_accuracy, write_base, Settings, HELDOUT_PROBLEMS};
+use deltarl_warmstart::{write_base, Settings, HELDOUT_PROBLEMS};
 
 use super::env::Env;
 use super::ran::{num, Ran};
@@ -72,6 +72,28 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         }),
         outputs: Vec::new(),
     })
+}
+
+/// Accuracy of `policy` on [`HELDOUT_PROBLEMS`] held-out problems of the task, one answer
+/// each at `temperature` (0 = greedy), sampled as the eval stage samples the base; a code
+/// task's answers run in `grader`'s sandbox. `progress(responses_done)`.
+fn heldout_accuracy(
+    s: &Settings,
+    policy: &deltarl_model::Policy,
+    temperature: f64,
+    grader: Option<&deltarl_code::Grader>,
+    progress: &mut dyn FnMut(usize),
+) -> Result<f64> {
+    let prompts = s.task.test_prompts(HELDOUT_PROBLEMS);
+    let rows = deltarl_eval::evaluate(
+        policy,
+        &s.task.heldout_name(),
+        &prompts,
+        &s.heldout.at(deltarl_eval::Draw::plain(1, temperature), 0),
+        grader,
+        progress,
+    )?;
+    Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
 }
 
 pub fn summary(s: &serde_json::Value) -> String {

@@ -1,10 +1,9 @@
-//! The eval stage's core: sample answers to benchmark problems with the rollout core
-//! (seeds of the `eval` stage), grade them, and summarise as avg@k, unbiased pass@k and
+//! The eval stage's core: sample answers to benchmark problems with the sampler the
+//! rollout shares (`deltarl_sample`, seeds of the `eval` stage), grade them, and summarise as avg@k, unbiased pass@k and
 //! maj@k with bootstrap confidence intervals over problems ([`stats`]). The warm start
 //! grades its base with it too; reading benchmark files and writing `eval.parquet` is the
 //! application's.
 
-mod sampling;
 mod settings;
 pub mod stats;
 
@@ -13,7 +12,7 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
 use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
 
-pub use sampling::{Draw, Request, Sampling};
+pub use deltarl_sample::evaluation::{Draw, Request, Sampling};
 pub use settings::Settings;
 pub use stats::{bootstrap, Estimate};
 
@@ -23,7 +22,7 @@ pub enum Error {
     #[error("sampling answers to {bench}: {source}")]
     Sampling {
         bench: String,
-        source: Box<deltarl_rollout::Error>,
+        source: Box<deltarl_sample::Error>,
     },
     #[error(transparent)]
     Model(#[from] deltarl_model::Error),
@@ -36,7 +35,7 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Generates `samples` answers per problem with the rollout core (seeds of the `eval`
+/// Generates `samples` answers per problem with the shared sampler (seeds of the `eval`
 /// stage) and grades them: math answers with `s.extract`, code answers by running them
 /// against their tests in `grader`'s sandbox (required when any problem is code).
 /// `progress(responses_done)`.
@@ -48,7 +47,7 @@ pub fn evaluate(
     grader: Option<&Grader>,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<EvalRow>> {
-    let core = deltarl_rollout::Plan {
+    let core = deltarl_sample::Plan {
         samples_per_prompt: s.samples,
         template: s.template.clone(),
         sampling: SampleSettings {
@@ -69,7 +68,7 @@ pub fn evaluate(
         max_prompt_tokens: None,
         shard: deltarl_schemas::Shard::WHOLE,
     };
-    let samples = deltarl_rollout::run(&core, policy, prompts, &mut |done, _| progress(done))
+    let samples = deltarl_sample::run(&core, policy, prompts, &mut |done, _| progress(done))
         .map_err(|source| Error::Sampling {
             bench: bench.to_string(),
             source: Box::new(source),

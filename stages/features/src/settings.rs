@@ -8,7 +8,9 @@ use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{Shard, Stage};
 use serde::Serialize;
 
-use crate::{Proxy, DEFAULT_HEAD_CHUNK_BYTES};
+use deltarl_teacher::is_default_head_chunk;
+
+use crate::Proxy;
 
 /// The features stage's settings.
 #[derive(Clone, Debug, Serialize)]
@@ -26,7 +28,7 @@ pub struct Settings {
     /// And at most this many tokens (prompt + response) per forward pass (None = no limit).
     pub chunk_tokens: Option<usize>,
     /// Most bytes of one `[tokens, vocabulary]` f32 buffer of the LM head
-    /// ([`crate::head_chunk_tokens`]; 0 = the whole pass).
+    /// ([`deltarl_teacher::head_chunk_tokens`]; 0 = the whole pass).
     #[serde(skip_serializing_if = "is_default_head_chunk")]
     pub head_chunk_bytes: u64,
     /// The policy's precision. A bf16 model's vectors are stored at its precision: each
@@ -41,12 +43,6 @@ pub struct Settings {
     /// not a setting of the file.
     #[serde(skip)]
     pub shard: Shard,
-}
-
-/// Whether a head chunk budget is the default (left out of serialised settings, so files
-/// and hashes from before the setting existed stay the same).
-pub fn is_default_head_chunk(bytes: &u64) -> bool {
-    *bytes == DEFAULT_HEAD_CHUNK_BYTES
 }
 
 impl Settings {

@@ -49,7 +49,7 @@ fn settings(chunk: usize) -> Settings {
         temperature: 1.0,
         chunk_rows: chunk,
         chunk_tokens: None,
-        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
         dtype: deltarl_model::Dtype::F32,
         iter: 1,
         shard: deltarl_schemas::Shard::WHOLE,

@@ -1,14 +1,11 @@
-//! The update stage: the clipped policy-gradient loss family (GRPO, DAPO, Dr.GRPO, DelTA),
-//! and AdamW with persistent state (which the warm start trains with too).
+//! The update stage: the clipped policy-gradient loss family (GRPO, DAPO, Dr.GRPO, DelTA)
+//! and its training loop, stepping `deltarl_optim`'s AdamW.
 
-mod adamw;
 mod loss;
-mod optimizer_state;
 mod settings;
 pub mod shell;
 mod train;
 
-pub use adamw::{AdamW, AdamWSettings};
 pub use loss::{
     token_loss, token_weights, Aggregation, FutureKl, LossSettings, RatioLevel, Surrogate,
     TokenLoss,
@@ -28,6 +25,8 @@ pub enum Error {
     Table(#[from] deltarl_schemas::Error),
     #[error(transparent)]
     Dist(#[from] deltarl_dist::Error),
+    #[error(transparent)]
+    Optim(#[from] deltarl_optim::Error),
     #[error("{0}")]
     Input(String),
     /// Every step's gradient norm was non-finite: the update learned nothing, something
@@ -44,11 +43,6 @@ pub enum Error {
     },
     #[error("after the update, tensor {tensor} has non-finite values (nothing written)")]
     NonFiniteWeights { tensor: String },
-    #[error("{}: {message}", path.display())]
-    State {
-        path: std::path::PathBuf,
-        message: String,
-    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

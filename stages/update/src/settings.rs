@@ -7,7 +7,9 @@ use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::Stage;
 use serde::Serialize;
 
-use crate::{AdamWSettings, JoinSettings, LossSettings};
+use deltarl_optim::AdamWSettings;
+
+use crate::{JoinSettings, LossSettings};
 
 /// AdamW's moment decay rates and epsilon (the authors' values, not configurable).
 const BETA1: f64 = 0.9;
@@ -45,8 +47,8 @@ pub struct Settings {
     /// The rollout temperature (log-probs are measured at it, like the old ones).
     pub temperature: f64,
     /// Most bytes of one `[tokens, vocabulary]` f32 buffer of the LM head: longer passes
-    /// run the head in chunks (`deltarl_features::ChunkedHead`; 0 = the whole pass).
-    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
+    /// run the head in chunks (`deltarl_teacher::ChunkedHead`; 0 = the whole pass).
+    #[serde(skip_serializing_if = "deltarl_teacher::is_default_head_chunk")]
     pub head_chunk_bytes: u64,
     pub dtype: Dtype,
     /// Shard the optimizer state over the processes (ZeRO-1): the same step, so not hashed.
@@ -65,7 +67,6 @@ impl Settings {
     /// The optimizer's settings.
     pub fn adamw(&self) -> AdamWSettings {
         AdamWSettings {
-            lr: self.lr,
             beta1: BETA1,
             beta2: BETA2,
             eps: ADAM_EPS,
@@ -108,7 +109,7 @@ pub(crate) struct Recorded<'a> {
     warmup_steps: u64,
     lr: f64,
     grad_clip: f64,
-    #[serde(skip_serializing_if = "deltarl_features::is_default_head_chunk")]
+    #[serde(skip_serializing_if = "deltarl_teacher::is_default_head_chunk")]
     head_chunk_bytes: u64,
     temperature: f64,
     seed: u64,

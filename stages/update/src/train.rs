@@ -2,13 +2,15 @@
 //! normalisation choices commented where the division happens.
 
 use deltarl_dist::Group;
-use deltarl_features::{budget_chunks, head_chunk_tokens, token_stats, TeacherForced};
 use deltarl_model::{Policy, Qwen3};
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{Shard, UpdateRow};
+use deltarl_teacher::{budget_chunks, head_chunk_tokens, token_stats, TeacherForced};
 use tch::{Kind, Tensor};
 
-use crate::{token_loss, token_weights, AdamW, Error, Result, Settings};
+use deltarl_optim::AdamW;
+
+use crate::{token_loss, token_weights, Error, Result, Settings};
 
 /// One response to train on: tokens, old log-probs, advantage and coefficients. Token t's
 /// advantage is `advantage * coeff[t] + shift[t]`.

@@ -1,4 +1,4 @@
-//! The chunked LM head (`deltarl_features::ChunkedHead`): an update whose passes run the
+//! The chunked LM head (`deltarl_teacher::ChunkedHead`): an update whose passes run the
 //! head over chunks of a few tokens gives the whole-head update's losses, gradients and
 //! weights — to f32 round-off in f32; in bf16 the gradients to bf16 round-off (the chunks'
 //! head-weight gradients are rounded to bf16 one chunk at a time before their f32 sum).
@@ -9,7 +9,8 @@
 
 mod common;
 
-use deltarl_update::{run, AdamW, AdamWSettings, Aggregation, LossSettings, Settings, TrainRow};
+use deltarl_optim::{AdamW, AdamWSettings};
+use deltarl_update::{run, Aggregation, LossSettings, Settings, TrainRow};
 use tch::{Kind, Tensor};
 
 fn rows() -> Vec<TrainRow> {
@@ -51,7 +52,6 @@ fn update(bf16: bool, checkpointing: bool, chunk_tokens: Option<u64>) -> Outcome
     }
     let vocab = p.model.config.vocab_size as u64;
     let adam = AdamWSettings {
-        lr: 1e-3,
         beta1: 0.9,
         beta2: 0.999,
         eps: 1e-8,
@@ -76,7 +76,7 @@ fn update(bf16: bool, checkpointing: bool, chunk_tokens: Option<u64>) -> Outcome
         micro_batch_tokens: None,
         activation_checkpointing: checkpointing,
         warmup_steps: 0,
-        lr: adam.lr,
+        lr: 1e-3,
         grad_clip: 0.0,
         // One f32 [tokens, vocab] buffer of `chunk_tokens` tokens.
         head_chunk_bytes: chunk_tokens.map_or(0, |t| 4 * vocab * t),

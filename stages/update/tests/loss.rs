@@ -4,10 +4,9 @@
 
 mod common;
 
-use deltarl_coeffs::{estimate, DeltaSettings, Estimator, KtaeSettings, Response};
+use deltarl_optim::{AdamW, AdamWSettings};
 use deltarl_update::{
-    run, token_loss, token_weights, AdamW, AdamWSettings, Aggregation, LossSettings, Settings,
-    TrainRow,
+    run, token_loss, token_weights, Aggregation, LossSettings, Settings, TrainRow,
 };
 use tch::{Device, Tensor};
 
@@ -108,7 +107,6 @@ fn train_rows(coeffs: &[Vec<f32>], shifts: &[Vec<f32>]) -> Vec<TrainRow> {
 }
 
 const ADAM: AdamWSettings = AdamWSettings {
-    lr: 1e-3,
     beta1: 0.9,
     beta2: 0.999,
     eps: 1e-8,
@@ -157,7 +155,7 @@ fn token_mean_settings(optimizer_steps: usize) -> Settings {
         warmup_steps: 0,
         lr: 1e-3,
         grad_clip: 1.0,
-        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 1,
         ..common::settings()
@@ -185,61 +183,24 @@ fn weights(p: &deltarl_model::Policy) -> Vec<(String, Vec<u8>)> {
     v
 }
 
-#[test]
-fn delta_with_unit_lambdas_and_ktae_with_top_0_are_dapo_bit_for_bit() {
-    let feats: Vec<Vec<f32>> = (0..6)
-        .map(|i| {
-            (0..(3 + i) * 4)
-                .map(|k| ((k * 37 + i) % 11) as f32 - 5.0)
-                .collect()
-        })
-        .collect();
-    let ents: Vec<Vec<f32>> = (0..6).map(|i| vec![1.0; 3 + i]).collect();
-    let ids: Vec<String> = (0..6).map(|i| format!("p{}", i / 3)).collect();
-    let tokens: Vec<Vec<u32>> = (0..6).map(response_ids).collect();
-    let rs: Vec<Response<'_>> = (0..6)
-        .map(|i| Response {
-            prompt_id: &ids[i],
-            sample_idx: (i % 3) as u32,
-            advantage: advantage(i),
-            reward: if i % 2 == 0 { 1.0 } else { 0.0 },
-            kept: true,
-            token_ids: &tokens[i],
-            features: &feats[i],
-            entropy: &ents[i],
-            token_prob: &[],
-            shared: &[],
-        })
-        .collect();
-    let unit = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings {
-        lam_min: 1.0,
-        lam_max: 1.0,
-        ..DeltaSettings::default()
-    }))
-    .unwrap();
-    let dapo = deltarl_coeffs::Settings::new(Estimator::Uniform).unwrap();
-    let c_delta = estimate(&unit, 4, &rs).unwrap().coeffs;
-    let c_dapo = estimate(&dapo, 4, &rs).unwrap().coeffs;
-    // A real DelTA estimate differs (so the comparison below is not vacuous).
-    let full = deltarl_coeffs::Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
-    assert_ne!(estimate(&full, 4, &rs).unwrap().coeffs, c_dapo);
-    // KTAE at its neutral setting (top = 0) writes coefficients 1 and shifts 0; at its
-    // default its shifts are not all 0 (both groups hold a right and a wrong response).
-    let ktae = |top: f64| {
-        let s = deltarl_coeffs::Settings::new(Estimator::Ktae(KtaeSettings {
-            top,
-            ..KtaeSettings::default()
-        }))
-        .unwrap();
-        estimate(&s, 4, &rs).unwrap()
-    };
-    let neutral = ktae(0.0);
-    let k_shift = neutral.shift.clone().expect("ktae writes shifts");
-    assert_eq!(neutral.coeffs, c_dapo);
-    assert!(k_shift.iter().flatten().all(|&x| x == 0.0));
-    let default_shift = ktae(1.0).shift.expect("ktae writes shifts");
-    assert!(default_shift.iter().flatten().any(|&x| x != 0.0));
+/// DAPO's coefficients: 1 on every token of the six responses.
+fn ones() -> Vec<Vec<f32>> {
+    (0..6).map(|i| vec![1.0; response_ids(i).len()]).collect()
+}
 
+/// What DelTA at unit lambdas and KTAE at `top = 0` write (coefficients of exactly 1, KTAE
+/// shifts of +0.0: `stages/coeffs/tests/neutral.rs`) trains exactly as DAPO: the same
+/// losses, gradient norms and weights, bit for bit; a nonzero shift trains differently.
+#[test]
+fn coefficients_of_one_and_zero_shifts_are_dapo_bit_for_bit() {
+    let c_dapo = ones();
+    let zero_shift: Vec<Vec<f32>> = c_dapo.iter().map(|c| vec![0.0; c.len()]).collect();
+    // A shift on the right answers' tokens only (a KTAE-like advantage change).
+    let some_shift: Vec<Vec<f32>> = c_dapo
+        .iter()
+        .enumerate()
+        .map(|(i, c)| vec![if i % 2 == 0 { 0.25 } else { 0.0 }; c.len()])
+        .collect();
     let s = Settings {
         loss: loss_settings(Aggregation::TokenMean),
         optimizer_steps: 2,
@@ -249,13 +210,12 @@ fn delta_with_unit_lambdas_and_ktae_with_top_0_are_dapo_bit_for_bit() {
         warmup_steps: 0,
         lr: 1e-2,
         grad_clip: 1.0,
-        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
         temperature: 1.0,
         seed: 5,
         ..common::settings()
     };
     let adam = AdamWSettings {
-        lr: 1e-2,
         beta1: 0.9,
         beta2: 0.999,
         eps: 1e-8,
@@ -265,9 +225,8 @@ fn delta_with_unit_lambdas_and_ktae_with_top_0_are_dapo_bit_for_bit() {
     let none: Vec<Vec<f32>> = Vec::new();
     for (coeffs, shifts) in [
         (&c_dapo, &none),
-        (&c_delta, &none),
-        (&neutral.coeffs, &k_shift),
-        (&c_dapo, &default_shift),
+        (&c_dapo, &zero_shift),
+        (&c_dapo, &some_shift),
     ] {
         let (_d, p) = policy();
         let mut opt = AdamW::new(&p.vs, adam);
@@ -275,19 +234,15 @@ fn delta_with_unit_lambdas_and_ktae_with_top_0_are_dapo_bit_for_bit() {
         results.push((metrics, weights(&p)));
     }
     assert_eq!(results[0].0.len(), 2);
-    for other in &results[1..3] {
-        assert_eq!(other.0.len(), results[0].0.len());
-        for (a, b) in results[0].0.iter().zip(&other.0) {
-            assert_eq!(a.loss.to_bits(), b.loss.to_bits());
-            assert_eq!(a.grad_norm.to_bits(), b.grad_norm.to_bits());
-        }
-        assert!(other.1 == results[0].1, "updated weights differ");
+    let zero = &results[1];
+    assert_eq!(zero.0.len(), results[0].0.len());
+    for (a, b) in results[0].0.iter().zip(&zero.0) {
+        assert_eq!(a.loss.to_bits(), b.loss.to_bits());
+        assert_eq!(a.grad_norm.to_bits(), b.grad_norm.to_bits());
     }
-    // The shifts reach the loss: KTAE at its default trains differently.
-    assert!(
-        results[3].1 != results[0].1,
-        "KTAE's shifts changed nothing"
-    );
+    assert!(zero.1 == results[0].1, "updated weights differ");
+    // The shifts reach the loss: a nonzero one trains differently.
+    assert!(results[2].1 != results[0].1, "the shifts changed nothing");
     // And the update moved the weights.
     let (_d, p0) = policy();
     assert!(weights(&p0) != results[0].1);
@@ -308,7 +263,6 @@ fn micro_batching_does_not_change_the_objective() {
             let mut opt = AdamW::new(
                 &p.vs,
                 AdamWSettings {
-                    lr: 1e-3,
                     beta1: 0.9,
                     beta2: 0.999,
                     eps: 1e-8,
@@ -324,7 +278,7 @@ fn micro_batching_does_not_change_the_objective() {
                 warmup_steps: 0,
                 lr: 1e-3,
                 grad_clip: 0.0,
-                head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+                head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
                 temperature: 1.0,
                 seed: 5,
                 ..common::settings()

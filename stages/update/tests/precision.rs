@@ -5,11 +5,13 @@
 
 mod common;
 
-use deltarl_update::{AdamW, AdamWSettings};
+use deltarl_optim::{AdamW, AdamWSettings};
 use tch::{nn, Device, Kind, Tensor};
 
+/// The learning rate of the tiny step.
+const LR: f64 = 1e-6;
+
 const ADAM: AdamWSettings = AdamWSettings {
-    lr: 1e-6,
     beta1: 0.9,
     beta2: 0.999,
     eps: 1e-8,
@@ -58,8 +60,8 @@ fn a_tiny_step_moves_every_master_weight_as_in_f32() {
     );
     set_grad(&w_b, &g);
     set_grad(&w_f, &g);
-    opt_b.step(ADAM.lr);
-    opt_f.step(ADAM.lr);
+    opt_b.step(LR);
+    opt_f.step(LR);
 
     let master = values(opt_b.master("w").unwrap());
     let (before, f32_step) = (values(&init), values(&w_f));
@@ -97,7 +99,7 @@ fn the_master_round_trips_through_the_optimizer_state() {
     let (vs, w) = store(&init, Kind::BFloat16);
     let mut opt = AdamW::new(&vs, ADAM);
     set_grad(&w, &Tensor::ones([8, 8], (Kind::Float, Device::Cpu)));
-    opt.step(ADAM.lr);
+    opt.step(LR);
     let dir = tempfile::tempdir().unwrap();
     opt.save(dir.path()).unwrap();
     // A fresh optimizer over a fresh bf16 copy of the saved working weights.
@@ -139,7 +141,7 @@ fn gradients(folder: &std::path::Path, rows: &[deltarl_update::TrainRow]) -> Vec
             dual_clip: Some(3.0),
             ..base.loss
         },
-        lr: ADAM.lr,
+        lr: LR,
         seed: 2,
         ..base
     };
@@ -246,8 +248,9 @@ fn f32_accumulation_matches_a_pytorch_replica() {
     let _ = vs.root().var_copy("w2", &data["w2"]);
     vs.bfloat16();
     let w = vs.variables();
+    // precision.py's optimizer.
+    let lr = 1e-3;
     let adam = AdamWSettings {
-        lr: 1e-3,
         beta1: 0.9,
         beta2: 0.95,
         eps: 1e-8,
@@ -272,7 +275,7 @@ fn f32_accumulation_matches_a_pytorch_replica() {
             opt.clip_grad_norm(0.5) > 0.5,
             "clipping is part of the check"
         );
-        opt.step(adam.lr);
+        opt.step(lr);
     }
     let rel = |a: &Tensor, b: &Tensor| {
         let scale = b.abs().max().double_value(&[]);

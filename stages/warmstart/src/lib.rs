@@ -7,8 +7,9 @@
 //! * [`train`]: the pure core, the seeded initialisation and the supervised loop ([`sft`]).
 //! * [`write_base`]: the shell the application calls, which writes the base model folder
 //!   (tokenizer, config, weights) into a folder the caller renames when complete.
-//! * [`heldout_accuracy`]: the new base graded on the task's held-out problems, sampled as
-//!   the eval stage samples them.
+//!
+//! The application then grades the new base on [`HELDOUT_PROBLEMS`] held-out problems of
+//! the task with the eval stage's core, sampled as [`Settings::heldout`] says.
 
 mod options;
 pub mod sft;
@@ -20,9 +21,9 @@ use serde::Serialize;
 use tch::Device;
 
 use deltarl_data as tiny;
-use deltarl_eval::Sampling;
 use deltarl_model::synthetic::Shape;
 use deltarl_model::{Dtype, Policy, Qwen3Config, Tokenizer};
+use deltarl_sample::Sampling;
 use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::Stage;
 
@@ -36,8 +37,6 @@ pub const HELDOUT_PROBLEMS: usize = 200;
 pub enum Error {
     #[error(transparent)]
     Model(#[from] deltarl_model::Error),
-    #[error(transparent)]
-    Eval(#[from] deltarl_eval::Error),
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
     #[error("the [model.tiny] shape is not a valid Qwen3 config: {0}")]
@@ -155,10 +154,9 @@ pub fn train(
     check_context(s, &policy.tokenizer)?;
     let seed = seed_for(s.seed, 0, Stage::Warmstart.name(), "", 0);
     deltarl_model::init_weights(policy, seed);
-    let mut opt = deltarl_update::AdamW::new(
+    let mut opt = deltarl_optim::AdamW::new(
         &policy.vs,
-        deltarl_update::AdamWSettings {
-            lr: w.lr,
+        deltarl_optim::AdamWSettings {
             beta1: 0.9,
             beta2: 0.95,
             eps: 1e-8,
@@ -237,27 +235,4 @@ fn check_context(s: &Settings, tok: &Tokenizer) -> Result<()> {
         });
     }
     Ok(())
-}
-
-/// Accuracy of `policy` on [`HELDOUT_PROBLEMS`] held-out problems of the task, one answer
-/// each at `temperature` (0 = greedy), sampled as the eval stage samples the base; a code
-/// task's answers run in `grader`'s sandbox.
-/// `progress(responses_done)`.
-pub fn heldout_accuracy(
-    s: &Settings,
-    policy: &Policy,
-    temperature: f64,
-    grader: Option<&deltarl_code::Grader>,
-    progress: &mut dyn FnMut(usize),
-) -> Result<f64> {
-    let prompts = s.task.test_prompts(HELDOUT_PROBLEMS);
-    let rows = deltarl_eval::evaluate(
-        policy,
-        &s.task.heldout_name(),
-        &prompts,
-        &s.heldout.at(deltarl_eval::Draw::plain(1, temperature), 0),
-        grader,
-        progress,
-    )?;
-    Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
 }

@@ -1,10 +1,10 @@
 //! Supervised warm start: weighted token-mean cross-entropy on worked solutions (+ EOS).
 
-use deltarl_features::token_stats;
 use deltarl_model::Policy;
+use deltarl_teacher::token_stats;
 use tch::{Kind, Tensor};
 
-use deltarl_update::AdamW;
+use deltarl_optim::AdamW;
 
 /// Warm-start schedule.
 #[derive(Clone, Debug)]

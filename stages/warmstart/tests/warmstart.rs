@@ -2,12 +2,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use deltarl_model::random_policy;
-use deltarl_update::{AdamW, AdamWSettings};
+use deltarl_optim::{AdamW, AdamWSettings};
 use deltarl_warmstart::sft::{train, SftSettings};
 use tch::Device;
 
 const ADAM: AdamWSettings = AdamWSettings {
-    lr: 1e-3,
     beta1: 0.9,
     beta2: 0.999,
     eps: 1e-8,
@@ -41,7 +40,7 @@ fn the_warm_start_loss_is_the_weighted_token_mean() {
         .iter()
         .map(|(a, b)| (a.as_slice(), b.as_slice()))
         .collect();
-    let lp = deltarl_features::token_stats(&p.model, &pairs, 1.0, usize::MAX, Device::Cpu).logprob;
+    let lp = deltarl_teacher::token_stats(&p.model, &pairs, 1.0, usize::MAX, Device::Cpu).logprob;
     let lp: Vec<f64> = Vec::<f32>::try_from(&lp)
         .unwrap()
         .into_iter()
@@ -95,7 +94,7 @@ fn settings(max_positions: usize) -> deltarl_warmstart::Settings {
         },
         template: "Q: {question}\nA: ".into(),
         dtype: deltarl_model::Dtype::F32,
-        heldout: deltarl_eval::Sampling {
+        heldout: deltarl_sample::Sampling {
             seed: 3,
             template: "Q: {question}\nA: ".into(),
             max_new_tokens: 8,

@@ -47,7 +47,7 @@ pub fn settings() -> deltarl_update::Settings {
         weight_decay: 0.0,
         grad_clip: 0.0,
         temperature: 1.0,
-        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
         dtype: deltarl_model::Dtype::F32,
         shard_optimizer: false,
         shard_bytes: deltarl_model::DEFAULT_SHARD_BYTES,

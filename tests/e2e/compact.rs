@@ -1,8 +1,9 @@
 //! Compact features of a bf16 model: the vectors stored at bf16 precision cost at most
 //! 2 H + 16 bytes a token on disk, and the DelTA coefficients from them are no farther from
 //! the coefficients of an f32 file of the same pass than the reference's own coefficients
-//! (its hidden state is bf16) are from those of an f32 model with the same weights.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! (its hidden state is bf16) are from those of an f32 model with the same weights. (Two
+//! stages in one process, the features stage's output read by the coefficients' estimator:
+//! a check across stages lives here, not in a stage crate.)
 
 use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response, Settings};
 use deltarl_features::{run, writer, Proxy};
@@ -70,7 +71,7 @@ fn settings(bf16_vectors: bool) -> deltarl_features::Settings {
         temperature: 1.0,
         chunk_rows: 8,
         chunk_tokens: None,
-        head_chunk_bytes: deltarl_features::DEFAULT_HEAD_CHUNK_BYTES,
+        head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
         // The vectors are stored at bf16 precision for a bf16 setting, whatever the model
         // given to `run` (here: a bf16 model's vectors kept in f32 too, for comparison).
         dtype: if bf16_vectors {

@@ -3,12 +3,14 @@
 //! the owner's weights is what `share_weights` adds; two processes: tests/e2e/ranks.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use deltarl_optim::{AdamW, AdamWSettings};
 use deltarl_schemas::Shard;
-use deltarl_update::{AdamW, AdamWSettings};
 use tch::{nn, Device, Kind, Tensor};
 
+/// The learning rate of every step.
+const LR: f64 = 1e-3;
+
 const ADAM: AdamWSettings = AdamWSettings {
-    lr: 1e-3,
     beta1: 0.9,
     beta2: 0.999,
     eps: 1e-8,
@@ -70,11 +72,11 @@ fn each_owner_takes_the_unsharded_step_and_the_state_is_divided() {
     // Two steps, so the second uses moments the first left.
     for _ in 0..2 {
         set_grads(&whole_vs);
-        whole.step(ADAM.lr);
+        whole.step(LR);
         whole.zero_grad();
         for (vs, opt) in &mut ranks {
             set_grads(vs);
-            opt.step(ADAM.lr);
+            opt.step(LR);
             opt.zero_grad();
         }
         // What `share_weights` does between processes: the owner's weights go to the other.

@@ -23,15 +23,13 @@
 
 use deltarl_dist::Group;
 use deltarl_schemas::Shard;
-use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::Result;
 
-/// AdamW hyper-parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+/// AdamW hyper-parameters (the learning rate is each step's: [`AdamW::step`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamWSettings {
-    pub lr: f64,
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,

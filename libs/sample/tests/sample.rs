@@ -4,7 +4,7 @@
 
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::random_policy;
-use deltarl_rollout::{run, Plan};
+use deltarl_sample::{run, Plan};
 use deltarl_schemas::{FinishReason, PromptRow};
 
 fn policy() -> (tempfile::TempDir, deltarl_model::Policy) {

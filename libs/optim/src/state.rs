@@ -23,9 +23,7 @@ impl AdamW {
     /// an empty list.
     pub fn consolidated(&self, ranks: Option<&Group>) -> Result<Vec<(String, Tensor)>> {
         if ranks.is_none() && self.sharded_rank.is_some() {
-            return Err(Error::Input(
-                "sharded optimizer state is consolidated through its process group".into(),
-            ));
+            return Err(Error::Unconsolidated);
         }
         let mut named = Vec::with_capacity(self.params.len() * 3);
         for s in &self.params {
