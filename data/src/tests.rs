@@ -1,6 +1,7 @@
 //! The formats of the arithmetic tasks by hand, and their splits.
 
 use super::*;
+use deltarl_schemas::seed::Rng;
 
 #[test]
 fn solutions_and_splits() {

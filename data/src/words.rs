@@ -145,7 +145,7 @@ pub fn problems(split: Split, n: usize, seed: u64) -> Vec<Word> {
 pub fn prompt_rows(problems: &[Word]) -> Vec<PromptRow> {
     problems
         .iter()
-        .map(|p| crate::math_row(p.id(), p.question(), p.answer(), SOURCE))
+        .map(|p| crate::row::math_row(p.id(), p.question(), p.answer(), SOURCE))
         .collect()
 }
 

@@ -14,7 +14,12 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use crate::{Error, Result, Table, SCHEMA_VERSION, TOOL_VERSION};
+use crate::{Error, Result, Table};
+
+/// The schema version written into every file and required by every reader.
+pub const SCHEMA_VERSION: &str = "1";
+/// The tool version recorded in files and manifests.
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 const KEY_VERSION: &str = "deltarl.schema_version";
 const KEY_STAGE: &str = "deltarl.stage";

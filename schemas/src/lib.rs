@@ -24,7 +24,8 @@ mod views;
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
 pub use error::{Error, Result};
 pub use io::{
-    read_meta, read_table, vector_dim, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS, VECTOR_PRECISION,
+    read_meta, read_table, vector_dim, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS, SCHEMA_VERSION,
+    TOOL_VERSION, VECTOR_PRECISION,
 };
 pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
@@ -36,8 +37,3 @@ pub use tables::{
     ScoreRow, Table, UpdateRow,
 };
 pub use views::{FeatureProbs, FeatureScalars, FeatureVectors, LogprobRow};
-
-/// The schema version written into every file and required by every reader.
-pub const SCHEMA_VERSION: &str = "1";
-/// The tool version recorded in files and manifests.
-pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -2,8 +2,11 @@
 //! workspace's `Cargo.toml` and each depends only on crates listed before it; no stage
 //! crate depends on another (stages are peers over the libraries); inside every
 //! crate, no module names one that (through `crate::`, `super::` or a parent declaring its
-//! child) leads back to it. Test modules (`#[cfg(test)] mod tests`) are left out: they sit
-//! below the module they test by construction.
+//! child) leads back to it, the crate root included: a name taken from the root leads to
+//! the module the root re-exports it from, or to the root when the root defines it (which
+//! then closes a cycle with the root's own `mod` line). Test modules (`#[cfg(test)] mod
+//! tests`) and comments are left out: the first sit below the module they test by
+//! construction, the second name modules without using them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -122,6 +125,11 @@ fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
             if p.extension().is_none_or(|x| x != "rs") {
                 continue;
             }
+            // A binary beside the library is another crate (it names the library by its
+            // name, never `crate::`): the root here is the library's.
+            if p == src.join("main.rs") && src.join("lib.rs").exists() {
+                continue;
+            }
             let rel = p.strip_prefix(src).unwrap().with_extension("");
             let mut parts: Vec<String> = rel
                 .components()
@@ -172,15 +180,98 @@ fn paths_after(src: &str, prefix: &str) -> Vec<String> {
     out
 }
 
+/// Where each name the crate root brings in with `use` (`pub use a::{B, c::D as E};`)
+/// comes from: the crate's own module (`Some("a")`, `Some("a::c")`), or None for another
+/// crate's item (`pub use deltarl_sample::Plan;`). A path through the root to such a name
+/// leads to that module, not to the root.
+fn root_imports(
+    root: &str,
+    modules: &BTreeMap<String, PathBuf>,
+) -> BTreeMap<String, Option<String>> {
+    let mut out = BTreeMap::new();
+    for stmt in root.split(';') {
+        let stmt = stmt.trim_start();
+        let Some(i) = stmt.find("use ") else { continue };
+        // Only a statement that is a `use` (`use`, `pub use`, `pub(crate) use`).
+        if !matches!(stmt[..i].trim(), "" | "pub" | "pub(crate)") {
+            continue;
+        }
+        let path: String = stmt[i + 4..]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let path = path
+            .trim_start_matches("crate::")
+            .trim_start_matches("self::");
+        leaves(path, "", &mut |module, name| {
+            let own = modules.contains_key(module).then(|| module.to_string());
+            let own = own.filter(|m| !m.is_empty());
+            out.insert(name.to_string(), own);
+        });
+    }
+    out
+}
+
+/// The leaves of a `use` tree (`a::{b, c::{D, E as F}}`): `f(module path, name)` for each,
+/// the module path `::`-joined under `prefix`.
+fn leaves(tree: &str, prefix: &str, f: &mut dyn FnMut(&str, &str)) {
+    let join = |a: &str, b: &str| {
+        if a.is_empty() {
+            b.to_string()
+        } else {
+            format!("{a}::{b}")
+        }
+    };
+    if let Some(open) = tree.find('{') {
+        let head = join(prefix, tree[..open].trim_end_matches("::").trim());
+        let body = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+        // Split the group at its top-level commas.
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in body.char_indices().chain([(body.len(), ',')]) {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    let item = body[start..i.min(body.len())].trim();
+                    if !item.is_empty() {
+                        leaves(item, &head, f);
+                    }
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        return;
+    }
+    let (path, alias) = match tree.split_once(" as ") {
+        Some((p, a)) => (p.trim(), Some(a.trim())),
+        None => (tree.trim(), None),
+    };
+    let full = join(prefix, path);
+    let (module, last) = full.rsplit_once("::").unwrap_or(("", full.as_str()));
+    f(module, alias.unwrap_or(last));
+}
+
 /// Module -> the modules it names (test modules left out) and its children.
 fn edges(modules: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String>> {
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let root_uses = match modules.get("") {
+        Some(root) => root_imports(&std::fs::read_to_string(root).unwrap(), modules),
+        None => BTreeMap::new(),
+    };
     for (m, file) in modules {
         let text = std::fs::read_to_string(file).unwrap();
         let text = match text.find("#[cfg(test)]\nmod tests") {
             Some(i) => &text[..i],
             None => &text[..],
         };
+        // Comments name modules without using them (doc links): only code counts.
+        let code: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect();
+        let text = code.join("\n");
+        let text = text.as_str();
         let parent: Vec<&str> = m.split("::").filter(|s| !s.is_empty()).collect();
         let parent = parent[..parent.len().saturating_sub(1)].join("::");
         let mut named: Vec<String> = paths_after(text, "crate::");
@@ -194,16 +285,18 @@ fn edges(modules: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<Strin
         let e = edges.entry(m.clone()).or_default();
         for path in named {
             let parts: Vec<&str> = path.split("::").collect();
-            // The longest prefix that is a module (the crate root's items are named
-            // through the modules that define them).
-            if let Some(target) = (1..=parts.len())
+            // The longest prefix that is a module; else an item of the crate root: the
+            // module it re-exports it from, another crate's (no edge), or the root itself.
+            let target = (1..=parts.len())
                 .rev()
                 .map(|k| parts[..k].join("::"))
                 .find(|c| !c.is_empty() && modules.contains_key(c))
-            {
-                if &target != m {
-                    e.insert(target);
-                }
+                .or_else(|| match root_uses.get(parts[0]) {
+                    Some(from) => from.clone(),
+                    None => Some(String::new()),
+                });
+            if let Some(target) = target.filter(|t| t != m) {
+                e.insert(target);
             }
         }
         if !m.is_empty() {
@@ -274,6 +367,19 @@ fn the_cycle_finder_finds_cycles() {
         ),
         ["config::Resolved", "progress", "stage::Env"]
     );
+    // A crate root's names: from its own modules, or another crate's.
+    let modules: BTreeMap<String, PathBuf> = ["", "a", "a::c"]
+        .iter()
+        .map(|m| (m.to_string(), PathBuf::new()))
+        .collect();
+    let uses = root_imports(
+        "mod a;\npub use a::{B, c::{D as E}};\npub(crate) use other::F;\nfn g() {}",
+        &modules,
+    );
+    assert_eq!(uses["B"], Some("a".to_string()));
+    assert_eq!(uses["E"], Some("a::c".to_string()));
+    assert_eq!(uses["F"], None);
+    assert!(!uses.contains_key("g"));
 }
 
 #[test]
@@ -285,6 +391,10 @@ fn no_crate_has_an_import_cycle() {
         let modules = modules(&src);
         checked += modules.len();
         if let Some(c) = cycle(&edges(&modules)) {
+            let c: Vec<&str> = c
+                .iter()
+                .map(|m| if m.is_empty() { "<root>" } else { m })
+                .collect();
             found.push(format!("{m}: {}", c.join(" -> ")));
         }
     }
@@ -331,7 +441,12 @@ fn the_application_modules_use_only_the_layers_below_their_own() {
             wrong.push(format!("{from} is in no layer of lib.rs"));
             continue;
         };
-        for t in targets.iter().map(|t| top(t)).filter(|t| *t != from) {
+        // The root's own items are the cycle check's (`no_crate_has_an_import_cycle`).
+        for t in targets
+            .iter()
+            .map(|t| top(t))
+            .filter(|t| *t != from && !t.is_empty())
+        {
             checked += 1;
             match layers.get(&t) {
                 Some(&lt) if lt < lf => {}

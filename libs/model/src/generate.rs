@@ -29,8 +29,9 @@ use tch::{Device, Kind, Tensor};
 pub use crate::sample::{logprob_temperature, sample_on_device, SampleSettings, Sampler};
 pub use crate::sessions::Request;
 use crate::sessions::{plan_sessions, Session};
+use crate::slots::KvCache;
 use crate::slots::SlotCache;
-use crate::{Error, KvCache, Qwen3, RequestProblem, Result, StopScanner, Tokenizer};
+use crate::{Error, Qwen3, RequestProblem, Result, StopScanner, Tokenizer};
 
 /// One generated response.
 #[derive(Clone, Debug, PartialEq)]
@@ -169,7 +170,13 @@ fn run_session(
     device: Device,
     emit: &mut dyn FnMut(usize, usize, Sample),
 ) -> Result<()> {
-    let mut cache = SlotCache::new(model, session.slots, session.capacity);
+    let w = model.lm_head_weight();
+    let mut cache = SlotCache::new(
+        &model.config,
+        (w.kind(), w.device()),
+        session.slots,
+        session.capacity,
+    );
     let mut waiting: VecDeque<(usize, usize)> = session
         .slices
         .iter()

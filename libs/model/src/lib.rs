@@ -34,8 +34,9 @@ pub use checkpoint::{
 pub use config::{Dtype, Family, Llama3Rope, Qwen3Config};
 pub use error::{Error, RequestProblem, Result};
 pub use folder::check_folder;
-pub use model::{KvCache, Qwen3};
+pub use model::Qwen3;
 pub use recompute::Checkpointed;
+pub use slots::KvCache;
 pub use stop::StopScanner;
 pub use tokenizer::Tokenizer;
 

@@ -6,7 +6,7 @@ use crate::attention::{Attention, Step};
 use crate::mlp::Mlp;
 use crate::norm::RmsNorm;
 use crate::rope::Rope;
-use crate::slots::SlotCache;
+use crate::slots::{KvCache, SlotCache};
 use crate::{Family, Qwen3Config, Result};
 
 #[derive(Debug)]
@@ -63,33 +63,6 @@ impl Block {
                 .self_attn
                 .forward_step(&self.input_layernorm.forward(x), rope, cache, step);
         &h + self.mlp.forward(&self.post_attention_layernorm.forward(&h))
-    }
-}
-
-/// Per-layer keys and values of a prompt's prefill, which the decoder copies into its
-/// slots ([`SlotCache::fill`]).
-#[derive(Debug, Default)]
-pub struct KvCache {
-    pub(crate) layers: Vec<Option<(Tensor, Tensor)>>,
-}
-
-impl KvCache {
-    pub fn new(layers: usize) -> Self {
-        KvCache {
-            layers: (0..layers).map(|_| None).collect(),
-        }
-    }
-
-    /// Number of cached positions.
-    pub fn len(&self) -> i64 {
-        self.layers
-            .first()
-            .and_then(|l| l.as_ref())
-            .map_or(0, |(k, _)| k.size()[2])
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

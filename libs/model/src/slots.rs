@@ -2,11 +2,38 @@
 //! [slots, kv_heads, capacity, d], allocated once per generation session and written in
 //! place. Row r of a decoding step is slot r (the engine keeps its rows in slots
 //! 0..R), at a position of its own, so prompts of different lengths decode in one batch
-//! and no step copies the cache.
+//! and no step copies the cache. A prompt's prefill grows a [`KvCache`] of its own first.
 
-use tch::Tensor;
+use tch::{Device, Kind, Tensor};
 
-use crate::{KvCache, Qwen3};
+use crate::Qwen3Config;
+
+/// Per-layer keys and values of a prompt's prefill, which the decoder copies into its
+/// slots ([`SlotCache::fill`]).
+#[derive(Debug, Default)]
+pub struct KvCache {
+    pub(crate) layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    pub fn new(layers: usize) -> Self {
+        KvCache {
+            layers: (0..layers).map(|_| None).collect(),
+        }
+    }
+
+    /// Number of cached positions.
+    pub fn len(&self) -> i64 {
+        self.layers
+            .first()
+            .and_then(|l| l.as_ref())
+            .map_or(0, |(k, _)| k.size()[2])
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 #[derive(Debug)]
 pub struct SlotCache {
@@ -18,16 +45,20 @@ pub struct SlotCache {
 impl SlotCache {
     /// `slots` rows of `capacity` positions each, zeroed (a position no row has written
     /// holds finite values, so a masked key contributes exactly 0 to attention).
-    pub fn new(model: &Qwen3, slots: usize, capacity: usize) -> SlotCache {
-        let c = &model.config;
-        let w = model.lm_head_weight();
+    /// A model of config `c` whose weights are `kind` on `device`.
+    pub fn new(
+        c: &Qwen3Config,
+        (kind, device): (Kind, Device),
+        slots: usize,
+        capacity: usize,
+    ) -> SlotCache {
         let shape = [
             slots as i64,
             c.num_key_value_heads as i64,
             capacity as i64,
             c.head_dim() as i64,
         ];
-        let zeros = || Tensor::zeros(shape, (w.kind(), w.device()));
+        let zeros = || Tensor::zeros(shape, (kind, device));
         SlotCache {
             layers: (0..c.num_hidden_layers)
                 .map(|_| (zeros(), zeros()))

@@ -4,30 +4,8 @@
 //! continues it (`optimizer.safetensors`, `optimizer.json`).
 
 mod adamw;
+mod error;
 mod state;
 
 pub use adamw::{AdamW, AdamWSettings};
-
-/// Errors of the optimizer.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Torch(#[from] tch::TchError),
-    #[error(transparent)]
-    Model(#[from] deltarl_model::Error),
-    #[error(transparent)]
-    Dist(#[from] deltarl_dist::Error),
-    #[error(transparent)]
-    Table(#[from] deltarl_schemas::Error),
-    /// Sharded state saved without its process group: each process holds only its part.
-    #[error("sharded optimizer state is consolidated through its process group")]
-    Unconsolidated,
-    /// The saved state does not fit the policy (or cannot be read).
-    #[error("{}: {message}", path.display())]
-    State {
-        path: std::path::PathBuf,
-        message: String,
-    },
-}
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub use error::{Error, Result};

@@ -1,7 +1,7 @@
 //! The axes of a panel: the data ranges (padded, within the quantity's bounds), whether x
 //! counts whole numbers, and the rings that keep coinciding curves visible.
 
-use crate::Panel;
+use crate::figure::Panel;
 
 /// The data range of a panel, padded so flat or single-point series still show, and kept
 /// within the panel's `y_bounds` (an accuracy axis never shows negative values).

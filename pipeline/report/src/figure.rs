@@ -3,7 +3,7 @@
 use deltarl_plot::{Figure, Mark, Panel, Series};
 use polars::prelude::DataFrame;
 
-use crate::value;
+use crate::table::value;
 
 /// A second column drawn dashed in the same colour, and its label suffix.
 type Dashed = Option<(&'static str, &'static str)>;

@@ -7,6 +7,7 @@
 //! it.
 
 mod breakdown;
+mod error;
 mod figure;
 mod table;
 
@@ -15,39 +16,9 @@ use std::path::Path;
 use polars::prelude::*;
 
 pub use breakdown::{breakdown_table, informative, BREAKDOWN_COLUMNS};
+pub use error::{ReportError, Result};
 pub use figure::figure;
-pub use table::{iteration_table, COLUMNS};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    #[error("no runs given")]
-    NoRuns,
-    #[error("{0}")]
-    RunName(String),
-    #[error("run directory {0} does not exist")]
-    MissingRun(String),
-    #[error("run directory {0} has no iterations yet (run `deltarl iterate` first)")]
-    NoIterations(String),
-    #[error("{file}: {message}")]
-    Content { file: String, message: String },
-    #[error("{file}: polars: {message}")]
-    Polars { file: String, message: String },
-    #[error(transparent)]
-    Schema(#[from] deltarl_schemas::Error),
-    #[error("plot: {0}")]
-    Plot(#[from] deltarl_plot::PlotError),
-}
-
-pub type Result<T> = std::result::Result<T, ReportError>;
-
-/// The value of a metric column at a row, `None` for nulls.
-pub fn value(df: &DataFrame, column: &str, row: usize) -> Option<f64> {
-    df.column(column)
-        .ok()
-        .and_then(|c| c.get(row).ok())
-        .and_then(|v| v.extract::<f64>())
-        .filter(|v| v.is_finite())
-}
+pub use table::{iteration_table, value, COLUMNS};
 
 /// The table as fixed-width text (the way it is printed).
 pub fn to_text(df: &DataFrame) -> String {

@@ -289,3 +289,12 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
         .collect()
         .map_err(polars_err(runs_dir))
 }
+
+/// The value of a metric column at a row, `None` for nulls.
+pub fn value(df: &DataFrame, column: &str, row: usize) -> Option<f64> {
+    df.column(column)
+        .ok()
+        .and_then(|c| c.get(row).ok())
+        .and_then(|v| v.extract::<f64>())
+        .filter(|v| v.is_finite())
+}

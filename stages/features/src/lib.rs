@@ -7,7 +7,7 @@
 //! dropped as in the authors' code, `docs/method.md` §3), hence the default proxy `v_t = (1 - p_t) h_t`.
 
 mod settings;
-pub use settings::Settings;
+pub use settings::{Proxy, Settings};
 
 use std::io::Write;
 
@@ -15,19 +15,7 @@ use deltarl_model::Qwen3;
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{FeatureRow, FileMeta, RolloutRow, TableWriter};
 use deltarl_teacher::{budget_chunks, head_chunk_tokens, token_stats};
-use serde::Serialize;
 use tch::{Device, Kind, Tensor};
-
-/// Which per-token vector stands in for the token's gradient.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Proxy {
-    /// `(1 - p) h`: the gradient of log p w.r.t. the token's LM-head row (the authors'
-    /// proxy).
-    LmHeadRow,
-    /// `h` alone.
-    Hidden,
-}
 
 /// Errors of the features stage.
 #[derive(Debug, thiserror::Error)]

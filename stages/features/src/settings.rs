@@ -10,7 +10,16 @@ use serde::Serialize;
 
 use deltarl_teacher::is_default_head_chunk;
 
-use crate::Proxy;
+/// Which per-token vector stands in for the token's gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Proxy {
+    /// `(1 - p) h`: the gradient of log p w.r.t. the token's LM-head row (the authors'
+    /// proxy).
+    LmHeadRow,
+    /// `h` alone.
+    Hidden,
+}
 
 /// The features stage's settings.
 #[derive(Clone, Debug, Serialize)]

@@ -3,13 +3,12 @@
 //! their defaults are part of every recorded run's identity.
 
 use deltarl_model::Dtype;
+use deltarl_optim::AdamWSettings;
 use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::Stage;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use deltarl_optim::AdamWSettings;
-
-use crate::{JoinSettings, LossSettings};
+use crate::LossSettings;
 
 /// AdamW's moment decay rates and epsilon (the authors' values, not configurable).
 const BETA1: f64 = 0.9;
@@ -113,4 +112,26 @@ pub(crate) struct Recorded<'a> {
     head_chunk_bytes: u64,
     temperature: f64,
     seed: u64,
+}
+
+/// Which log-probs stand for the old policy in the ratio.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OldLogprobs {
+    /// The training engine's teacher-forced pass of the pre-update policy (the features
+    /// pass): the authors' choice, and the only right one with another sampler.
+    #[default]
+    Recompute,
+    /// The sampler's own log-probs.
+    Rollout,
+}
+
+/// How the rows are built: the old log-probs and the optional truncated importance
+/// sampling (TIS) correction of the rollout/training mismatch.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct JoinSettings {
+    pub old_logprobs: OldLogprobs,
+    /// Each token's policy-gradient term is weighted by `min(pi_old / pi_rollout, cap)`
+    /// (None = off).
+    pub tis_cap: Option<f64>,
 }

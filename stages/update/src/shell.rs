@@ -8,31 +8,10 @@ use deltarl_schemas::{
     read_path, write_table, CoeffRow, FileMeta, Index, Keyed, LogprobRow, RolloutRow, ScoreRow,
     UpdateRow,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
+use crate::settings::{JoinSettings, OldLogprobs};
 use crate::{Error, Result, Settings, TrainRow};
-
-/// Which log-probs stand for the old policy in the ratio.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OldLogprobs {
-    /// The training engine's teacher-forced pass of the pre-update policy (the features
-    /// pass): the authors' choice, and the only right one with another sampler.
-    #[default]
-    Recompute,
-    /// The sampler's own log-probs.
-    Rollout,
-}
-
-/// How the rows are built: the old log-probs and the optional truncated importance
-/// sampling (TIS) correction of the rollout/training mismatch.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct JoinSettings {
-    pub old_logprobs: OldLogprobs,
-    /// Each token's policy-gradient term is weighted by `min(pi_old / pi_rollout, cap)`
-    /// (None = off).
-    pub tis_cap: Option<f64>,
-}
 
 /// The stage's table inputs, already read.
 pub struct Inputs {

@@ -22,7 +22,7 @@ pub fn tiny_policy() -> (tempfile::TempDir, deltarl_model::Policy) {
 pub fn settings() -> deltarl_update::Settings {
     deltarl_update::Settings {
         seed: 1,
-        join: deltarl_update::shell::JoinSettings {
+        join: deltarl_update::JoinSettings {
             old_logprobs: deltarl_update::OldLogprobs::Recompute,
             tis_cap: None,
         },
