@@ -3,6 +3,17 @@
 
 use crate::common::*;
 
+/// The first iteration's rollouts joined with their coefficients, one row per response,
+/// as the oracle checks below read them (`sys.argv[1]` is the run folder).
+const JOINED: &str = r#"
+import sys, polars as pl
+it = sys.argv[1] + "/iter-0001/"
+r = pl.read_parquet(it + "rollouts.parquet")
+c = pl.read_parquet(it + "coeffs.parquet")
+j = r.join(c, on=["prompt_id", "sample_idx"])
+assert j.height == r.height > 0
+"#;
+
 /// The second built-in task end to end: its own vocabulary in the base's tokenizer and
 /// config, its phrases in the rollouts, its held-out benchmark in eval.parquet.
 #[test]
@@ -69,20 +80,17 @@ assert opens >= 0.25, (opens, r["response_text"].head(5).to_list())
         &oracle("coeffs.estimator=\"oracle-tokens\""),
     ));
     run_python(
-        r#"
-import sys, polars as pl
-it = sys.argv[1] + "/iter-0001/"
-r = pl.read_parquet(it + "rollouts.parquet")
-c = pl.read_parquet(it + "coeffs.parquet")
-j = r.join(c, on=["prompt_id", "sample_idx"])
-assert j.height == r.height > 0
+        &format!(
+            "{JOINED}{}",
+            r#"
 opened = j.filter(pl.col("response_text").str.starts_with("first "))
 assert opened.height > 0
 for coeff in opened["coeff"]:
     assert coeff[:6].to_list() == [0.0] * 5 + [1.0], coeff
 values = set(v for coeff in j["coeff"] for v in coeff)
 assert values == {0.0, 1.0}, values
-"#,
+"#
+        ),
         &[&runs.join("oracle")],
     );
     // The first-error oracle on the same base: on a negative-advantage response, 0 on the
@@ -96,13 +104,9 @@ assert values == {0.0, 1.0}, values
         &oracle("coeffs.estimator=\"oracle-prefix\""),
     ));
     run_python(
-        r#"
-import sys, polars as pl
-it = sys.argv[1] + "/iter-0001/"
-r = pl.read_parquet(it + "rollouts.parquet")
-c = pl.read_parquet(it + "coeffs.parquet")
-j = r.join(c, on=["prompt_id", "sample_idx"])
-assert j.height == r.height > 0
+        &format!(
+            "{JOINED}{}",
+            r#"
 negatives = zeros = 0
 for row in j.iter_rows(named=True):
     a, b, cc = map(int, row["prompt_id"].split("-")[1:])
@@ -120,7 +124,8 @@ for row in j.iter_rows(named=True):
     else:
         assert all(v == 1.0 for v in coeff), (text, coeff)
 assert negatives > 0 and zeros > 0, (negatives, zeros)
-"#,
+"#
+        ),
         &[&runs.join("prefix")],
     );
     // The mechanism readout on the same runs: the first-error oracle puts every token of a

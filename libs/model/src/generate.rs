@@ -29,8 +29,7 @@ use tch::{Device, Kind, Tensor};
 pub use crate::sample::{logprob_temperature, sample_on_device, SampleSettings, Sampler};
 pub use crate::sessions::Request;
 use crate::sessions::{plan_sessions, Session};
-use crate::slots::KvCache;
-use crate::slots::SlotCache;
+use crate::slots::{KvCache, SlotCache};
 use crate::{Error, Qwen3, RequestProblem, Result, StopScanner, Tokenizer};
 
 /// One generated response.

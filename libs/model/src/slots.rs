@@ -43,9 +43,9 @@ pub struct SlotCache {
 }
 
 impl SlotCache {
-    /// `slots` rows of `capacity` positions each, zeroed (a position no row has written
-    /// holds finite values, so a masked key contributes exactly 0 to attention).
-    /// A model of config `c` whose weights are `kind` on `device`.
+    /// `slots` rows of `capacity` positions each for a model of config `c` whose weights
+    /// are `kind` on `device`, zeroed (a position no row has written holds finite values,
+    /// so a masked key contributes exactly 0 to attention).
     pub fn new(
         c: &Qwen3Config,
         (kind, device): (Kind, Device),

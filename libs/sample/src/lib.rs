@@ -63,8 +63,6 @@ pub enum Error {
     Model(#[from] deltarl_model::Error),
     #[error(transparent)]
     Vllm(#[from] deltarl_vllm::Error),
-    #[error(transparent)]
-    Table(#[from] deltarl_schemas::Error),
     #[error("prompt {id:?}: {message}")]
     Prompt { id: String, message: String },
     /// Our engine cannot serve the request of prompt `id` (too long, over the cache budget).

@@ -25,6 +25,7 @@ mod locate;
 mod options;
 pub mod overrides;
 pub mod ranges;
+mod update;
 mod vllm;
 pub use by_algorithm::ByAlgorithm;
 pub use eval::EvalOptions;
