@@ -1,5 +1,6 @@
-//! Metrics where users' tools look: after every stage, the numbers of its summary are
-//! appended to `runs/<run>/metrics.jsonl` (one JSON object a stage run) and, as scalars
+//! Metrics where users' tools look: after every stage, the numbers of its summary (the
+//! stage's summary struct of `deltarl_schemas::summary` as its manifest records it, so a
+//! tag is a field's path and no list of names is kept here) are appended to `runs/<run>/metrics.jsonl` (one JSON object a stage run) and, as scalars
 //! `<stage>/<key>` at step = iteration, to TensorBoard event files under `runs/<run>/tb/`
 //! (so `tensorboard --logdir runs` and `wandb sync --sync-tensorboard` see them).
 //!

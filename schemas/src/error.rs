@@ -56,6 +56,12 @@ pub enum Error {
     Build { table: String, message: String },
     #[error("{}: {message}", path.display())]
     Manifest { path: PathBuf, message: String },
+    #[error("summary of stage {stage}, iteration {iter}: {message}")]
+    Summary {
+        stage: String,
+        iter: u32,
+        message: String,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

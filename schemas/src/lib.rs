@@ -18,6 +18,7 @@ pub mod seed;
 mod shard;
 pub mod skip;
 mod stream;
+pub mod summary;
 mod tables;
 mod views;
 
@@ -32,6 +33,11 @@ pub use layout::{PolicyUse, Stage};
 pub use manifest::{Compute, Manifest};
 pub use shard::Shard;
 pub use stream::{read_path, write_path, write_table, TableReader, TableWriter, ROW_GROUP_BYTES};
+pub use summary::{
+    Acquired, BenchmarkSummary, CoeffsSummary, Engine, EvalSummary, FeaturesSummary, Mismatch,
+    Quantiles, RolloutSummary, ScoreSummary, SourceAccuracy, StageSummary, TokenRef, UpdateSummary,
+    WarmstartSummary,
+};
 pub use tables::{
     CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RewardKind, RolloutRow,
     ScoreRow, Table, UpdateRow,

@@ -4,6 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub use deltarl_schemas::{
+    Acquired, CoeffsSummary, Engine, EvalSummary, RolloutSummary, ScoreSummary, UpdateSummary,
+};
+
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -41,6 +45,16 @@ pub fn python_stdout<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
 /// iteration), summing in other orders (decoding with a cache vs one teacher-forced pass,
 /// or vLLM's kernels vs ours), so the worst-case round-off bound of
 /// `deltarl_model::roundoff` for that policy over its whole context.
+/// The summary `S`'s stage recorded in iteration `iter` of the run in `root`, read as its
+/// type (a renamed field breaks this build).
+pub fn summary_of<S: deltarl_schemas::StageSummary>(root: &Path, iter: u32) -> S {
+    let path = deltarl_schemas::layout::manifest_path(root, iter, S::STAGE);
+    let m = deltarl_schemas::Manifest::read(&path).unwrap();
+    m.unwrap_or_else(|| panic!("no manifest {}", path.display()))
+        .summary_of()
+        .unwrap()
+}
+
 pub fn logprob_tolerance(root: &Path, iter: u32) -> f64 {
     let (runs, name) = (root.parent().unwrap(), root.file_name().unwrap());
     let run = deltarl::rundir::RunDir::new(runs, &name.to_string_lossy()).unwrap();

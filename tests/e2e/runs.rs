@@ -42,16 +42,10 @@ assert 0.0 <= m["score/accuracy"] <= 1.0, m
     // sampler's agree with them to round-off on every trained token.
     for it_n in 1..=2 {
         let it = format!("iter-{it_n:04}");
-        let m = deltarl_schemas::Manifest::read(&root.join(&it).join("manifest/update.json"))
-            .unwrap()
-            .unwrap();
-        let mm = &m.summary["mismatch"];
-        assert!(mm["tokens"].as_u64().unwrap() > 0, "{mm}");
+        let mm = summary_of::<UpdateSummary>(&root, it_n).mismatch;
+        assert!(mm.tokens > 0, "{mm:?}");
         let tol = logprob_tolerance(&root, it_n);
-        assert!(
-            mm["max_abs"].as_f64().unwrap() <= tol,
-            "{mm} (tolerance {tol:e})"
-        );
+        assert!(mm.max_abs <= tol, "{mm:?} (tolerance {tol:e})");
         let meta = deltarl_schemas::read_meta(&root.join(it).join("update.parquet")).unwrap();
         assert!(meta.extra["join"].contains("\"old_logprobs\":\"recompute\""));
     }
@@ -110,36 +104,23 @@ assert u.height == 1 and u["tokens"][0] > 0
             let i = header.iter().position(|h| *h == c).unwrap();
             cells[i].parse().ok()
         };
-        let manifest = |stage: &str| -> serde_json::Value {
-            let p = root.join(format!("iter-{it:04}/manifest/{stage}.json"));
-            serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
-        };
-        let close = |a: Option<f64>, b: &serde_json::Value| {
-            let b = b.as_f64().unwrap();
+        let close = |a: Option<f64>, b: f64| {
             // The report aggregates the same f64s (polars sums in f64: at most n·2^-53
             // relative over n ≤ 32 rows, ~4e-15) and its CSV prints them shortest
             // round-trip, so 1e-9 leaves a margin of 1e5.
             assert!(a.is_some_and(|a| (a - b).abs() < 1e-9), "{a:?} vs {b}");
         };
-        close(cell("iter"), &serde_json::json!(it));
-        close(cell("accuracy"), &manifest("score")["summary"]["accuracy"]);
-        close(
-            cell("reward_mean"),
-            &manifest("score")["summary"]["reward_mean"],
-        );
-        close(
-            cell("cos_before"),
-            &manifest("coeffs")["summary"]["cos_before"],
-        );
-        close(
-            cell("clip_frac"),
-            &manifest("update")["summary"]["clip_frac"],
-        );
+        close(cell("iter"), f64::from(it));
+        let score: ScoreSummary = summary_of(&root, it);
+        close(cell("accuracy"), score.accuracy);
+        close(cell("reward_mean"), score.reward_mean);
+        let coeffs: CoeffsSummary = summary_of(&root, it);
+        close(cell("cos_before"), coeffs.cos_before);
+        let update: UpdateSummary = summary_of(&root, it);
+        close(cell("clip_frac"), update.clip_frac.unwrap());
         if it == 2 {
-            close(
-                cell("eval_accuracy"),
-                &manifest("eval")["summary"]["accuracy"],
-            );
+            let eval: EvalSummary = summary_of(&root, it);
+            close(cell("eval_accuracy"), eval.accuracy);
         } else {
             assert_eq!(cell("eval_accuracy"), None, "no eval in iteration 1");
         }

@@ -90,14 +90,11 @@ assert ((v.view(np.uint32) & 0xFFFF) == 0).all(), "values are not bf16"
         &[&it.join("features.parquet")],
     );
     // bf16 sampler and bf16 trainer disagree more than f32 ones, but boundedly.
-    let m = deltarl_schemas::Manifest::read(&it.join("manifest/update.json"))
-        .unwrap()
-        .unwrap();
-    let mm = &m.summary["mismatch"];
-    assert!(mm["tokens"].as_u64().unwrap() > 0 && mm["max_abs"].as_f64().unwrap().is_finite());
-    assert_eq!(m.summary["skipped_steps"].as_u64(), Some(0));
-    let grad_norm = m.summary["grad_norm"].as_f64().unwrap();
-    assert!(grad_norm > 0.0 && grad_norm.is_finite(), "{}", m.summary);
+    let u: UpdateSummary = summary_of(&runs.join("real"), 1);
+    assert!(u.mismatch.tokens > 0 && u.mismatch.max_abs.is_finite());
+    assert_eq!(u.skipped_steps, 0);
+    let grad_norm = u.grad_norm.unwrap();
+    assert!(grad_norm > 0.0 && grad_norm.is_finite(), "{u:?}");
     // The new policy is saved in bf16 with f32 master weights in the optimizer state.
     let config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(it.join("policy/config.json")).unwrap()).unwrap();

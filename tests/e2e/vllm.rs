@@ -46,18 +46,6 @@ every = 0
     variant(&base, &format!("{engine}.toml"), &body)
 }
 
-fn manifest(root: &Path, stage: &str) -> serde_json::Value {
-    manifest_of(root, 1, stage)
-}
-
-/// The summary of `stage`'s manifest in iteration `iter`.
-pub fn manifest_of(root: &Path, iter: u32, stage: &str) -> serde_json::Value {
-    deltarl_schemas::Manifest::read(&root.join(format!("iter-{iter:04}/manifest/{stage}.json")))
-        .unwrap()
-        .unwrap()
-        .summary
-}
-
 /// One full iteration with vLLM rollouts: every stage runs, the files join, the trainer's
 /// recomputed log-probs match vLLM's to f32 round-off (`logprob_tolerance`),
 /// the server is gone afterwards, and a forced rerun of a later stage is byte-identical.
@@ -68,16 +56,13 @@ fn an_iteration_with_vllm_rollouts() {
     let runs = dir.path().join("runs");
     ok(iterate(&runs, &cfg, "v", &["--iters", "1"]));
     let root = runs.join("v");
-    let rollout = manifest(&root, "rollout");
-    assert_eq!(rollout["engine"], "vllm", "{rollout}");
-    assert!(rollout["engine_startup_s"].as_f64().unwrap() > 0.0);
-    let mm = &manifest(&root, "update")["mismatch"];
-    assert!(mm["tokens"].as_u64().unwrap() > 0, "{mm}");
+    let rollout: RolloutSummary = summary_of(&root, 1);
+    assert_eq!(rollout.engine, Engine::Vllm, "{rollout:?}");
+    assert!(rollout.engine_startup_s > 0.0);
+    let mm = summary_of::<UpdateSummary>(&root, 1).mismatch;
+    assert!(mm.tokens > 0, "{mm:?}");
     let tol = logprob_tolerance(&root, 1);
-    assert!(
-        mm["max_abs"].as_f64().unwrap() <= tol,
-        "{mm} (tolerance {tol:e})"
-    );
+    assert!(mm.max_abs <= tol, "{mm:?} (tolerance {tol:e})");
     assert!(root.join("iter-0001/vllm.log").exists());
     check_iteration_joins(&root, 32);
     // The server stopped with the stage: nobody serves this run's base any more.

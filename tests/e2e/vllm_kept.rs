@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::vllm::{config, manifest_of, servers_of, vllm_python};
+use crate::vllm::{config, servers_of, vllm_python};
 
 /// The vLLM micro configuration with an untied head.
 fn untied(dir: &Path, extra: &str) -> PathBuf {
@@ -46,25 +46,28 @@ fn a_kept_server_serves_three_iterations_from_one_start() {
     assert_eq!(err.matches("vLLM server started").count(), 1, "{err}");
     assert_eq!(err.matches("vLLM server reloaded").count(), 2, "{err}");
     let root = runs.join("kept");
-    assert_eq!(
-        manifest_of(&root, 1, "rollout")["engine_server"]["server"],
-        "started"
+    let server = |it| summary_of::<RolloutSummary>(&root, it).engine_server;
+    assert!(
+        matches!(server(1), Some(Acquired::Started { .. })),
+        "{:?}",
+        server(1)
     );
     for it in [2, 3] {
-        let s = &manifest_of(&root, it, "rollout")["engine_server"];
-        assert_eq!(s["server"], "reloaded", "{s}");
-        assert!(s["probe_tokens"].as_u64().unwrap() >= 8, "{s}");
+        let s = server(it);
+        let Some(Acquired::Reloaded {
+            probe_tokens,
+            probe_max_abs,
+            ..
+        }) = s
+        else {
+            panic!("iteration {it}: {s:?}, not reloaded");
+        };
+        assert!(probe_tokens >= 8, "{s:?}");
         // The probe and the rollout evaluate the policy the server was reloaded with.
         let tol = logprob_tolerance(&root, it);
-        assert!(
-            s["probe_max_abs"].as_f64().unwrap() <= tol,
-            "{s} (tolerance {tol:e})"
-        );
-        let mm = &manifest_of(&root, it, "update")["mismatch"];
-        assert!(
-            mm["max_abs"].as_f64().unwrap() <= tol,
-            "{mm} (tolerance {tol:e})"
-        );
+        assert!(probe_max_abs <= tol, "{s:?} (tolerance {tol:e})");
+        let mm = summary_of::<UpdateSummary>(&root, it).mismatch;
+        assert!(mm.max_abs <= tol, "{mm:?} (tolerance {tol:e})");
     }
     assert!(servers_of(&root).is_empty(), "{:?}", servers_of(&root));
 
@@ -161,9 +164,15 @@ fn between_iterations(sig: &str, why: &str) {
         }
         assert!(status.success(), "{err}");
         assert_eq!(err.matches("vLLM server started").count(), 2, "{err}");
-        let s = &manifest_of(&root, 2, "rollout")["engine_server"];
-        assert_eq!(s["server"], "started", "{s}");
-        assert!(s["restarted"].as_str().unwrap().contains(why), "{s}");
+        let s = summary_of::<RolloutSummary>(&root, 2).engine_server;
+        let Some(Acquired::Started {
+            restarted: Some(restarted),
+            ..
+        }) = &s
+        else {
+            panic!("{s:?}: not restarted");
+        };
+        assert!(restarted.contains(why), "{s:?}");
         // Neither server is left, the replaced one included.
         assert!(servers_of(&root).is_empty(), "{:?}", servers_of(&root));
         return;

@@ -3,49 +3,50 @@
 use deltarl_plot::{Figure, Mark, Panel, Series};
 use polars::prelude::DataFrame;
 
+use crate::metric::Metric;
 use crate::table::value;
 
-/// A second column drawn dashed in the same colour, and its label suffix.
-type Dashed = Option<(&'static str, &'static str)>;
+/// A second metric drawn dashed in the same colour, and its label suffix.
+type Dashed = Option<(Metric, &'static str)>;
 
-/// `(title, solid column, dashed column)` per panel.
-const PANELS: [(&str, &str, Dashed); 10] = [
-    ("reward mean (train)", "reward_mean", None),
-    ("accuracy (train samples)", "accuracy", None),
-    ("held-out accuracy (eval)", "eval_accuracy", None),
-    ("response length (tokens)", "response_len", None),
-    ("entropy (token mean)", "entropy", None),
-    ("clip fraction", "clip_frac", None),
+/// `(title, solid metric, dashed metric)` per panel.
+const PANELS: [(&str, Metric, Dashed); 10] = [
+    ("reward mean (train)", Metric::RewardMean, None),
+    ("accuracy (train samples)", Metric::Accuracy, None),
+    ("held-out accuracy (eval)", Metric::EvalAccuracy, None),
+    ("response length (tokens)", Metric::ResponseLen, None),
+    ("entropy (token mean)", Metric::Entropy, None),
+    ("clip fraction", Metric::ClipFrac, None),
     (
         "KL (k3): to base, sampler/trainer (dashed)",
-        "kl",
-        Some(("mismatch_k3", "sampler")),
+        Metric::Kl,
+        Some((Metric::MismatchK3, "sampler")),
     ),
     (
         "cos(mu+, mu-): before, after (dashed)",
-        "cos_before",
-        Some(("cos_after", "after")),
+        Metric::CosBefore,
+        Some((Metric::CosAfter, "after")),
     ),
     (
         "coeff p90-p10: A>0, A<0 (dashed)",
-        "coeff_spread_pos",
-        Some(("coeff_spread_neg", "A<0")),
+        Metric::CoeffSpreadPos,
+        Some((Metric::CoeffSpreadNeg, "A<0")),
     ),
     (
         "coeff where the gradient is: A>0, A<0 (dashed)",
-        "coeff_grad_pos",
-        Some(("coeff_grad_neg", "A<0")),
+        Metric::CoeffGradPos,
+        Some((Metric::CoeffGradNeg, "A<0")),
     ),
 ];
 
-fn points(df: &DataFrame, run: &str, column: &str) -> Vec<(f64, f64)> {
+fn points(df: &DataFrame, run: &str, metric: Metric) -> Vec<(f64, f64)> {
     let runs = df.column("run").ok().and_then(|c| c.str().ok().cloned());
     (0..df.height())
         .filter(|&r| runs.as_ref().and_then(|c| c.get(r)) == Some(run))
         .filter_map(|r| {
             Some((
                 value(df, "iter", r)?,
-                value(df, column, r).unwrap_or(f64::NAN),
+                value(df, metric.name(), r).unwrap_or(f64::NAN),
             ))
         })
         .collect()
@@ -72,11 +73,11 @@ pub fn figure(df: &DataFrame, runs: &[String]) -> Figure {
         .map(|(k, (title, solid, dashed))| {
             let mut series = Vec::new();
             for (i, run) in runs.iter().enumerate() {
-                series.push(Series::line(run.as_str(), i, points(df, run, solid)));
-                if let Some((column, suffix)) = dashed {
+                series.push(Series::line(run.as_str(), i, points(df, run, *solid)));
+                if let Some((metric, suffix)) = dashed {
                     series.push(Series {
                         mark: Mark::Dashed,
-                        ..Series::line(format!("{run} {suffix}"), i, points(df, run, column))
+                        ..Series::line(format!("{run} {suffix}"), i, points(df, run, *metric))
                     });
                 }
             }
@@ -95,8 +96,7 @@ pub fn figure(df: &DataFrame, runs: &[String]) -> Figure {
                 // One legend for the grid: the runs keep their colours in every panel.
                 legend: k == 0,
                 // Shares of responses and of tokens cannot leave [0, 1].
-                y_bounds: matches!(*solid, "accuracy" | "eval_accuracy" | "clip_frac")
-                    .then_some((0.0, 1.0)),
+                y_bounds: solid.is_share().then_some((0.0, 1.0)),
             }
         })
         .collect();

@@ -9,6 +9,7 @@
 mod breakdown;
 mod error;
 mod figure;
+mod metric;
 mod table;
 
 use std::path::Path;
@@ -18,7 +19,8 @@ use polars::prelude::*;
 pub use breakdown::{breakdown_table, informative, BREAKDOWN_COLUMNS};
 pub use error::{ReportError, Result};
 pub use figure::figure;
-pub use table::{iteration_table, value, COLUMNS};
+pub use metric::{Metric, COLUMNS};
+pub use table::{iteration_table, value};
 
 /// The table as fixed-width text (the way it is printed).
 pub fn to_text(df: &DataFrame) -> String {

@@ -4,35 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use deltarl_schemas::{layout, Manifest, Stage};
+use deltarl_schemas::{layout, CoeffsSummary, Manifest, Stage, StageSummary, UpdateSummary};
 use polars::prelude::*;
 
+use crate::metric::{Metric, COLUMNS};
 use crate::{ReportError, Result};
-
-/// The columns of the report, in order (`run`, `iter`, then the metrics as f64).
-pub const COLUMNS: [&str; 21] = [
-    "run",
-    "iter",
-    "reward_mean",
-    "accuracy",
-    "response_len",
-    "truncated",
-    "kept",
-    "entropy",
-    "clip_frac",
-    "kl",
-    "grad_norm",
-    "cos_before",
-    "cos_after",
-    "coeff_mean",
-    "coeff_spread_pos",
-    "coeff_spread_neg",
-    "coeff_grad_pos",
-    "coeff_grad_neg",
-    "mismatch_max_abs",
-    "mismatch_k3",
-    "eval_accuracy",
-];
 
 /// What the report reads from one stage's table and how it aggregates it per iteration.
 struct Spec {
@@ -68,7 +44,7 @@ const SPECS: [Spec; 6] = [
                 .eq(lit("length"))
                 .cast(DataType::Float64)
                 .mean()
-                .alias("truncated")]
+                .alias(Metric::Truncated.name())]
         },
     },
     Spec {
@@ -77,10 +53,12 @@ const SPECS: [Spec; 6] = [
         explode: None,
         aggs: || {
             vec![
-                f64_of("reward").mean().alias("reward_mean"),
-                f64_of("correct").mean().alias("accuracy"),
-                f64_of("response_len").mean().alias("response_len"),
-                f64_of("kept").mean().alias("kept"),
+                f64_of("reward").mean().alias(Metric::RewardMean.name()),
+                f64_of("correct").mean().alias(Metric::Accuracy.name()),
+                f64_of("response_len")
+                    .mean()
+                    .alias(Metric::ResponseLen.name()),
+                f64_of("kept").mean().alias(Metric::Kept.name()),
             ]
         },
     },
@@ -89,7 +67,7 @@ const SPECS: [Spec; 6] = [
         columns: &["entropy"],
         explode: Some("entropy"),
         // Token mean: every generated token counts once, as in the loss's token-mean.
-        aggs: || vec![f64_of("entropy").mean().alias("entropy")],
+        aggs: || vec![f64_of("entropy").mean().alias(Metric::Entropy.name())],
     },
     Spec {
         stage: Stage::Coeffs,
@@ -97,9 +75,9 @@ const SPECS: [Spec; 6] = [
         explode: Some("coeff"),
         aggs: || {
             vec![
-                f64_of("coeff").mean().alias("coeff_mean"),
-                spread(col("advantage").gt(lit(0.0))).alias("coeff_spread_pos"),
-                spread(col("advantage").lt(lit(0.0))).alias("coeff_spread_neg"),
+                f64_of("coeff").mean().alias(Metric::CoeffMean.name()),
+                spread(col("advantage").gt(lit(0.0))).alias(Metric::CoeffSpreadPos.name()),
+                spread(col("advantage").lt(lit(0.0))).alias(Metric::CoeffSpreadNeg.name()),
             ]
         },
     },
@@ -110,9 +88,9 @@ const SPECS: [Spec; 6] = [
         // Mean over the optimizer steps of the iteration.
         aggs: || {
             vec![
-                f64_of("clip_frac").mean().alias("clip_frac"),
-                f64_of("kl").mean().alias("kl"),
-                f64_of("grad_norm").mean().alias("grad_norm"),
+                f64_of("clip_frac").mean().alias(Metric::ClipFrac.name()),
+                f64_of("kl").mean().alias(Metric::Kl.name()),
+                f64_of("grad_norm").mean().alias(Metric::GradNorm.name()),
             ]
         },
     },
@@ -120,7 +98,7 @@ const SPECS: [Spec; 6] = [
         stage: Stage::Eval,
         columns: &["correct"],
         explode: None,
-        aggs: || vec![f64_of("correct").mean().alias("eval_accuracy")],
+        aggs: || vec![f64_of("correct").mean().alias(Metric::EvalAccuracy.name())],
     },
 ];
 
@@ -187,30 +165,56 @@ pub(crate) fn lazy_scan(path: &Path) -> Result<(LazyFrame, SchemaRef)> {
     Ok((lf, schema))
 }
 
-/// A number of a complete stage's manifest summary (`path` into its JSON).
-fn summary_value(run: &Path, iter: u32, stage: Stage, path: &[&str]) -> Result<Option<f64>> {
-    if !complete(run, iter, stage) {
+/// The summary of a complete stage's manifest, as its type (`None` before it is complete).
+fn summary_of<S: StageSummary>(run: &Path, iter: u32) -> Result<Option<S>> {
+    if !complete(run, iter, S::STAGE) {
         return Ok(None);
     }
-    let m = Manifest::read(&layout::manifest_path(run, iter, stage))?;
-    Ok(m.and_then(|m| {
-        path.iter()
-            .try_fold(&m.summary, |v, k| v.get(*k))
-            .and_then(serde_json::Value::as_f64)
-    }))
+    let path = layout::manifest_path(run, iter, S::STAGE);
+    let Some(m) = Manifest::read(&path)? else {
+        return Ok(None);
+    };
+    m.summary_of().map(Some).map_err(|e| ReportError::Content {
+        file: path.display().to_string(),
+        message: e.to_string(),
+    })
 }
 
-/// Batch properties that are not aggregates of rows come from manifest summaries: the
-/// centroid cosines and the gradient-weighted mean coefficient per side,
-/// Σ c (1 − p) |A| / Σ (1 − p) |A| (coeffs), and the sampler/trainer log-prob mismatch
-/// (update).
-const BATCH_STATS: [(&str, Stage, &[&str]); 6] = [
-    ("cos_before", Stage::Coeffs, &["cos_before"]),
-    ("cos_after", Stage::Coeffs, &["cos_after"]),
-    ("coeff_grad_pos", Stage::Coeffs, &["grad_coeff_pos"]),
-    ("coeff_grad_neg", Stage::Coeffs, &["grad_coeff_neg"]),
-    ("mismatch_max_abs", Stage::Update, &["mismatch", "max_abs"]),
-    ("mismatch_k3", Stage::Update, &["mismatch", "k3"]),
+/// One batch statistic: a report column and how it is read from a typed summary.
+struct BatchStat {
+    column: Metric,
+    read: fn(&Path, u32) -> Result<Option<f64>>,
+}
+
+/// Batch properties that are not aggregates of rows come from manifest summaries, read
+/// through their types (a renamed field breaks the build here): the centroid cosines and
+/// the gradient-weighted mean coefficient per side, Σ c (1 − p) |A| / Σ (1 − p) |A|
+/// (coeffs), and the sampler/trainer log-prob mismatch (update).
+const BATCH_STATS: [BatchStat; 6] = [
+    BatchStat {
+        column: Metric::CosBefore,
+        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.cos_before)),
+    },
+    BatchStat {
+        column: Metric::CosAfter,
+        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.cos_after)),
+    },
+    BatchStat {
+        column: Metric::CoeffGradPos,
+        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.grad_coeff_pos)),
+    },
+    BatchStat {
+        column: Metric::CoeffGradNeg,
+        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.grad_coeff_neg)),
+    },
+    BatchStat {
+        column: Metric::MismatchMaxAbs,
+        read: |run, it| Ok(summary_of::<UpdateSummary>(run, it)?.map(|s| s.mismatch.max_abs)),
+    },
+    BatchStat {
+        column: Metric::MismatchK3,
+        read: |run, it| Ok(summary_of::<UpdateSummary>(run, it)?.map(|s| s.mismatch.k3)),
+    },
 ];
 
 /// The per-iteration table of the given runs, in the order given, iterations ascending.
@@ -236,8 +240,8 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
             idx.push(i as u32);
             names.push(name.clone());
             iters.push(it);
-            for ((_, stage, path), column) in BATCH_STATS.iter().zip(&mut stats) {
-                column.push(summary_value(&run, it, *stage, path)?);
+            for (stat, column) in BATCH_STATS.iter().zip(&mut stats) {
+                column.push((stat.read)(&run, it)?);
             }
             for (spec, acc) in SPECS.iter().zip(&mut scans) {
                 if complete(&run, it, spec.stage) {
@@ -252,8 +256,8 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
         Column::new("run".into(), names),
         Column::new("iter".into(), iters),
     ];
-    for ((name, ..), values) in BATCH_STATS.iter().zip(stats) {
-        columns.push(Column::new((*name).into(), values));
+    for (stat, values) in BATCH_STATS.iter().zip(stats) {
+        columns.push(Column::new(stat.column.name().into(), values));
     }
     let skeleton = DataFrame::new_infer_height(columns).map_err(|e| ReportError::Polars {
         file: runs_dir.display().to_string(),

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
-use deltarl_report::{iteration_table, to_csv, value, write_report, COLUMNS};
+use deltarl_report::{iteration_table, to_csv, value, write_report, Metric, COLUMNS};
 use deltarl_schemas::{
-    layout, write_path, CoeffRow, EvalRow, FeatureRow, FileMeta, FinishReason, Manifest,
-    RolloutRow, ScoreRow, Stage, Table, UpdateRow,
+    layout, write_path, CoeffRow, CoeffsSummary, EvalRow, FeatureRow, FileMeta, FinishReason,
+    Manifest, Mismatch, RolloutRow, ScoreRow, Stage, Table, UpdateRow, UpdateSummary,
 };
 
 fn put<T: Table>(run: &Path, iter: u32, stage: Stage, rows: &[T], summary: serde_json::Value) {
@@ -189,15 +189,38 @@ fn make_runs(root: &Path) {
                 shift: None,
             },
         ],
-        serde_json::json!({"cos_before": 0.99, "cos_after": 0.98,
-            "grad_coeff_pos": 1.25, "grad_coeff_neg": 0.75}),
+        serde_json::to_value(CoeffsSummary {
+            cos_before: 0.99,
+            cos_after: 0.98,
+            grad_coeff_pos: 1.25,
+            grad_coeff_neg: 0.75,
+            ..CoeffsSummary::default()
+        })
+        .unwrap(),
     );
     put(
         &r,
         1,
         Stage::Update,
         &[update(0, 0.1, 0.0), update(1, 0.3, 0.02)],
-        serde_json::json!({}),
+        serde_json::to_value(UpdateSummary {
+            responses: 3,
+            skipped_steps: 0,
+            loss: None,
+            grad_norm: None,
+            clip_frac: None,
+            entropy: None,
+            kl: None,
+            approx_kl_old: None,
+            mismatch: Mismatch {
+                tokens: 8,
+                mean_abs: 0.125,
+                max_abs: 0.25,
+                k3: 0.0625,
+                frac_over_0_1: 0.5,
+            },
+        })
+        .unwrap(),
     );
     put(
         &r,
@@ -282,8 +305,11 @@ fn aggregates_match_the_hand_computed_values() {
     );
     assert!(close(value(&df, "iter", 1), 2.0));
 
-    // r, iteration 1.
+    // r, iteration 1, where every stage ran: every metric has a source.
     let v = |c: &str| value(&df, c, 0);
+    for m in Metric::ALL {
+        assert!(v(m.name()).is_some(), "no value for {m:?}");
+    }
     assert!(close(v("reward_mean"), 0.5));
     assert!(close(v("accuracy"), 0.5));
     assert!(close(v("response_len"), 5.0));
@@ -297,6 +323,8 @@ fn aggregates_match_the_hand_computed_values() {
     assert!(close(v("cos_after"), 0.98));
     assert!(close(v("coeff_grad_pos"), 1.25));
     assert!(close(v("coeff_grad_neg"), 0.75));
+    assert!(close(v("mismatch_max_abs"), 0.25));
+    assert!(close(v("mismatch_k3"), 0.0625));
     // (sum 1.0..2.0 = 16.5) + 0.5 + 0.7 + 9.0 over 14 tokens.
     assert!(close(v("coeff_mean"), (16.5 + 1.2 + 9.0) / 14.0));
     assert!(
@@ -461,4 +489,11 @@ fn bad_input_is_named() {
     std::fs::write(&scores, b"not parquet").unwrap();
     let e = err(&["r"]);
     assert!(e.contains("scores.parquet"), "{e}");
+
+    // A coefficient summary without a field the report reads (as a renamed field would
+    // leave it): the manifest and the field are named, no column goes silently empty.
+    let q = dir.path().join("q");
+    write_manifest(&q, 1, Stage::Coeffs, serde_json::json!({"cos_after": 0.5}));
+    let e = err(&["q"]);
+    assert!(e.contains("coeffs.json") && e.contains("cos_before"), "{e}");
 }

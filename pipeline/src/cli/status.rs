@@ -74,7 +74,10 @@ impl Args {
             }
             // The epoch the iteration's prompts came from, as its rollout recorded it.
             let epoch = match runner.state(it, Stage::Rollout)? {
-                StageState::Done(m) => crate::stage::rollout::epoch(&m.summary),
+                StageState::Done(m) => m
+                    .summary_of::<deltarl_schemas::RolloutSummary>()
+                    .ok()
+                    .and_then(|s| s.epoch_line()),
                 _ => None,
             };
             let epoch = epoch.map_or(String::new(), |e| format!("  [{e}]"));

@@ -263,20 +263,8 @@ pub struct RolloutOptions {
     pub vllm: VllmOptions,
 }
 
-/// Who generates the rollouts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Engine {
-    #[default]
-    Native,
-    Vllm,
-}
-
-impl Engine {
-    pub fn is_native(&self) -> bool {
-        *self == Engine::Native
-    }
-}
+/// Who generates the rollouts (recorded in the rollout's summary too).
+pub use deltarl_schemas::Engine;
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

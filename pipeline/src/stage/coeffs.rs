@@ -4,11 +4,49 @@
 
 use anyhow::{Context, Result};
 
-use deltarl_schemas::Stage;
+use deltarl_schemas::{CoeffsSummary, Stage};
 
+use super::contract::Contract;
 use super::env::Env;
-use super::ran::{num, Ran};
+use super::ran::Ran;
 use crate::config::Resolved;
+
+/// The coeffs stage's contract.
+pub struct Coeffs;
+
+impl Contract for Coeffs {
+    const STAGE: Stage = Stage::Coeffs;
+    type Settings = Settings;
+    type Summary = CoeffsSummary;
+
+    fn settings(cfg: &Resolved) -> Result<Settings> {
+        settings(cfg)
+    }
+
+    fn run(env: &Env, s: &Settings) -> Result<Option<Ran<CoeffsSummary>>> {
+        estimate(env, s).map(Some)
+    }
+
+    fn line(s: &CoeffsSummary) -> String {
+        if s.scopes == 0 {
+            return format!(
+                "cos(mu+, mu-) {:.4} (no DelTA statistics); gradient-weighted c {:.3} / {:.3}",
+                s.cos_before, s.grad_coeff_pos, s.grad_coeff_neg
+            );
+        }
+        format!(
+            "cos(mu+, mu-) {:.4} -> {:.4}, gamma+ {:.3e} gamma- {:.3e}, g {:.4}, \
+             gradient-weighted c {:.3} / {:.3}",
+            s.cos_before,
+            s.cos_after,
+            s.gamma_pos,
+            s.gamma_neg,
+            s.norm,
+            s.grad_coeff_pos,
+            s.grad_coeff_neg
+        )
+    }
+}
 
 /// The estimator and its validated parameters (the coeffs crate's own settings).
 pub type Settings = deltarl_coeffs::Settings;
@@ -18,7 +56,7 @@ pub fn settings(cfg: &Resolved) -> Result<Settings> {
     deltarl_coeffs::Settings::new(cfg.estimator).context("config [coeffs]")
 }
 
-pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+fn estimate(env: &Env, s: &Settings) -> Result<Ran<CoeffsSummary>> {
     let tok_path = env.previous_policy().join("tokenizer.json");
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)?;
     // KTAE scores the model's end-of-sequence tokens 0: they close every finished response,
@@ -55,31 +93,5 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         Ok(())
     })?;
     let (rows, summary) = written;
-    Ok(Ran {
-        rows,
-        summary: serde_json::to_value(&summary)?,
-        outputs: Vec::new(),
-    })
-}
-
-pub fn summary(s: &serde_json::Value) -> String {
-    if s["scopes"].as_u64() == Some(0) {
-        return format!(
-            "cos(mu+, mu-) {:.4} (no DelTA statistics); gradient-weighted c {:.3} / {:.3}",
-            num(s, "cos_before"),
-            num(s, "grad_coeff_pos"),
-            num(s, "grad_coeff_neg")
-        );
-    }
-    format!(
-        "cos(mu+, mu-) {:.4} -> {:.4}, gamma+ {:.3e} gamma- {:.3e}, g {:.4}, \
-         gradient-weighted c {:.3} / {:.3}",
-        num(s, "cos_before"),
-        num(s, "cos_after"),
-        num(s, "gamma_pos"),
-        num(s, "gamma_neg"),
-        num(s, "norm"),
-        num(s, "grad_coeff_pos"),
-        num(s, "grad_coeff_neg")
-    )
+    Ok(Ran::new(rows, summary))
 }

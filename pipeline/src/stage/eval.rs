@@ -2,16 +2,53 @@
 //! built-in task's test split and on the benchmark files of `[eval] benchmarks`; writes
 //! eval.parquet (one row per answer, `benchmark` naming where it comes from).
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use deltarl_schemas::{write_table, Stage};
-
-use super::env::{load_policy, Env};
-use super::ran::{num, Ran};
-use crate::config::{CodeOptions, Resolved};
 use deltarl_eval::{accuracy_by_source, fitting, summarize, Request, Sampling};
-use deltarl_schemas::{EvalRow, PromptRow};
+use deltarl_schemas::{write_table, BenchmarkSummary, EvalRow, EvalSummary, PromptRow, Stage};
+
+use super::contract::Contract;
+use super::env::{load_policy, Env};
+use super::ran::Ran;
+use crate::config::{CodeOptions, Resolved};
+
+/// The eval stage's contract.
+pub struct Eval;
+
+impl Contract for Eval {
+    const STAGE: Stage = Stage::Eval;
+    type Settings = Settings;
+    type Summary = EvalSummary;
+
+    fn settings(cfg: &Resolved) -> Result<Settings> {
+        Ok(settings(cfg))
+    }
+
+    fn extra_inputs(s: &Settings, _: &Env) -> Result<Vec<PathBuf>> {
+        Ok(s.files())
+    }
+
+    fn run(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> {
+        evaluate_policy(env, s).map(Some)
+    }
+
+    fn line(s: &EvalSummary) -> String {
+        let mut line = format!("held-out accuracy {:.3}", s.accuracy);
+        for (name, b) in s.benchmarks.iter().flatten() {
+            line.push_str(&format!(
+                ", {name} avg@{k} {:.3} pass@{k} {:.3}",
+                b.avg_at_k,
+                b.pass_at_k,
+                k = b.k
+            ));
+        }
+        line
+    }
+}
 
 /// How held-out answers are sampled under this configuration: the rollout's prompt and
 /// length limits.
@@ -86,7 +123,7 @@ pub fn heldout_rows(
     evaluate(policy, &task.heldout_name(), &prompts, &settings, &s.code)
 }
 
-pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+fn evaluate_policy(env: &Env, s: &Settings) -> Result<Ran<EvalSummary>> {
     let task = deltarl_data::Builtin::from_source(&s.data_source);
     if task.is_none() && s.benchmarks.is_empty() {
         let builtin = deltarl_data::Builtin::sources();
@@ -100,21 +137,19 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let policy = load_policy(&dir, env.device, s.dtype)?;
     let settings = s.request(env.iter);
     let mut rows = Vec::new();
-    let mut benchmarks = serde_json::Map::new();
-    let mut summarise = |name: &str, part: &[deltarl_schemas::EvalRow], skipped: usize| {
+    let mut benchmarks = BTreeMap::new();
+    let mut summarise = |name: &str, part: &[EvalRow], skipped: usize| {
         let m = summarize(name, part);
-        let mut v = json!({
-            "problems": m.problems,
-            "k": m.k,
-            "avg@k": m.avg.mean,
-            "pass@k": m.pass.mean,
-            "skipped": skipped,
-        });
         let by = accuracy_by_source(part.iter().map(|r| (r.data_source.as_deref(), r.correct)));
-        if by.len() > 1 {
-            v["by_source"] = by.into();
-        }
-        benchmarks.insert(name.to_string(), v);
+        let b = BenchmarkSummary {
+            problems: m.problems,
+            k: m.k,
+            avg_at_k: m.avg.mean,
+            pass_at_k: m.pass.mean,
+            skipped,
+            by_source: (by.len() > 1).then_some(by),
+        };
+        benchmarks.insert(name.to_string(), b);
     };
     let heldout = task.map(deltarl_data::Builtin::heldout_name);
     if let (Some(task), Some(name)) = (task, &heldout) {
@@ -149,35 +184,13 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     env.write_output(Stage::Eval, |w| write_table(w, &rows, &meta))?;
     let acc =
         |part: Vec<bool>| part.iter().filter(|&&c| c).count() as f64 / part.len().max(1) as f64;
-    let mut summary = json!({
-        "accuracy": acc(rows
+    let summary = EvalSummary {
+        accuracy: acc(rows
             .iter()
             .filter(|r| heldout.as_ref().is_none_or(|h| &r.benchmark == h))
             .map(|r| r.correct)
             .collect()),
-    });
-    if !s.benchmarks.is_empty() {
-        summary["benchmarks"] = benchmarks.into();
-    }
-    Ok(Ran {
-        rows: rows.len(),
-        summary,
-        outputs: Vec::new(),
-    })
-}
-
-pub fn summary(s: &serde_json::Value) -> String {
-    let mut line = format!("held-out accuracy {:.3}", num(s, "accuracy"));
-    if let Some(b) = s.get("benchmarks").and_then(|b| b.as_object()) {
-        for (name, v) in b {
-            line.push_str(&format!(
-                ", {name} avg@{} {:.3} pass@{} {:.3}",
-                v["k"],
-                num(v, "avg@k"),
-                v["k"],
-                num(v, "pass@k")
-            ));
-        }
-    }
-    line
+        benchmarks: (!s.benchmarks.is_empty()).then_some(benchmarks),
+    };
+    Ok(Ran::new(rows.len(), summary))
 }

@@ -3,15 +3,39 @@
 //! features.parquet.
 
 use anyhow::{Context, Result};
-use serde_json::json;
 
 use deltarl_model::generate::logprob_temperature;
-use deltarl_schemas::{read_path, FeatureRow, RolloutRow, Stage};
+use deltarl_schemas::{read_path, FeatureRow, FeaturesSummary, RolloutRow, Stage};
 
+use super::contract::Contract;
 use super::env::{load_policy, Env};
-use super::ran::{num, Ran};
+use super::ran::Ran;
 use crate::config::Resolved;
 use crate::progress::Progress;
+
+/// The features stage's contract.
+pub struct Features;
+
+impl Contract for Features {
+    const STAGE: Stage = Stage::Features;
+    type Settings = Settings;
+    type Summary = FeaturesSummary;
+
+    fn settings(cfg: &Resolved) -> Result<Settings> {
+        Ok(settings(cfg))
+    }
+
+    fn run(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
+        pass(env, s)
+    }
+
+    fn line(s: &FeaturesSummary) -> String {
+        format!(
+            "{} tokens, k = {}, entropy {:.3}",
+            s.tokens, s.dim, s.entropy_mean
+        )
+    }
+}
 
 /// The features stage's settings (the features crate's own).
 pub type Settings = deltarl_features::Settings;
@@ -34,7 +58,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
     }
 }
 
-pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
     let (rollouts, _) = read_path::<RolloutRow>(&env.file(Stage::Rollout))?;
     let dir = env.previous_policy();
     let policy = load_policy(&dir, env.device, s.dtype)?;
@@ -103,17 +127,14 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     }
     progress.finish();
     if !env.writes() {
-        return Ok(Ran::default());
+        return Ok(None);
     }
-    Ok(Ran {
-        rows: stats.rows,
-        summary: json!({
-            "tokens": stats.tokens,
-            "dim": stats.dim,
-            "entropy_mean": stats.entropy / stats.tokens.max(1) as f64,
-        }),
-        outputs: Vec::new(),
-    })
+    let summary = FeaturesSummary {
+        tokens: stats.tokens,
+        dim: stats.dim,
+        entropy_mean: stats.entropy / stats.tokens.max(1) as f64,
+    };
+    Ok(Some(Ran::new(stats.rows, summary)))
 }
 
 /// The manifest summary's sums, taken as rows pass by.
@@ -137,13 +158,4 @@ impl Stats {
             }
         }
     }
-}
-
-pub fn summary(s: &serde_json::Value) -> String {
-    format!(
-        "{} tokens, k = {}, entropy {:.3}",
-        s["tokens"],
-        s["dim"],
-        num(s, "entropy_mean")
-    )
 }

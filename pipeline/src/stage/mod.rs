@@ -1,26 +1,29 @@
-//! One module per stage, each with the same shape:
+//! One module per stage, each implementing the stage's [`Contract`]:
 //!
-//! * `settings(&Resolved) -> Settings`: the part of the configuration the stage uses, and
-//!   nothing else — the stage crate's own `Settings` (the rollout's are the `[data]` and
-//!   `[rollout]` tables, see `rollout.rs`). Its serialisation is the stage's hash
-//!   ([`hash`]), so a setting the stage reads is a setting that reruns it: none can be
-//!   forgotten from a hand-kept list.
-//! * `run(&Env, &Settings)`: read the inputs, run the stage crate's pure core, write through
-//!   its Parquet shell (temporary name, renamed when complete).
-//! * `summary(&serde_json::Value)`: the stage's part of the console line.
+//! * `Settings`: the part of the configuration the stage uses, and nothing else — the stage
+//!   crate's own (the rollout's are the `[data]` and `[rollout]` tables, see `rollout.rs`).
+//!   Their serialisation is the stage's hash, so a setting the stage reads is a setting that
+//!   reruns it: none can be forgotten from a hand-kept list.
+//! * `Summary`: what its manifest records, a struct of `deltarl_schemas::summary`: the
+//!   console line and the report read it back as that type; `metrics.jsonl` and
+//!   TensorBoard tag each of its numbers with its field's path.
+//! * `run`: read the inputs, run the stage crate's pure core, write through its Parquet
+//!   shell (temporary name, renamed when complete).
+//! * `line`: the stage's part of the console line.
 //!
-//! This file only dispatches on [`Stage`], exhaustively; what every stage runs with is in
-//! `env.rs` (its environment), `ran.rs` (its result) and `temp_folder.rs`.
+//! The list of contracts below is the one place a stage is tied to its module; the
+//! dispatch on [`Stage`] is generated from it and is exhaustive. What every stage runs with
+//! is in `env.rs` (its environment), `ran.rs` (its result) and `temp_folder.rs`.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 
-use deltarl_schemas::Stage;
+use deltarl_schemas::{Manifest, Stage, StageSummary};
 
 use crate::config::Resolved;
 
+mod contract;
 mod env;
 mod ran;
 mod temp_folder;
@@ -33,44 +36,111 @@ pub mod score;
 pub mod update;
 pub mod warmstart;
 
+pub use contract::Contract;
 pub use env::{load_policy, policy_before, Env};
-pub use ran::{num, Ran};
+pub use ran::Ran;
 pub use temp_folder::TempFolder;
 
-fn hash_of<T: Serialize>(stage: Stage, settings: &T) -> Result<String> {
-    let json = serde_json::to_string(settings)
-        .with_context(|| format!("cannot serialise the settings of stage {stage}"))?;
-    Ok(deltarl_schemas::sha256_hex(
-        format!("{}:{json}", stage.name()).as_bytes(),
-    ))
+/// A stage's settings under one configuration, resolved once: the typed settings it runs
+/// with, their JSON (recorded in its manifest, so a later configuration can be compared key
+/// by key) and their hash.
+pub struct Prepared {
+    pub stage: Stage,
+    pub json: serde_json::Value,
+    pub hash: String,
+    typed: Typed,
 }
 
-/// A stage's settings under this configuration, as JSON (recorded in its manifest, so a
-/// later configuration can be compared key by key).
-pub fn settings_json(stage: Stage, cfg: &Resolved) -> Result<serde_json::Value> {
-    let value = match stage {
-        Stage::Warmstart => serde_json::to_value(warmstart::settings(cfg)),
-        Stage::Rollout => serde_json::to_value(rollout::settings(cfg)),
-        Stage::Score => serde_json::to_value(score::settings(cfg)),
-        Stage::Features => serde_json::to_value(features::settings(cfg)),
-        Stage::Coeffs => serde_json::to_value(coeffs::settings(cfg)?),
-        Stage::Update => serde_json::to_value(update::settings(cfg)),
-        Stage::Eval => serde_json::to_value(eval::settings(cfg)),
-    };
-    value.with_context(|| format!("cannot serialise the settings of stage {stage}"))
-}
-
-/// The hash of a stage's settings under this configuration.
-pub fn hash(stage: Stage, cfg: &Resolved) -> Result<String> {
-    match stage {
-        Stage::Warmstart => hash_of(stage, &warmstart::settings(cfg)),
-        Stage::Rollout => hash_of(stage, &rollout::settings(cfg)),
-        Stage::Score => hash_of(stage, &score::settings(cfg)),
-        Stage::Features => hash_of(stage, &features::settings(cfg)),
-        Stage::Coeffs => hash_of(stage, &coeffs::settings(cfg)?),
-        Stage::Update => hash_of(stage, &update::settings(cfg)),
-        Stage::Eval => hash_of(stage, &eval::settings(cfg)),
+impl Prepared {
+    fn new<C: Contract>(cfg: &Resolved, wrap: fn(C::Settings) -> Typed) -> Result<Self> {
+        let stage = C::STAGE;
+        let settings = C::settings(cfg)?;
+        let failed = || format!("cannot serialise the settings of stage {stage}");
+        // The hash is of the settings in their declared field order, as it always was.
+        let text = serde_json::to_string(&settings).with_context(failed)?;
+        let hash = deltarl_schemas::sha256_hex(format!("{}:{text}", stage.name()).as_bytes());
+        let json = serde_json::to_value(&settings).with_context(failed)?;
+        Ok(Prepared {
+            stage,
+            json,
+            hash,
+            typed: wrap(settings),
+        })
     }
+}
+
+/// A stage's typed result, its summary turned into the manifest's JSON.
+fn recorded<S: StageSummary>(ran: Option<Ran<S>>) -> Result<Option<Ran<serde_json::Value>>> {
+    let Some(r) = ran else {
+        return Ok(None);
+    };
+    Ok(Some(Ran {
+        rows: r.rows,
+        summary: serde_json::to_value(&r.summary)
+            .with_context(|| format!("cannot serialise the summary of stage {}", S::STAGE))?,
+        outputs: r.outputs,
+    }))
+}
+
+/// Every stage's contract, each named once: the typed settings, [`prepare`], the dispatch
+/// of [`Prepared`] and [`line`] are generated from this list.
+macro_rules! contracts {
+    ($($stage:ident => $contract:ty),* $(,)?) => {
+        /// A stage's settings, typed.
+        enum Typed {
+            $($stage(<$contract as Contract>::Settings)),*
+        }
+
+        /// A stage's settings under this configuration.
+        pub fn prepare(stage: Stage, cfg: &Resolved) -> Result<Prepared> {
+            match stage {
+                $(Stage::$stage => Prepared::new::<$contract>(cfg, Typed::$stage)),*
+            }
+        }
+
+        impl Prepared {
+            /// Files the stage reads besides its upstream stages' outputs and its policy.
+            pub fn extra_inputs(&self, env: &Env) -> Result<Vec<PathBuf>> {
+                match &self.typed {
+                    $(Typed::$stage(s) => <$contract>::extra_inputs(s, env)),*
+                }
+            }
+
+            /// Runs the stage with these settings.
+            pub fn run(&self, env: &Env) -> Result<Option<Ran<serde_json::Value>>> {
+                match &self.typed {
+                    $(Typed::$stage(s) => recorded(<$contract>::run(env, s)?)),*
+                }
+            }
+        }
+
+        /// The stage's part of the console line, from its manifest's summary.
+        pub fn line(m: &Manifest) -> Result<String> {
+            Ok(match m.stage {
+                $(Stage::$stage => <$contract>::line(&m.summary_of()?)),*
+            })
+        }
+
+        /// (stage, the contract's stage, its summary's stage), for the test that they agree.
+        #[cfg(test)]
+        fn contract_stages() -> Vec<(Stage, Stage, Stage)> {
+            vec![$((
+                Stage::$stage,
+                <$contract>::STAGE,
+                <<$contract as Contract>::Summary as StageSummary>::STAGE,
+            )),*]
+        }
+    };
+}
+
+contracts! {
+    Warmstart => warmstart::Warmstart,
+    Rollout => rollout::Rollout,
+    Score => score::Score,
+    Features => features::Features,
+    Coeffs => coeffs::Coeffs,
+    Update => update::Update,
+    Eval => eval::Eval,
 }
 
 /// Whether all processes share the stage (rank 0 alone runs the others while the rest
@@ -80,42 +150,6 @@ pub fn shared(stage: Stage) -> bool {
     match stage {
         Stage::Rollout | Stage::Features | Stage::Update => true,
         Stage::Warmstart | Stage::Score | Stage::Coeffs | Stage::Eval => false,
-    }
-}
-
-/// Runs a stage with its settings from this configuration.
-pub fn run(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Ran> {
-    match stage {
-        Stage::Warmstart => warmstart::run(env, &warmstart::settings(cfg)),
-        Stage::Rollout => rollout::run(env, &rollout::settings(cfg)),
-        Stage::Score => score::run(env, &score::settings(cfg)),
-        Stage::Features => features::run(env, &features::settings(cfg)),
-        Stage::Coeffs => coeffs::run(env, &coeffs::settings(cfg)?),
-        Stage::Update => update::run(env, &update::settings(cfg)),
-        Stage::Eval => eval::run(env, &eval::settings(cfg)),
-    }
-}
-
-/// Input files a stage reads besides the outputs of its upstream stages and its policy.
-pub fn extra_inputs(stage: Stage, cfg: &Resolved, env: &Env) -> Result<Vec<PathBuf>> {
-    Ok(match stage {
-        Stage::Rollout => rollout::settings(cfg).data_file().into_iter().collect(),
-        Stage::Update => update::optimizer_state(env)?.into_iter().collect(),
-        Stage::Eval => eval::settings(cfg).files(),
-        Stage::Warmstart | Stage::Score | Stage::Features | Stage::Coeffs => Vec::new(),
-    })
-}
-
-/// The stage's part of the console line, from its manifest summary.
-pub fn summary(stage: Stage, s: &serde_json::Value) -> String {
-    match stage {
-        Stage::Warmstart => warmstart::summary(s),
-        Stage::Rollout => rollout::summary(s),
-        Stage::Score => score::summary(s),
-        Stage::Features => features::summary(s),
-        Stage::Coeffs => coeffs::summary(s),
-        Stage::Update => update::summary(s),
-        Stage::Eval => eval::summary(s),
     }
 }
 
@@ -137,8 +171,17 @@ mod tests {
         let (a, b) = (config(|_| {}), config(edit));
         Stage::ALL
             .into_iter()
-            .filter(|&s| hash(s, &a).unwrap() != hash(s, &b).unwrap())
+            .filter(|&s| prepare(s, &a).unwrap().hash != prepare(s, &b).unwrap().hash)
             .collect()
+    }
+
+    #[test]
+    fn each_contract_is_its_stage_and_records_its_stage_summary() {
+        let all = contract_stages();
+        assert_eq!(all.len(), Stage::ALL.len());
+        for (stage, contract, summary) in all {
+            assert_eq!((contract, summary), (stage, stage));
+        }
     }
 
     #[test]

@@ -1,20 +1,25 @@
-//! What a finished stage reports to the runner, and how its summary is read back.
+//! What a finished stage reports to the runner.
 
 use std::path::PathBuf;
 
-/// What a finished stage reports to the runner.
-#[derive(Debug, Default)]
-pub struct Ran {
+/// What a finished stage reports to the runner: `S` is its summary type
+/// (`deltarl_schemas::summary`).
+#[derive(Debug)]
+pub struct Ran<S> {
     pub rows: usize,
     /// Metrics and diagnostics for the manifest and the console line.
-    pub summary: serde_json::Value,
+    pub summary: S,
     /// Outputs besides the stage's main file (a policy folder's weights).
     pub outputs: Vec<PathBuf>,
 }
 
-/// A number from a summary (NaN when absent), for console lines.
-pub fn num(s: &serde_json::Value, key: &str) -> f64 {
-    s.get(key)
-        .and_then(serde_json::Value::as_f64)
-        .unwrap_or(f64::NAN)
+impl<S> Ran<S> {
+    /// A stage's result with no outputs besides its main file.
+    pub fn new(rows: usize, summary: S) -> Self {
+        Ran {
+            rows,
+            summary,
+            outputs: Vec::new(),
+        }
+    }
 }

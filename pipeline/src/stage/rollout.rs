@@ -7,17 +7,51 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
-use serde_json::json;
 
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::Dtype;
-use deltarl_schemas::{FinishReason, Stage};
+use deltarl_schemas::{FinishReason, RolloutSummary, Stage};
 
+use super::contract::Contract;
 use super::env::{load_policy, Env};
-use super::ran::{num, Ran};
+use super::ran::Ran;
 use crate::config::{DataOptions, Engine, Resolved, RolloutOptions, VllmOptions};
 use crate::data;
 use crate::progress::Progress;
+
+/// The rollout stage's contract.
+pub struct Rollout;
+
+impl Contract for Rollout {
+    const STAGE: Stage = Stage::Rollout;
+    type Settings = Settings;
+    type Summary = RolloutSummary;
+
+    fn settings(cfg: &Resolved) -> Result<Settings> {
+        Ok(settings(cfg))
+    }
+
+    fn extra_inputs(s: &Settings, _: &Env) -> Result<Vec<PathBuf>> {
+        Ok(s.data_file().into_iter().collect())
+    }
+
+    fn run(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
+        sample(env, s)
+    }
+
+    fn line(s: &RolloutSummary) -> String {
+        let mut line = format!(
+            "{:.0} tok/s, mean len {:.1}, truncated {:.1}%",
+            s.tokens_per_s,
+            s.mean_response_len,
+            100.0 * s.truncated_frac
+        );
+        if let Some(e) = s.epoch_line() {
+            line.push_str(&format!(", {e}"));
+        }
+        line
+    }
+}
 
 /// Everything the rollout reads from the configuration: the `[data]` and `[rollout]` tables
 /// themselves (where prompts come from, how they are drawn and templated, and the vLLM
@@ -75,7 +109,7 @@ pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) 
     }
 }
 
-pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     let r = &s.rollout;
     let prompts = data::load_prompts(&s.data.source, s.data.train_size, &s.data.routing())?;
     let mut drawn = crate::epochs::draw(&prompts, r.prompts_per_iter, s.seed, env.iter);
@@ -203,7 +237,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         None => rows,
     };
     if !env.writes() {
-        return Ok(Ran::default());
+        return Ok(None);
     }
     env.write_output(Stage::Rollout, |w| -> Result<()> {
         deltarl_rollout::write(&core, &rows, w, env.meta())?;
@@ -216,23 +250,22 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         .iter()
         .filter(|r| r.finish_reason == FinishReason::Length)
         .count();
-    Ok(Ran {
-        rows: rows.len(),
-        summary: json!({
-            "prompts": drawn.len(),
-            "tokens": tokens,
-            "tokens_per_s": tokens as f64 / generate_s.max(1e-9),
-            "mean_response_len": tokens as f64 / n,
-            "truncated_frac": truncated as f64 / n,
-            "engine": r.engine,
-            "engine_startup_s": acquired.as_ref().map_or(0.0, crate::vllm::Acquired::seconds),
-            "engine_server": acquired,
-            "epoch": at.map(|a| a.epoch),
-            "epoch_batch": at.map(|a| a.batch),
-            "batches_per_epoch": at.map(|a| a.batches),
-        }),
-        outputs: Vec::new(),
-    })
+    let summary = RolloutSummary {
+        prompts: drawn.len(),
+        tokens,
+        tokens_per_s: tokens as f64 / generate_s.max(1e-9),
+        mean_response_len: tokens as f64 / n,
+        truncated_frac: truncated as f64 / n,
+        engine: r.engine,
+        engine_startup_s: acquired
+            .as_ref()
+            .map_or(0.0, deltarl_schemas::Acquired::seconds),
+        engine_server: acquired,
+        epoch: at.map(|a| a.epoch),
+        epoch_batch: at.map(|a| a.batch),
+        batches_per_epoch: at.map(|a| a.batches),
+    };
+    Ok(Some(Ran::new(rows.len(), summary)))
 }
 
 /// This rank's vLLM server for the policy in `dir` (see [`crate::vllm::acquire`]): its log
@@ -328,30 +361,6 @@ fn parallel_size(args: &[String]) -> Option<usize> {
         }
     }
     None
-}
-
-pub fn summary(s: &serde_json::Value) -> String {
-    let mut line = format!(
-        "{:.0} tok/s, mean len {:.1}, truncated {:.1}%",
-        num(s, "tokens_per_s"),
-        num(s, "mean_response_len"),
-        100.0 * num(s, "truncated_frac")
-    );
-    if let Some(e) = epoch(s) {
-        line.push_str(&format!(", {e}"));
-    }
-    line
-}
-
-/// "epoch E (batch b of B)" from a rollout manifest's summary (older manifests have none).
-pub fn epoch(s: &serde_json::Value) -> Option<String> {
-    let get = |k: &str| s.get(k).and_then(serde_json::Value::as_u64);
-    Some(format!(
-        "epoch {} (batch {} of {})",
-        get("epoch")?,
-        get("epoch_batch")?,
-        get("batches_per_epoch")?
-    ))
 }
 
 /// A prompt longer than the context leaves room for says what fixes it: verl's left

@@ -2,14 +2,38 @@
 //! advantages and the dynamic-sampling flag; write scores.parquet.
 
 use anyhow::{Context, Result};
-use serde_json::json;
 
-use deltarl_schemas::Stage;
+use deltarl_schemas::{ScoreSummary, Stage};
 
+use super::contract::Contract;
 use super::env::Env;
-use super::ran::{num, Ran};
+use super::ran::Ran;
 use crate::config::Resolved;
 use crate::progress::Progress;
+
+/// The score stage's contract.
+pub struct Score;
+
+impl Contract for Score {
+    const STAGE: Stage = Stage::Score;
+    type Settings = Settings;
+    type Summary = ScoreSummary;
+
+    fn settings(cfg: &Resolved) -> Result<Settings> {
+        Ok(settings(cfg))
+    }
+
+    fn run(env: &Env, s: &Settings) -> Result<Option<Ran<ScoreSummary>>> {
+        score(env, s).map(Some)
+    }
+
+    fn line(s: &ScoreSummary) -> String {
+        format!(
+            "accuracy {:.3}, reward {:.3}, kept {:.2}",
+            s.accuracy, s.reward_mean, s.kept_frac
+        )
+    }
+}
 
 /// The score stage's settings (the score crate's own).
 pub type Settings = deltarl_score::Settings;
@@ -31,7 +55,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
     }
 }
 
-pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+fn score(env: &Env, s: &Settings) -> Result<Ran<ScoreSummary>> {
     let src = env.file(Stage::Rollout);
     let bytes = std::fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
     // The bar's length is the file's row count, from its footer (nothing decoded twice).
@@ -61,32 +85,17 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let frac = |f: &dyn Fn(&deltarl_schemas::ScoreRow) -> bool| {
         scores.iter().filter(|r| f(r)).count() as f64 / n
     };
-    let mut summary = json!({
-        "accuracy": frac(&|r| r.correct),
-        "reward_mean": scores.iter().map(|r| f64::from(r.reward)).sum::<f64>() / n,
-        "kept_frac": frac(&|r| r.kept),
-        "extracted_frac": frac(&|r| r.extracted.is_some()),
-    });
     // Training accuracy per `data_source` when the prompts mix several (metrics.jsonl and
     // TensorBoard get `score/by_source/<source>/accuracy`).
     let by_source = deltarl_eval::accuracy_by_source(
         scores.iter().map(|r| (r.data_source.as_deref(), r.correct)),
     );
-    if by_source.len() > 1 {
-        summary["by_source"] = by_source.into();
-    }
-    Ok(Ran {
-        rows: scores.len(),
-        summary,
-        outputs: Vec::new(),
-    })
-}
-
-pub fn summary(s: &serde_json::Value) -> String {
-    format!(
-        "accuracy {:.3}, reward {:.3}, kept {:.2}",
-        num(s, "accuracy"),
-        num(s, "reward_mean"),
-        num(s, "kept_frac")
-    )
+    let summary = ScoreSummary {
+        accuracy: frac(&|r| r.correct),
+        reward_mean: scores.iter().map(|r| f64::from(r.reward)).sum::<f64>() / n,
+        kept_frac: frac(&|r| r.kept),
+        extracted_frac: frac(&|r| r.extracted.is_some()),
+        by_source: (by_source.len() > 1).then_some(by_source),
+    };
+    Ok(Ran::new(scores.len(), summary))
 }

@@ -4,19 +4,56 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde_json::json;
 
 use deltarl_model::generate::logprob_temperature;
 use deltarl_optim::AdamW;
-use deltarl_schemas::Stage;
+use deltarl_schemas::{Stage, UpdateSummary};
 use deltarl_update::shell::{check_steps, train_rows, write_metrics, Inputs};
 use deltarl_update::{JoinSettings, LossSettings};
 
+use super::contract::Contract;
 use super::env::{load_policy, Env};
-use super::ran::{num, Ran};
+use super::ran::Ran;
 use super::temp_folder::TempFolder;
 use crate::config::Resolved;
 use crate::progress::Progress;
+
+/// The update stage's contract.
+pub struct Update;
+
+impl Contract for Update {
+    const STAGE: Stage = Stage::Update;
+    type Settings = Settings;
+    type Summary = UpdateSummary;
+
+    fn settings(cfg: &Resolved) -> Result<Settings> {
+        Ok(settings(cfg))
+    }
+
+    fn extra_inputs(_: &Settings, env: &Env) -> Result<Vec<PathBuf>> {
+        Ok(optimizer_state(env)?.into_iter().collect())
+    }
+
+    fn run(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
+        update(env, s)
+    }
+
+    fn line(s: &UpdateSummary) -> String {
+        let skipped = match s.skipped_steps {
+            0 => String::new(),
+            n => format!(", {n} steps skipped (non-finite gradient norm)"),
+        };
+        // A run without an optimizer step has no step metrics.
+        let or_nan = |x: Option<f64>| x.unwrap_or(f64::NAN);
+        format!(
+            "loss {:.4}, grad norm {:.3}, clip {:.3}, sampler/trainer |d logp| max {:.1e}{skipped}",
+            or_nan(s.loss),
+            or_nan(s.grad_norm),
+            or_nan(s.clip_frac),
+            s.mismatch.max_abs
+        )
+    }
+}
 
 /// The update stage's settings (the update crate's own).
 pub type Settings = deltarl_update::Settings;
@@ -87,7 +124,7 @@ pub fn optimizer_state(env: &Env) -> Result<Option<PathBuf>> {
     Ok(None)
 }
 
-pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
     let inputs = Inputs::read(
         &env.file(Stage::Rollout),
         &env.file(Stage::Score),
@@ -132,7 +169,7 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     // which alone writes.
     let opt_state = opt.consolidated(env.ranks)?;
     if !env.writes() {
-        return Ok(Ran::default());
+        return Ok(None);
     }
     // The new policy goes to a temporary folder, renamed into place when complete.
     let final_dir = env.this_policy();
@@ -148,38 +185,24 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
         Ok(())
     })?;
     let last = metrics.last();
-    Ok(Ran {
+    Ok(Some(Ran {
         rows: metrics.len(),
-        summary: json!({
-            "responses": rows.len(),
-            "skipped_steps": skipped,
-            "loss": last.map(|m| m.loss),
-            "grad_norm": last.map(|m| m.grad_norm),
-            "clip_frac": last.map(|m| m.clip_frac),
-            "entropy": last.map(|m| m.entropy),
-            "kl": last.map(|m| m.kl),
-            "approx_kl_old": last.map(|m| m.approx_kl_old),
-            "mismatch": mismatch,
-        }),
+        summary: UpdateSummary {
+            responses: rows.len(),
+            skipped_steps: skipped,
+            loss: last.map(|m| m.loss),
+            grad_norm: last.map(|m| m.grad_norm),
+            clip_frac: last.map(|m| m.clip_frac),
+            entropy: last.map(|m| m.entropy),
+            kl: last.map(|m| m.kl),
+            approx_kl_old: last.map(|m| m.approx_kl_old),
+            mismatch,
+        },
         outputs: weights
             .iter()
             .filter_map(|w| w.file_name())
             .map(|f| final_dir.join(f))
             .chain([opt_dir.join("optimizer.safetensors")])
             .collect(),
-    })
-}
-
-pub fn summary(s: &serde_json::Value) -> String {
-    let skipped = match s["skipped_steps"].as_u64() {
-        Some(n) if n > 0 => format!(", {n} steps skipped (non-finite gradient norm)"),
-        _ => String::new(),
-    };
-    format!(
-        "loss {:.4}, grad norm {:.3}, clip {:.3}, sampler/trainer |d logp| max {:.1e}{skipped}",
-        num(s, "loss"),
-        num(s, "grad_norm"),
-        num(s, "clip_frac"),
-        num(&s["mismatch"], "max_abs")
-    )
+    }))
 }

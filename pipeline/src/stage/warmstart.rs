@@ -3,15 +3,46 @@
 //! progress lines and the manifest summary.
 
 use anyhow::Result;
-use serde_json::json;
 
+use deltarl_schemas::{Stage, WarmstartSummary};
 use deltarl_warmstart::{write_base, Settings, HELDOUT_PROBLEMS};
 
+use super::contract::Contract;
 use super::env::Env;
-use super::ran::{num, Ran};
+use super::ran::Ran;
 use super::temp_folder::TempFolder;
 use crate::config::Resolved;
 use crate::progress::Progress;
+
+/// The warm start's contract.
+pub struct Warmstart;
+
+impl Contract for Warmstart {
+    const STAGE: Stage = Stage::Warmstart;
+    type Settings = Settings;
+    type Summary = WarmstartSummary;
+
+    fn settings(cfg: &Resolved) -> Result<Settings> {
+        Ok(settings(cfg))
+    }
+
+    fn run(env: &Env, s: &Settings) -> Result<Option<Ran<WarmstartSummary>>> {
+        warm_start(env, s).map(Some)
+    }
+
+    fn line(s: &WarmstartSummary) -> String {
+        format!(
+            "{} parameters, {} steps in {:.1} s, loss {:.3}, held-out accuracy {:.3} greedy / \
+             {:.3} at T=1",
+            s.params,
+            s.steps,
+            s.train_seconds,
+            s.final_loss,
+            s.heldout_greedy_accuracy,
+            s.heldout_t1_accuracy
+        )
+    }
+}
 
 /// Everything the warm start reads from the configuration.
 pub fn settings(cfg: &Resolved) -> Settings {
@@ -33,7 +64,7 @@ pub fn tiny_task(cfg: &Resolved) -> deltarl_data::Task {
     deltarl_data::Task::from_source(&cfg.opts.data.source).unwrap_or_default()
 }
 
-pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
+fn warm_start(env: &Env, s: &Settings) -> Result<Ran<WarmstartSummary>> {
     let folder = TempFolder::new(&env.run.root, "base")?;
     let progress = Progress::new("warmstart", s.warmstart.steps as u64);
     let trained = write_base(s, folder.path(), env.device, &mut |step, loss| {
@@ -60,18 +91,15 @@ pub fn run(env: &Env, s: &Settings) -> Result<Ran> {
     let greedy = graded(0.0)?;
     let sampled = graded(1.0)?;
     folder.commit(&env.run.base())?;
-    Ok(Ran {
-        rows: s.warmstart.steps,
-        summary: json!({
-            "final_loss": trained.final_loss,
-            "params": trained.params,
-            "steps": s.warmstart.steps,
-            "train_seconds": trained.train_seconds,
-            "heldout_greedy_accuracy": greedy,
-            "heldout_t1_accuracy": sampled,
-        }),
-        outputs: Vec::new(),
-    })
+    let summary = WarmstartSummary {
+        final_loss: trained.final_loss,
+        params: trained.params,
+        steps: s.warmstart.steps,
+        train_seconds: trained.train_seconds,
+        heldout_greedy_accuracy: greedy,
+        heldout_t1_accuracy: sampled,
+    };
+    Ok(Ran::new(s.warmstart.steps, summary))
 }
 
 /// Accuracy of `policy` on [`HELDOUT_PROBLEMS`] held-out problems of the task, one answer
@@ -94,16 +122,4 @@ fn heldout_accuracy(
         progress,
     )?;
     Ok(rows.iter().filter(|r| r.correct).count() as f64 / rows.len().max(1) as f64)
-}
-
-pub fn summary(s: &serde_json::Value) -> String {
-    format!(
-        "{} parameters, {} steps in {:.1} s, loss {:.3}, held-out accuracy {:.3} greedy / {:.3} at T=1",
-        s["params"],
-        s["steps"],
-        num(s, "train_seconds"),
-        num(s, "final_loss"),
-        num(s, "heldout_greedy_accuracy"),
-        num(s, "heldout_t1_accuracy")
-    )
 }

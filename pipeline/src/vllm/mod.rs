@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use deltarl_model::Dtype;
 use deltarl_vllm::{Client, Server, ServerSettings};
-use serde::Serialize;
 
 use crate::config::VllmOptions;
 
@@ -105,34 +104,7 @@ pub struct Vllm {
 }
 
 /// How a rollout got its server, for its manifest.
-#[derive(Clone, Debug, Serialize)]
-#[serde(tag = "server", rename_all = "snake_case")]
-pub enum Acquired {
-    /// The user's (`rollout.vllm.url`).
-    User,
-    /// Started by this rollout; `restarted` says why a kept one was not used.
-    Started {
-        seconds: f64,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        restarted: Option<String>,
-    },
-    /// The kept server, with this policy loaded in place and probed.
-    Reloaded {
-        seconds: f64,
-        probe_tokens: usize,
-        probe_max_abs: f64,
-    },
-}
-
-impl Acquired {
-    /// Seconds spent before the first request could go out.
-    pub fn seconds(&self) -> f64 {
-        match self {
-            Acquired::User => 0.0,
-            Acquired::Started { seconds, .. } | Acquired::Reloaded { seconds, .. } => *seconds,
-        }
-    }
-}
+pub use deltarl_schemas::Acquired;
 
 /// The server kept between this process's rollouts (none until the first one starts).
 #[derive(Default)]

@@ -1,8 +1,10 @@
 //! Estimation: the responses put in their fixed order, the estimator the settings name run
 //! over them, and the coefficients handed back in the order given.
 
+use deltarl_schemas::CoeffsSummary;
+
 use crate::{baselines, delta, ktae, summary, vectors};
-use crate::{Error, Estimator, InMemory, Response, Result, Scope, Settings, Summary, Vectors};
+use crate::{Error, Estimator, InMemory, Response, Result, Scope, Settings, Vectors};
 
 /// Per-response coefficients (in input order), the shifts of the estimators that add to
 /// the advantage, and the diagnostics.
@@ -11,7 +13,7 @@ pub struct Output {
     pub coeffs: Vec<Vec<f32>>,
     /// A term added to each token's advantage (`ktae`); `None` for the others.
     pub shift: Option<Vec<Vec<f32>>>,
-    pub summary: Summary,
+    pub summary: CoeffsSummary,
 }
 
 /// Estimates the coefficient of every response token, the vectors in memory.

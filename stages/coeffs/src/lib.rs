@@ -26,5 +26,4 @@ pub use estimate::{estimate, estimate_sorted, fixed_order, Output};
 pub use ktae::KtaeSettings;
 pub use response::Response;
 pub use settings::{DeltaSettings, Estimator, Scope, Settings};
-pub use summary::{Quantiles, Summary, TokenRef};
 pub use vectors::{Batch, InMemory, Vectors, Visit};

@@ -6,13 +6,12 @@ use std::io::Write;
 use std::path::Path;
 
 use deltarl_schemas::{
-    read_path, vector_dim, write_table, CoeffRow, FeatureProbs, FeatureScalars, FeatureVectors,
-    FileMeta, Index, Keyed, RolloutRow, ScoreRow, TableReader,
+    read_path, vector_dim, write_table, CoeffRow, CoeffsSummary, FeatureProbs, FeatureScalars,
+    FeatureVectors, FileMeta, Index, Keyed, RolloutRow, ScoreRow, TableReader,
 };
 
 use crate::{
-    estimate_sorted, fixed_order, Error, Estimator, Response, Result, Settings, Summary, Vectors,
-    Visit,
+    estimate_sorted, fixed_order, Error, Estimator, Response, Result, Settings, Vectors, Visit,
 };
 
 /// Decoded vectors a batch of a pass holds at most (one response when a single one is
@@ -72,7 +71,7 @@ pub fn run(
     dim: usize,
     features: &Path,
     decode: &dyn Fn(&[u32]) -> Result<String>,
-) -> Result<(Vec<CoeffRow>, Summary)> {
+) -> Result<(Vec<CoeffRow>, CoeffsSummary)> {
     let score_of = Index::new(scores);
     let feats = Index::new(features_scalars);
     let probs = Index::new(features_probs);
@@ -196,7 +195,7 @@ pub fn run_io<W: Write + Send>(
     out: W,
     meta: FileMeta,
     decode: &dyn Fn(&[u32]) -> Result<String>,
-) -> Result<(usize, Summary)> {
+) -> Result<(usize, CoeffsSummary)> {
     let rollouts: Vec<RolloutRow> = read_path(rollouts)?.0;
     let scores: Vec<ScoreRow> = read_path(scores)?.0;
     let scalars: Vec<FeatureScalars> = read_path(features)?.0;

@@ -1,84 +1,30 @@
-//! Diagnostics of one estimation: centroid cosines, scales, quantiles, extreme tokens.
+//! Diagnostics of one estimation (the stage's summary): centroid cosines, scales,
+//! quantiles, extreme tokens.
 
-use serde::Serialize;
+use deltarl_schemas::{CoeffsSummary, Quantiles, TokenRef};
 
 use crate::delta::{side, DeltaStats, Side};
 use crate::Response;
 
 /// How many highest- and lowest-coefficient tokens the summary lists.
-pub const EXTREMES: usize = 20;
+const EXTREMES: usize = 20;
 
-/// Quantiles of the coefficients of one side.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Quantiles {
-    pub count: usize,
-    pub min: f64,
-    pub p10: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub max: f64,
-    pub mean: f64,
-}
-
-impl Quantiles {
-    fn of(mut xs: Vec<f64>) -> Self {
-        if xs.is_empty() {
-            return Quantiles::default();
-        }
-        xs.sort_by(f64::total_cmp);
-        let q = |p: f64| xs[((xs.len() - 1) as f64 * p).round() as usize];
-        Quantiles {
-            count: xs.len(),
-            min: xs[0],
-            p10: q(0.1),
-            p50: q(0.5),
-            p90: q(0.9),
-            max: xs[xs.len() - 1],
-            mean: xs.iter().sum::<f64>() / xs.len() as f64,
-        }
+/// The quantiles of `xs` (nearest rank), all 0 when it is empty.
+fn quantiles(mut xs: Vec<f64>) -> Quantiles {
+    if xs.is_empty() {
+        return Quantiles::default();
     }
-}
-
-/// One token singled out by the summary; `text` is filled in by whoever has a tokenizer.
-#[derive(Clone, Debug, Serialize)]
-pub struct TokenRef {
-    pub prompt_id: String,
-    pub sample_idx: u32,
-    pub position: usize,
-    pub coeff: f32,
-    pub advantage: f32,
-    pub text: String,
-    pub context: String,
-}
-
-/// What the coefficient stage reports (file metadata and log line).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Summary {
-    /// cos(mu+, mu-) of the advantage-weighted centroids (before reweighting).
-    pub cos_before: f64,
-    /// cos of the effective centroids weighted by the coefficients (after reweighting).
-    pub cos_after: f64,
-    pub gamma_pos: f64,
-    pub gamma_neg: f64,
-    /// Self-normalisation scalar (mean over scopes for `group`).
-    pub norm: f64,
-    pub scopes: usize,
-    pub tokens_pos: usize,
-    pub tokens_neg: usize,
-    pub tokens_zero: usize,
-    pub tokens_excluded: usize,
-    pub coeff_pos: Quantiles,
-    pub coeff_neg: Quantiles,
-    /// Σ c (1 − p) |A| / Σ (1 − p) |A| over the positive side's tokens: the coefficients'
-    /// mean where the gradient is (a token predicted with p ≈ 1 carries none, so the plain
-    /// per-token mean is dominated by tokens no weight can move). 0 without such tokens.
-    pub grad_coeff_pos: f64,
-    /// The same over the negative side.
-    pub grad_coeff_neg: f64,
-    /// Highest-coefficient tokens of non-zero-advantage responses, highest first.
-    pub top: Vec<TokenRef>,
-    /// Lowest-coefficient tokens of non-zero-advantage responses, lowest first.
-    pub bottom: Vec<TokenRef>,
+    xs.sort_by(f64::total_cmp);
+    let q = |p: f64| xs[((xs.len() - 1) as f64 * p).round() as usize];
+    Quantiles {
+        count: xs.len(),
+        min: xs[0],
+        p10: q(0.1),
+        p50: q(0.5),
+        p90: q(0.9),
+        max: xs[xs.len() - 1],
+        mean: xs.iter().sum::<f64>() / xs.len() as f64,
+    }
 }
 
 fn cosine(a: &[f64], b: &[f64]) -> f64 {
@@ -100,7 +46,7 @@ pub(crate) fn summarize(
     stats: &[DeltaStats],
     (p0, n0): (Vec<f64>, Vec<f64>),
     (p1, n1): (Vec<f64>, Vec<f64>),
-) -> Summary {
+) -> CoeffsSummary {
     let mean = |f: &dyn Fn(&DeltaStats) -> f64| {
         if stats.is_empty() {
             0.0
@@ -108,7 +54,7 @@ pub(crate) fn summarize(
             stats.iter().map(f).sum::<f64>() / stats.len() as f64
         }
     };
-    let mut s = Summary {
+    let mut s = CoeffsSummary {
         cos_before: cosine(&p0, &n0),
         cos_after: cosine(&p1, &n1),
         gamma_pos: mean(&|d| d.gamma_pos),
@@ -119,7 +65,7 @@ pub(crate) fn summarize(
             mean(&|d| d.norm)
         },
         scopes: stats.len(),
-        ..Summary::default()
+        ..CoeffsSummary::default()
     };
     let (mut pos, mut neg) = (Vec::new(), Vec::new());
     // (Σ c w, Σ w) per side, w = (1 - p) |A|.
@@ -153,8 +99,8 @@ pub(crate) fn summarize(
             ranked.extend(c.iter().enumerate().map(|(t, &x)| (x, i, t)));
         }
     }
-    s.coeff_pos = Quantiles::of(pos);
-    s.coeff_neg = Quantiles::of(neg);
+    s.coeff_pos = quantiles(pos);
+    s.coeff_neg = quantiles(neg);
     let ratio = |(num, den): (f64, f64)| if den > 0.0 { num / den } else { 0.0 };
     s.grad_coeff_pos = ratio(gpos);
     s.grad_coeff_neg = ratio(gneg);

@@ -7,10 +7,12 @@
 mod settings;
 pub mod stats;
 
+use std::collections::BTreeMap;
+
 use deltarl_code::{CodeOutcome, Grader};
 use deltarl_model::generate::SampleSettings;
 use deltarl_model::Policy;
-use deltarl_schemas::{EvalRow, FinishReason, PromptRow, Stage};
+use deltarl_schemas::{EvalRow, FinishReason, PromptRow, SourceAccuracy, Stage};
 
 pub use deltarl_sample::evaluation::{Draw, Request, Sampling};
 pub use settings::Settings;
@@ -127,12 +129,11 @@ pub fn fitting(
     Ok((fits, skipped))
 }
 
-/// Accuracy per `data_source` of graded responses: `{source: {"accuracy", "responses"}}`,
-/// empty when no response has a source.
+/// Accuracy per `data_source` of graded responses, empty when no response has a source.
 pub fn accuracy_by_source<'a>(
     graded: impl Iterator<Item = (Option<&'a str>, bool)>,
-) -> serde_json::Map<String, serde_json::Value> {
-    let mut by: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+) -> BTreeMap<String, SourceAccuracy> {
+    let mut by: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for (source, correct) in graded {
         if let Some(s) = source {
             let e = by.entry(s).or_default();
@@ -142,9 +143,13 @@ pub fn accuracy_by_source<'a>(
     }
     by.into_iter()
         .map(|(s, (c, n))| {
+            let accuracy = c as f64 / n as f64;
             (
                 s.to_string(),
-                serde_json::json!({"accuracy": c as f64 / n as f64, "responses": n}),
+                SourceAccuracy {
+                    accuracy,
+                    responses: n,
+                },
             )
         })
         .collect()
@@ -204,8 +209,8 @@ pub struct Summary {
 }
 
 /// Each problem's share of correct samples, by problem id.
-pub fn problem_accuracy(rows: &[EvalRow]) -> std::collections::BTreeMap<String, f64> {
-    let mut by: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+pub fn problem_accuracy(rows: &[EvalRow]) -> BTreeMap<String, f64> {
+    let mut by: BTreeMap<&str, (usize, usize)> = Default::default();
     for r in rows {
         let e = by.entry(&r.problem_id).or_default();
         e.0 += usize::from(r.correct);
@@ -218,7 +223,7 @@ pub fn problem_accuracy(rows: &[EvalRow]) -> std::collections::BTreeMap<String, 
 
 /// Summarises the rows of one benchmark.
 pub fn summarize(bench: &str, rows: &[EvalRow]) -> Summary {
-    let mut by: std::collections::BTreeMap<&str, Problem> = Default::default();
+    let mut by: BTreeMap<&str, Problem> = Default::default();
     for r in rows {
         by.entry(r.problem_id.as_str())
             .or_default()
@@ -267,10 +272,10 @@ mod tests {
         ];
         let m = accuracy_by_source(rows.into_iter());
         assert_eq!(m.len(), 2);
-        assert_eq!(m["gsm8k"]["responses"], 3);
+        assert_eq!(m["gsm8k"].responses, 3);
         // f64 arithmetic of a few exact counts: within a few 2^-53 (~1e-16); 1e-12 is slack.
-        assert!((m["gsm8k"]["accuracy"].as_f64().unwrap() - 2.0 / 3.0).abs() < 1e-12);
-        assert_eq!(m["math"]["accuracy"], 0.0);
+        assert!((m["gsm8k"].accuracy - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(m["math"].accuracy, 0.0);
         assert!(accuracy_by_source([(None, true)].into_iter()).is_empty());
     }
 

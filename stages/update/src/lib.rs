@@ -13,5 +13,4 @@ pub use loss::{
     TokenLoss,
 };
 pub use settings::{JoinSettings, OldLogprobs, Settings};
-pub use shell::Mismatch;
 pub use train::{run, TrainRow};

@@ -5,10 +5,9 @@ use std::io::Write;
 use std::path::Path;
 
 use deltarl_schemas::{
-    read_path, write_table, CoeffRow, FileMeta, Index, Keyed, LogprobRow, RolloutRow, ScoreRow,
-    UpdateRow,
+    read_path, write_table, CoeffRow, FileMeta, Index, Keyed, LogprobRow, Mismatch, RolloutRow,
+    ScoreRow, UpdateRow,
 };
-use serde::Serialize;
 
 use crate::settings::{JoinSettings, OldLogprobs};
 use crate::{Error, Result, Settings, TrainRow};
@@ -35,39 +34,25 @@ impl Inputs {
     }
 }
 
-/// How far the sampler's log-probs are from the trainer's on the trained tokens
-/// (`d = logp_rollout - logp_trainer`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Mismatch {
-    pub tokens: u64,
-    /// Mean and maximum of |d|.
-    pub mean_abs: f64,
-    pub max_abs: f64,
-    /// k3 estimate of KL(rollout || trainer): mean of exp(-d) + d - 1 (>= 0).
-    pub k3: f64,
-    /// Fraction of tokens with |d| > 0.1.
-    pub frac_over_0_1: f64,
+/// Adds the tokens of one response to the mismatch's sums (`d = rollout - trainer`).
+fn add_mismatch(m: &mut Mismatch, rollout: &[f32], trainer: &[f32]) {
+    for (&a, &b) in rollout.iter().zip(trainer) {
+        let d = f64::from(a) - f64::from(b);
+        m.tokens += 1;
+        m.mean_abs += d.abs();
+        m.max_abs = m.max_abs.max(d.abs());
+        m.k3 += (-d).exp() + d - 1.0;
+        m.frac_over_0_1 += f64::from(u8::from(d.abs() > 0.1));
+    }
 }
 
-impl Mismatch {
-    fn add(&mut self, rollout: &[f32], trainer: &[f32]) {
-        for (&a, &b) in rollout.iter().zip(trainer) {
-            let d = f64::from(a) - f64::from(b);
-            self.tokens += 1;
-            self.mean_abs += d.abs();
-            self.max_abs = self.max_abs.max(d.abs());
-            self.k3 += (-d).exp() + d - 1.0;
-            self.frac_over_0_1 += f64::from(u8::from(d.abs() > 0.1));
-        }
-    }
-
-    fn finish(mut self) -> Self {
-        let n = self.tokens.max(1) as f64;
-        self.mean_abs /= n;
-        self.k3 /= n;
-        self.frac_over_0_1 /= n;
-        self
-    }
+/// The sums of [`add_mismatch`] turned into means.
+fn mean_mismatch(mut m: Mismatch) -> Mismatch {
+    let n = m.tokens.max(1) as f64;
+    m.mean_abs /= n;
+    m.k3 /= n;
+    m.frac_over_0_1 /= n;
+    m
 }
 
 /// Pure core of the join: one training row per kept response, in rollout order, and the
@@ -95,7 +80,7 @@ pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, M
                 lp.logprob.len()
             )));
         }
-        mismatch.add(&r.old_logprobs, &lp.logprob);
+        add_mismatch(&mut mismatch, &r.old_logprobs, &lp.logprob);
         let old_logprobs = match s.old_logprobs {
             OldLogprobs::Recompute => lp.logprob.clone(),
             OldLogprobs::Rollout => r.old_logprobs.clone(),
@@ -133,7 +118,7 @@ pub fn train_rows(s: &JoinSettings, inputs: &Inputs) -> Result<(Vec<TrainRow>, M
             shift,
         });
     }
-    Ok((rows, mismatch.finish()))
+    Ok((rows, mean_mismatch(mismatch)))
 }
 
 /// Refuses an update that must not be written: every step skipped for a non-finite
