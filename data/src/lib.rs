@@ -34,12 +34,14 @@
 pub mod code;
 mod roles;
 mod row;
+mod source;
 mod split;
 mod task;
 mod tokenizer;
 mod vocab;
 pub mod words;
 
+pub use source::Source;
 pub(crate) use split::distinct;
 pub use split::{split_of_id, Split};
 pub use task::{

@@ -146,25 +146,24 @@ impl Ctx {
     /// The files the configuration names exist: checked before any long work.
     fn check_sources(&self) -> Result<()> {
         let o = &self.cfg.opts;
-        let builtin = deltarl_data::Builtin::from_source(&o.data.source).is_some();
-        if !builtin && !Path::new(&o.data.source).is_file() {
+        if let Some(file) = o.data.source.file().filter(|f| !f.is_file()) {
             bail!(
                 "config key `data.source` = {:?}: no such file",
-                o.data.source
+                file.display().to_string()
             );
         }
         // Every training record is read (its reward decided, code tests parsed), and when
         // some are code, the sandbox must work here: both before anything is recorded.
         let routing = o.data.routing();
         let prompts = crate::data::load_prompts(&o.data.source, o.data.train_size, &routing)
-            .with_context(|| format!("config key `data.source` = {:?}", o.data.source))?;
+            .with_context(|| format!("config key `data.source` = \"{}\"", o.data.source))?;
         if prompts
             .iter()
             .any(|p| p.reward_kind == deltarl_schemas::RewardKind::Code)
         {
             let settings = o.score.code.settings().map_err(anyhow::Error::msg)?;
             deltarl_code::Grader::new(settings)
-                .with_context(|| format!("data.source {:?} has code prompts", o.data.source))?;
+                .with_context(|| format!("data.source \"{}\" has code prompts", o.data.source))?;
         }
         for b in &o.eval.benchmarks {
             if !Path::new(b).is_file() {

@@ -5,18 +5,22 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use deltarl_data::Builtin;
+use deltarl_data::Source;
 use deltarl_schemas::PromptRow;
 
 use crate::rewards::Routing;
 
 /// Loads the training prompts named by `data.source`: a built-in task or a file, each
 /// record's reward decided by `routing`.
-pub fn load_prompts(source: &str, train_size: usize, routing: &Routing) -> Result<Vec<PromptRow>> {
-    if let Some(builtin) = Builtin::from_source(source) {
-        return Ok(builtin.train_prompts(train_size));
+pub fn load_prompts(
+    source: &Source,
+    train_size: usize,
+    routing: &Routing,
+) -> Result<Vec<PromptRow>> {
+    match source {
+        Source::Builtin(builtin) => Ok(builtin.train_prompts(train_size)),
+        Source::File(path) => read_prompt_file(path, routing),
     }
-    read_prompt_file(Path::new(source), routing)
 }
 
 /// A benchmark file's prompts. A benchmark is routed by its records alone (their own

@@ -116,15 +116,13 @@ fn cells(s: &Side) -> String {
 fn run_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, Readout)>> {
     let ctx = Ctx::open_existing(runs_dir, name)?;
     let source = &ctx.cfg.opts.data.source;
-    let task = deltarl_data::Task::from_source(source)
-        .filter(|t| t.has_steps())
-        .with_context(|| {
-            format!(
-                "run {name}: `data.source` = {source:?} is not a built-in arithmetic task \
+    let task = source.task().filter(|t| t.has_steps()).with_context(|| {
+        format!(
+            "run {name}: `data.source` = \"{source}\" is not a built-in arithmetic task \
                  (tiny-arith, tiny-steps, tiny-steps-varied): the readout needs each \
                  solution's first error"
-            )
-        })?;
+        )
+    })?;
     let tok_path = ctx.base_dir().join("tokenizer.json");
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
         .with_context(|| format!("run {name}: {}", tok_path.display()))?;

@@ -1,7 +1,8 @@
-//! Every check of one configuration's values, in one place: each size between its least
-//! and its greatest value (so that a typo like `prompts_per_iter = 1000000000` is refused
-//! by name at load instead of aborting an allocation, and leaving a lock and a temporary
-//! file behind, later), the ranges of the floats, and the rules between keys.
+//! Every check of one configuration's values: each size between its least and its
+//! greatest value (so that a typo like `prompts_per_iter = 1000000000` is refused by name
+//! at load instead of aborting an allocation, and leaving a lock and a temporary file
+//! behind, later), the ranges of the floats (`ranges.rs`), then each table's rules, one
+//! function a table.
 
 use anyhow::{bail, Result};
 
@@ -25,47 +26,61 @@ fn machine_mib() -> Option<u64> {
     Some(kib / 1024)
 }
 
-/// Checks every value of `o`: each numeric key against its range (`ranges.rs`), then the
-/// rules between keys.
+/// Checks every value of `o`: each numeric key against its range (`ranges.rs`), then each
+/// table's rules, including those between its keys and other tables'.
 pub(super) fn check(o: &Options) -> Result<()> {
     super::ranges::check(o)?;
-    o.score.code.settings().map_err(anyhow::Error::msg)?;
+    code(&o.score.code)?;
+    coeffs(o)?;
+    model(o)?;
+    rollout(o)?;
+    update(o)?;
+    score(o)?;
+    data(o)?;
+    eval(o)
+}
+
+/// `[score.code]`: the sandbox's limits.
+fn code(c: &super::options::CodeOptions) -> Result<()> {
+    c.settings().map_err(anyhow::Error::msg)?;
     // A sandbox limit above the machine's memory never binds: a program allocating all of
     // it would be graded by the timer (or the kernel's OOM killer) instead.
     if let Some(mib) = machine_mib() {
         require(
-            o.score.code.memory_mb <= mib,
+            c.memory_mb <= mib,
             "score.code.memory_mb",
-            o.score.code.memory_mb,
+            c.memory_mb,
             &format!("must be at most this machine's memory, {mib} MiB, or the limit never binds"),
         )?;
     }
+    Ok(())
+}
+
+/// `[coeffs]`: the λ range, KTAE's weights.
+fn coeffs(o: &Options) -> Result<()> {
+    let c = &o.coeffs;
     require(
-        o.coeffs.lam_min <= o.coeffs.lam_max,
+        c.lam_min <= c.lam_max,
         "coeffs.lam_min",
-        super::ranges::show(o.coeffs.lam_min),
+        super::ranges::show(c.lam_min),
         &format!(
             "must be at most coeffs.lam_max = {}",
-            super::ranges::show(o.coeffs.lam_max)
+            super::ranges::show(c.lam_max)
         ),
     )?;
-    let k = &o.coeffs.ktae;
+    let k = &c.ktae;
     require(
         k.alpha + k.beta_ig > 0.0,
         "coeffs.ktae.beta_ig",
         super::ranges::show(k.beta_ig),
         "coeffs.ktae.alpha and beta_ig weigh the two tests in a token's score and divide \
          it by their sum: they cannot both be 0",
-    )?;
-    let u = |x: usize| x as u64;
-    let (r, t, up) = (&o.rollout, &o.model.tiny, &o.update);
-    let responses = u(r.prompts_per_iter) * u64::from(r.samples_per_prompt);
-    if responses > MAX_RESPONSES {
-        bail!(
-            "config keys `rollout.prompts_per_iter` x `rollout.samples_per_prompt` = \
-             {responses} responses an iteration: must be at most {MAX_RESPONSES}"
-        );
-    }
+    )
+}
+
+/// `[model]`: the tiny model's heads, and the data it can read.
+fn model(o: &Options) -> Result<()> {
+    let t = &o.model.tiny;
     if t.num_attention_heads == 0
         || t.num_key_value_heads == 0
         || t.hidden_size % t.num_attention_heads != 0
@@ -79,46 +94,27 @@ pub(super) fn check(o: &Options) -> Result<()> {
             t.num_key_value_heads
         );
     }
-    if up.tis_cap > 0.0 && up.old_logprobs == deltarl_update::OldLogprobs::Rollout {
+    if o.model.source == "tiny" && o.data.source.builtin() == Some(deltarl_data::Builtin::Words) {
         bail!(
-            "config key `update.tis_cap` = {}: needs update.old_logprobs = \"recompute\" \
-             (with the sampler's own log-probs there is no mismatch to correct)",
-            up.tis_cap
-        );
-    }
-    // In-loop evaluation samples the built-in task's held-out split or benchmark files; a
-    // file dataset has no held-out split, so without benchmarks a run could never get past
-    // its first evaluation.
-    let builtin = deltarl_data::Builtin::from_source(&o.data.source);
-    if o.model.source == "tiny" && builtin == Some(deltarl_data::Builtin::Words) {
-        bail!(
-            "config key `data.source` = {:?}: the tiny model (model.source = \"tiny\") reads \
+            "config key `data.source` = \"{}\": the tiny model (model.source = \"tiny\") reads \
              only its own tasks' characters (tiny-*); word problems need a pretrained model \
              folder as model.source (e.g. the one `make smollm2` converts)",
             o.data.source
         );
     }
-    if builtin.is_none() && o.eval.every > 0 && o.eval.benchmarks.is_empty() {
+    Ok(())
+}
+
+/// `[rollout]`: the batch's size, the cache budget.
+fn rollout(o: &Options) -> Result<()> {
+    let r = &o.rollout;
+    let responses = r.prompts_per_iter as u64 * u64::from(r.samples_per_prompt);
+    if responses > MAX_RESPONSES {
         bail!(
-            "config key `eval.every` = {}: in-loop evaluation needs benchmark files \
-             (`eval.benchmarks`) or a built-in data.source (the datasets with a held-out \
-             split); or set it to 0 and evaluate with `deltarl eval --bench FILE`",
-            o.eval.every
+            "config keys `rollout.prompts_per_iter` x `rollout.samples_per_prompt` = \
+             {responses} responses an iteration: must be at most {MAX_RESPONSES}"
         );
     }
-    let mut names: Vec<String> = Vec::new();
-    for b in &o.eval.benchmarks {
-        let name = crate::data::benchmark_name(std::path::Path::new(b));
-        let heldout = builtin.map(deltarl_data::Builtin::heldout_name);
-        if name.is_empty() || names.contains(&name) || Some(&name) == heldout.as_ref() {
-            bail!(
-                "config key `eval.benchmarks`: {b:?} names benchmark {name:?}, which is empty \
-                 or taken (each file's name without extension names its benchmark)"
-            );
-        }
-        names.push(name);
-    }
-    let r = &o.rollout;
     // One response must fit the cache budget: its prompt (at most max_prompt_tokens
     // when that is set, at least one token) and max_new_tokens.
     let one_row = r.max_prompt_tokens.max(1) + r.max_new_tokens;
@@ -129,29 +125,74 @@ pub(super) fn check(o: &Options) -> Result<()> {
         &format!(
             "must be 0 (no limit) or hold one response: max(max_prompt_tokens, 1) + max_new_tokens = {one_row}"
         ),
-    )?;
+    )
+}
+
+/// `[update]`: which old log-probs the ratio uses.
+fn update(o: &Options) -> Result<()> {
     let u = &o.update;
+    if u.tis_cap > 0.0 && u.old_logprobs == deltarl_update::OldLogprobs::Rollout {
+        bail!(
+            "config key `update.tis_cap` = {}: needs update.old_logprobs = \"recompute\" \
+             (with the sampler's own log-probs there is no mismatch to correct)",
+            u.tis_cap
+        );
+    }
     // vLLM's log-probs come from another engine: the ratio uses the trainer's.
     require(
-        r.engine == super::options::Engine::Native
-            || u.old_logprobs == deltarl_update::OldLogprobs::Recompute,
+        o.rollout.engine.is_native() || u.old_logprobs == deltarl_update::OldLogprobs::Recompute,
         "update.old_logprobs",
         "rollout",
         "must be recompute with rollout.engine = vllm (the sampler's numbers are never the old policy)",
-    )?;
-    let s = &o.score;
+    )
+}
+
+/// `[score]`: the overlong penalty's buffer within the length limit.
+fn score(o: &Options) -> Result<()> {
     require(
-        s.overlong_buffer < r.max_new_tokens,
+        o.score.overlong_buffer < o.rollout.max_new_tokens,
         "score.overlong_buffer",
-        s.overlong_buffer,
+        o.score.overlong_buffer,
         "must be smaller than rollout.max_new_tokens",
-    )?;
+    )
+}
+
+/// `[data]`: the template.
+fn data(o: &Options) -> Result<()> {
     require(
         o.data.template.contains("{question}"),
         "data.template",
         format!("{:?}", o.data.template),
         "must contain {question}",
-    )?;
+    )
+}
+
+/// `[eval]`: something to evaluate on, benchmarks with distinct names.
+fn eval(o: &Options) -> Result<()> {
+    // In-loop evaluation samples the built-in task's held-out split or benchmark files; a
+    // file dataset has no held-out split, so without benchmarks a run could never get past
+    // its first evaluation.
+    let builtin = o.data.source.builtin();
+    if builtin.is_none() && o.eval.every > 0 && o.eval.benchmarks.is_empty() {
+        bail!(
+            "config key `eval.every` = {}: in-loop evaluation needs benchmark files \
+             (`eval.benchmarks`) or a built-in data.source (the datasets with a held-out \
+             split); or set it to 0 and evaluate with `deltarl eval --bench FILE`",
+            o.eval.every
+        );
+    }
+    let heldout = builtin.map(deltarl_data::Builtin::heldout_name);
+    let mut names: Vec<String> = Vec::new();
+    for b in &o.eval.benchmarks {
+        let name = crate::data::benchmark_name(std::path::Path::new(b));
+        if name.is_empty() || names.contains(&name) || Some(&name) == heldout.as_ref() {
+            bail!(
+                "config key `eval.benchmarks`: {b:?} names benchmark {name:?}, which is empty \
+                 or taken (each file's name without extension names its benchmark)"
+            );
+        }
+        names.push(name);
+    }
     Ok(())
 }
 

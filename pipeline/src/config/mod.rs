@@ -160,10 +160,21 @@ pub struct Resolved {
     pub opts: Options,
     pub advantage: AdvantageKind,
     pub overlong_penalty: bool,
-    pub estimator: Estimator,
+    /// The coefficient estimator, its parameters validated once, here (hashed as the
+    /// estimator alone, as the run hash always took it).
+    #[serde(rename = "estimator", serialize_with = "estimator_only")]
+    pub coeffs: deltarl_coeffs::Settings,
     pub aggregation: Aggregation,
     pub eps_high: f64,
     pub config_path: PathBuf,
+}
+
+/// The validated coefficient settings as the run hash takes them: the estimator alone.
+fn estimator_only<S: serde::Serializer>(
+    coeffs: &deltarl_coeffs::Settings,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    coeffs.estimator.serialize(s)
 }
 
 /// A key where 0 means "off" (no limit, no projection, a free port), as an `Option`.
@@ -207,15 +218,13 @@ impl Resolved {
         });
         // The built-in task an oracle reads its labels from: `data.source`, if it has them.
         let oracle_task = |name: &str, has: fn(deltarl_data::Task) -> bool, needs: &str| {
-            deltarl_data::Task::from_source(&o.data.source)
-                .filter(|t| has(*t))
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "config key `coeffs.estimator` = {name:?} needs a built-in task {needs} \
-                         as `data.source`, not {:?}",
-                        o.data.source
-                    )
-                })
+            o.data.source.task().filter(|t| has(*t)).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "config key `coeffs.estimator` = {name:?} needs a built-in task {needs} \
+                         as `data.source`, not \"{}\"",
+                    o.data.source
+                )
+            })
         };
         let estimator = match kind {
             EstimatorKind::Uniform => Estimator::Uniform,
@@ -249,12 +258,12 @@ impl Resolved {
         };
         // The rules that name keys first, then the estimator's own check.
         limits::check(&o)?;
-        deltarl_coeffs::Settings::new(estimator)
+        let coeffs = deltarl_coeffs::Settings::new(estimator)
             .map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;
         Ok(Resolved {
             advantage,
             overlong_penalty,
-            estimator,
+            coeffs,
             aggregation,
             eps_high,
             opts: o,
@@ -272,7 +281,7 @@ impl Resolved {
         o.score.overlong_penalty = ByAlgorithm::set(self.overlong_penalty);
         o.update.aggregation = ByAlgorithm::set(self.aggregation);
         o.update.eps_high = ByAlgorithm::set(self.eps_high);
-        o.coeffs.estimator = ByAlgorithm::set(match self.estimator {
+        o.coeffs.estimator = ByAlgorithm::set(match self.coeffs.estimator {
             Estimator::Uniform => EstimatorKind::Uniform,
             Estimator::TopEntropy { .. } => EstimatorKind::TopEntropy,
             Estimator::Delta(_) => EstimatorKind::Delta,

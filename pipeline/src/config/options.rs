@@ -184,8 +184,8 @@ pub struct DataOptions {
     /// (the same problems, solutions written out with connective phrases),
     /// "tiny-steps-varied" (each phrase in one of three wordings drawn at random),
     /// "tiny-code" — or "word-problems" (short English word problems for a pretrained
-    /// model), or a JSONL / Parquet file of prompts.
-    pub source: String,
+    /// model), or a JSONL / Parquet file of prompts (read once into a typed source).
+    pub source: deltarl_data::Source,
     /// Number of generated training problems (the built-in datasets).
     pub train_size: usize,
     /// Prompt template; `{question}` is replaced by the problem.

@@ -61,7 +61,7 @@ fn the_8b_config_is_the_authors_run_script() {
         (4, 0, 2)
     );
     assert_eq!(
-        r.estimator,
+        r.coeffs.estimator,
         Estimator::Delta(DeltaSettings {
             refine_steps: 1,
             lam_min: 0.8,
@@ -175,7 +175,7 @@ fn the_oracle_reads_its_task_from_the_data_source_and_leaves_hashes_alone() {
     ];
     let r = Resolved::load_with(&varied, &sets).unwrap();
     assert_eq!(
-        r.estimator,
+        r.coeffs.estimator,
         Estimator::OracleTokens {
             task: deltarl_data::Task::Varied,
             value: 0.5
@@ -201,7 +201,7 @@ fn the_first_error_oracle_resolves_on_the_arithmetic_tasks_only() {
     ] {
         let r = Resolved::load_with(&configs().join(file), &sets).unwrap();
         assert_eq!(
-            r.estimator,
+            r.coeffs.estimator,
             Estimator::OraclePrefix { task, value: 0.0 },
             "{file}"
         );
@@ -240,7 +240,7 @@ fn ktae_and_fipo_resolve_by_key_and_leave_hashes_alone() {
     ];
     let r = Resolved::load_with(&arith, &sets).unwrap();
     assert_eq!(
-        r.estimator,
+        r.coeffs.estimator,
         Estimator::Ktae(deltarl_coeffs::KtaeSettings {
             alpha: 1.0,
             beta: 2.0,
@@ -294,7 +294,7 @@ fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
     for e in std::fs::read_dir(configs()).unwrap() {
         let path = e.unwrap().path();
         let r = Resolved::load(&path).unwrap();
-        let Some(task) = Task::from_source(&r.opts.data.source) else {
+        let Some(task) = r.opts.data.source.task() else {
             continue;
         };
         if !r.overlong_penalty {

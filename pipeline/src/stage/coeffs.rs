@@ -2,7 +2,7 @@
 //! coefficients from the features, advantages and kept flags (KTAE: advantage shifts from
 //! the token ids and rewards); writes coeffs.parquet with the diagnostics in its metadata.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use deltarl_schemas::{CoeffsSummary, Stage};
 
@@ -19,8 +19,9 @@ impl Contract for Coeffs {
     type Settings = Settings;
     type Summary = CoeffsSummary;
 
+    /// Validated when the configuration was resolved.
     fn settings(cfg: &Resolved) -> Result<Settings> {
-        settings(cfg)
+        Ok(cfg.coeffs.clone())
     }
 
     fn run(env: &Env, s: &Settings) -> Result<Option<Ran<CoeffsSummary>>> {
@@ -50,11 +51,6 @@ impl Contract for Coeffs {
 
 /// The estimator and its validated parameters (the coeffs crate's own settings).
 pub type Settings = deltarl_coeffs::Settings;
-
-/// Builds the validated estimator settings.
-pub fn settings(cfg: &Resolved) -> Result<Settings> {
-    deltarl_coeffs::Settings::new(cfg.estimator).context("config [coeffs]")
-}
 
 fn estimate(env: &Env, s: &Settings) -> Result<Ran<CoeffsSummary>> {
     let tok_path = env.previous_policy().join("tokenizer.json");

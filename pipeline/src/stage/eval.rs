@@ -124,7 +124,7 @@ pub fn heldout_rows(
 }
 
 fn evaluate_policy(env: &Env, s: &Settings) -> Result<Ran<EvalSummary>> {
-    let task = deltarl_data::Builtin::from_source(&s.data_source);
+    let task = s.data_source.builtin();
     if task.is_none() && s.benchmarks.is_empty() {
         let builtin = deltarl_data::Builtin::sources();
         bail!(

@@ -224,7 +224,7 @@ mod tests {
         // The other built-in task: another base model (vocabulary, solutions), other
         // prompts' source, another held-out benchmark.
         assert_eq!(
-            changed(|o| o.data.source = "tiny-steps".into()),
+            changed(|o| o.data.source = deltarl_data::Source::parse("tiny-steps")),
             vec![Warmstart, Rollout, Eval]
         );
         // The rollout temperature is also the one log-probs are measured at.

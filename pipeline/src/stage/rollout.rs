@@ -88,9 +88,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
 impl Settings {
     /// The prompt file, when prompts come from one.
     pub fn data_file(&self) -> Option<PathBuf> {
-        deltarl_data::Builtin::from_source(&self.data.source)
-            .is_none()
-            .then(|| PathBuf::from(&self.data.source))
+        self.data.source.file().map(std::path::Path::to_path_buf)
     }
 }
 

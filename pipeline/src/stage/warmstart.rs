@@ -61,7 +61,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
 /// The task the tiny model is warm-started on: the built-in one `data.source` names, else
 /// the compact one.
 pub fn tiny_task(cfg: &Resolved) -> deltarl_data::Task {
-    deltarl_data::Task::from_source(&cfg.opts.data.source).unwrap_or_default()
+    cfg.opts.data.source.task().unwrap_or_default()
 }
 
 fn warm_start(env: &Env, s: &Settings) -> Result<Ran<WarmstartSummary>> {

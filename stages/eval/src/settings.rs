@@ -15,7 +15,7 @@ use crate::{Draw, Request, Sampling};
 #[derive(Clone, Debug, Serialize)]
 pub struct Settings {
     /// The training data source: held-out problems exist for the built-in tasks only.
-    pub data_source: String,
+    pub data_source: deltarl_data::Source,
     pub problems: usize,
     pub samples: u32,
     pub temperature: f64,

@@ -57,7 +57,7 @@ fn cached(
 /// `base-eval.parquet`. None when the runs have no built-in task.
 pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
     let s = settings(&ctx.cfg);
-    let Some(task) = deltarl_data::Builtin::from_source(&s.data_source) else {
+    let Some(task) = s.data_source.builtin() else {
         return Ok(None);
     };
     let rows = cached(
@@ -96,7 +96,7 @@ pub fn sampled_eval(
     iter: u32,
 ) -> Result<Option<Vec<EvalRow>>> {
     let s = sampled_settings(ctx);
-    let Some(task) = deltarl_data::Builtin::from_source(&s.data_source) else {
+    let Some(task) = s.data_source.builtin() else {
         return Ok(None);
     };
     let dir = ctx.run.policy_dir(iter);

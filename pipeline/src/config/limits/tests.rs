@@ -65,10 +65,10 @@ fn huge_sizes_are_refused_by_name() {
 
 #[test]
 fn in_loop_eval_needs_the_built_in_task() {
-    let e = refused(|o| o.data.source = "prompts.jsonl".into());
+    let e = refused(|o| o.data.source = deltarl_data::Source::parse("prompts.jsonl"));
     assert!(e.contains("eval.every") && e.contains("--bench"), "{e}");
     let mut o = default();
-    o.data.source = "prompts.jsonl".into();
+    o.data.source = deltarl_data::Source::parse("prompts.jsonl");
     o.eval.every = 0;
     assert!(check(&o).is_ok());
     // With benchmark files the loop can evaluate a file dataset.
