@@ -83,8 +83,8 @@ fn model(o: &Options) -> Result<()> {
     let t = &o.model.tiny;
     if t.num_attention_heads == 0
         || t.num_key_value_heads == 0
-        || t.hidden_size % t.num_attention_heads != 0
-        || t.num_attention_heads % t.num_key_value_heads != 0
+        || !t.hidden_size.is_multiple_of(t.num_attention_heads)
+        || !t.num_attention_heads.is_multiple_of(t.num_key_value_heads)
     {
         bail!(
             "config keys `model.tiny.hidden_size` = {}, `num_attention_heads` = {}, \
