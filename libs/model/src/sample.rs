@@ -41,6 +41,58 @@ pub struct SampleSettings {
     pub session_rows: Option<usize>,
 }
 
+impl SampleSettings {
+    /// Sampling at `temperature` (0 = greedy) from the whole distribution (top-p 1, top-k
+    /// off), ending at `eos_ids` or after `max_new_tokens`, one row at a time, with no
+    /// stop strings and no cache or session limit: the builder's start.
+    pub fn plain(temperature: f64, max_new_tokens: usize, eos_ids: Vec<u32>) -> Self {
+        SampleSettings {
+            temperature,
+            top_p: 1.0,
+            top_k: 0,
+            max_new_tokens,
+            eos_ids,
+            stop_strings: Vec::new(),
+            max_batch_rows: 1,
+            max_cache_tokens: None,
+            session_rows: None,
+        }
+    }
+
+    /// Nucleus (`top_p`, 1 = off) and top-k (0 = off) truncation.
+    pub fn truncated(self, top_p: f64, top_k: usize) -> Self {
+        SampleSettings {
+            top_p,
+            top_k,
+            ..self
+        }
+    }
+
+    /// Strings that end a response.
+    pub fn stopping_at(self, stop_strings: Vec<String>) -> Self {
+        SampleSettings {
+            stop_strings,
+            ..self
+        }
+    }
+
+    /// Rows decoded together, the KV cache's budget in positions and the samples of a
+    /// session (None = no limit).
+    pub fn batched(
+        self,
+        max_batch_rows: usize,
+        max_cache_tokens: Option<usize>,
+        session_rows: Option<usize>,
+    ) -> Self {
+        SampleSettings {
+            max_batch_rows,
+            max_cache_tokens,
+            session_rows,
+            ..self
+        }
+    }
+}
+
 /// The temperature log-probabilities are measured at: the sampling temperature, or 1 for
 /// greedy decoding (temperature 0), whose log-probs are those of the plain softmax. The
 /// features and update stages measure at the same temperature as the rollout.

@@ -36,17 +36,8 @@ impl Args {
             .with_context(|| format!("cannot load {}", folder.display()))?;
         let ids = policy.tokenizer.encode(&self.prompt)?;
         let eos = policy.eos_ids();
-        let s = SampleSettings {
-            temperature: self.temperature,
-            top_p: self.top_p,
-            top_k: self.top_k,
-            max_new_tokens: self.max_new_tokens,
-            eos_ids: eos,
-            stop_strings: Vec::new(),
-            max_batch_rows: 1,
-            max_cache_tokens: None,
-            session_rows: None,
-        };
+        let s = SampleSettings::plain(self.temperature, self.max_new_tokens, eos)
+            .truncated(self.top_p, self.top_k);
         let out = generate(
             &policy.model,
             &policy.tokenizer,

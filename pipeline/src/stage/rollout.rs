@@ -94,17 +94,14 @@ impl Settings {
 
 /// The engine's sampling settings for these options at `temperature`.
 pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) -> SampleSettings {
-    SampleSettings {
-        temperature,
-        top_p: r.top_p,
-        top_k: r.top_k,
-        max_new_tokens: r.max_new_tokens,
-        eos_ids,
-        stop_strings: r.stop.clone(),
-        max_batch_rows: r.max_batch_rows,
-        max_cache_tokens: crate::config::zero_is_off(r.kv_cache_tokens),
-        session_rows: crate::config::zero_is_off(r.session_rows),
-    }
+    SampleSettings::plain(temperature, r.max_new_tokens, eos_ids)
+        .truncated(r.top_p, r.top_k)
+        .stopping_at(r.stop.clone())
+        .batched(
+            r.max_batch_rows,
+            crate::config::zero_is_off(r.kv_cache_tokens),
+            crate::config::zero_is_off(r.session_rows),
+        )
 }
 
 fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {

@@ -52,17 +52,10 @@ pub fn evaluate(
     let core = deltarl_sample::Plan {
         samples_per_prompt: s.samples,
         template: s.template.clone(),
-        sampling: SampleSettings {
-            temperature: s.temperature,
-            top_p: s.top_p,
-            top_k: s.top_k,
-            max_new_tokens: s.max_new_tokens,
-            eos_ids: policy.eos_ids(),
-            stop_strings: s.stop.clone(),
-            max_batch_rows: s.max_batch_rows,
-            max_cache_tokens: s.max_cache_tokens,
-            session_rows: None,
-        },
+        sampling: SampleSettings::plain(s.temperature, s.max_new_tokens, policy.eos_ids())
+            .truncated(s.top_p, s.top_k)
+            .stopping_at(s.stop.clone())
+            .batched(s.max_batch_rows, s.max_cache_tokens, None),
         run_seed: s.seed,
         iter: s.iter,
         policy_iter: s.iter,

@@ -242,18 +242,9 @@ fn ours(
             seeds: (i * g..(i + 1) * g).collect(),
         })
         .collect();
-    let s = SampleSettings {
-        temperature: 1.0,
-        top_p: 1.0,
-        top_k: 0,
-        max_new_tokens: shape.new_tokens,
-        // No EOS: every row generates exactly new_tokens, as the baseline does.
-        eos_ids: Vec::new(),
-        stop_strings: Vec::new(),
-        max_batch_rows: shape.slots(),
-        max_cache_tokens: None,
-        session_rows: None,
-    };
+    // No EOS: every row generates exactly new_tokens, as the baseline does.
+    let s =
+        SampleSettings::plain(1.0, shape.new_tokens, Vec::new()).batched(shape.slots(), None, None);
     let (mut rates, mut secs) = (Vec::new(), Vec::new());
     for _ in 0..run.reps {
         let t = Instant::now();
