@@ -154,7 +154,7 @@ impl Ctx {
         }
         // Every training record is read (its reward decided, code tests parsed), and when
         // some are code, the sandbox must work here: both before anything is recorded.
-        let routing = o.data.routing();
+        let routing = crate::rewards::Routing::of(&o.data);
         let prompts = crate::data::load_prompts(&o.data.source, o.data.train_size, &routing)
             .with_context(|| format!("config key `data.source` = \"{}\"", o.data.source))?;
         if prompts

@@ -29,6 +29,14 @@ pub struct Routing {
 }
 
 impl Routing {
+    /// The routing the `[data]` table asks for.
+    pub fn of(data: &deltarl_rollout::DataOptions) -> Self {
+        Routing {
+            by_source: data.rewards.clone(),
+            default: data.default_reward,
+        }
+    }
+
     /// The reward kind of a record, and its code tests when they are read here; the error
     /// says why the record cannot be graded.
     pub fn decide(

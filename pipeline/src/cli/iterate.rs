@@ -52,7 +52,7 @@ impl Args {
                 let n = crate::data::load_prompts(
                     &o.data.source,
                     o.data.train_size,
-                    &o.data.routing(),
+                    &crate::rewards::Routing::of(&o.data),
                 )?
                 .len();
                 let per_epoch = crate::epochs::batches_per_epoch(n, o.rollout.prompts_per_iter);

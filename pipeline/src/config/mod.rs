@@ -26,7 +26,6 @@ mod options;
 pub mod overrides;
 pub mod ranges;
 mod update;
-mod vllm;
 pub use by_algorithm::ByAlgorithm;
 pub use eval::EvalOptions;
 pub use options::*;

@@ -6,16 +6,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 
 use deltarl_model::generate::SampleSettings;
-use deltarl_model::Dtype;
 use deltarl_schemas::{FinishReason, RolloutSummary, Stage};
 
 use super::contract::Contract;
 use super::env::{load_policy, Env};
 use super::ran::Ran;
-use crate::config::{DataOptions, Engine, Resolved, RolloutOptions, VllmOptions};
+use crate::config::{Engine, Resolved, RolloutOptions};
 use crate::data;
 use crate::progress::Progress;
 
@@ -53,22 +51,8 @@ impl Contract for Rollout {
     }
 }
 
-/// Everything the rollout reads from the configuration: the `[data]` and `[rollout]` tables
-/// themselves (where prompts come from, how they are drawn and templated, and the vLLM
-/// server are the application's; the rollout crate samples the prompts it is given, with a
-/// [`deltarl_rollout::Plan`] built from these each iteration).
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    pub seed: u64,
-    pub data: DataOptions,
-    /// With `vllm` reduced to what changes samples (its extra server arguments).
-    pub rollout: RolloutOptions,
-    pub dtype: Dtype,
-    /// How to reach vLLM (interpreter, port, timeout, concurrency, url, whether the server
-    /// is kept, the probe's tolerance): not hashed, the samples do not depend on them.
-    #[serde(skip)]
-    pub vllm: VllmOptions,
-}
+/// The rollout stage's settings (the rollout crate's own).
+pub type Settings = deltarl_rollout::Settings;
 
 /// The rollout's settings under this configuration.
 pub fn settings(cfg: &Resolved) -> Settings {
@@ -82,13 +66,6 @@ pub fn settings(cfg: &Resolved) -> Settings {
         rollout,
         dtype: o.model.dtype,
         vllm,
-    }
-}
-
-impl Settings {
-    /// The prompt file, when prompts come from one.
-    pub fn data_file(&self) -> Option<PathBuf> {
-        self.data.source.file().map(std::path::Path::to_path_buf)
     }
 }
 
@@ -106,7 +83,11 @@ pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) 
 
 fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     let r = &s.rollout;
-    let prompts = data::load_prompts(&s.data.source, s.data.train_size, &s.data.routing())?;
+    let prompts = data::load_prompts(
+        &s.data.source,
+        s.data.train_size,
+        &crate::rewards::Routing::of(&s.data),
+    )?;
     let mut drawn = crate::epochs::draw(&prompts, r.prompts_per_iter, s.seed, env.iter);
     let dir = env.previous_policy();
     // vLLM loads the folder itself: here only the tokenizer and the end tokens are needed.
