@@ -48,12 +48,6 @@ impl Source {
     }
 }
 
-impl Default for Source {
-    fn default() -> Self {
-        Source::Builtin(Builtin::Tiny(Task::default()))
-    }
-}
-
 /// The string it was read from.
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,6 +1,7 @@
 //! What each stage reports in its manifest's `summary`: one serde struct a stage, named once
-//! here. The console line, `metrics.jsonl`, TensorBoard's tags and the report all read these
-//! fields by name through the types, so renaming one breaks the build, never a reader.
+//! here. The console line, `status` and the report read these fields through the types, so
+//! renaming one breaks the build, never a reader; `metrics.jsonl` and TensorBoard tag each
+//! number by its field's path in the serialised struct.
 //!
 //! A summary is stored as JSON inside the manifest (`Manifest::summary`), written from the
 //! struct; [`Manifest::summary_of`] reads it back as the struct. Fields added after the

@@ -8,6 +8,7 @@ use deltarl_schemas::skip::{is_true, is_zero, is_zero_f64};
 use deltarl_schemas::{Engine, RewardKind};
 use serde::{Deserialize, Serialize};
 
+/// `[data]`: where the training prompts come from and how they are rendered and rewarded.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataOptions {
@@ -40,6 +41,7 @@ fn is_math(k: &RewardKind) -> bool {
     *k == RewardKind::Math
 }
 
+/// `[rollout]`: how many responses are drawn an iteration, and how.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutOptions {
