@@ -20,6 +20,7 @@ mod recompute;
 mod rope;
 pub mod roundoff;
 pub mod sample;
+mod sampling;
 mod sessions;
 pub mod slots;
 mod stop;

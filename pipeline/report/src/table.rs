@@ -180,10 +180,26 @@ fn summary_of<S: StageSummary>(run: &Path, iter: u32) -> Result<Option<S>> {
     })
 }
 
-/// One batch statistic: a report column and how it is read from a typed summary.
+/// The summaries of one iteration the batch statistics read, each manifest read once
+/// (`None` for a stage not complete).
+struct Summaries {
+    coeffs: Option<CoeffsSummary>,
+    update: Option<UpdateSummary>,
+}
+
+impl Summaries {
+    fn read(run: &Path, iter: u32) -> Result<Self> {
+        Ok(Summaries {
+            coeffs: summary_of(run, iter)?,
+            update: summary_of(run, iter)?,
+        })
+    }
+}
+
+/// One batch statistic: a report column and how it is read from the typed summaries.
 struct BatchStat {
     column: Metric,
-    read: fn(&Path, u32) -> Result<Option<f64>>,
+    read: fn(&Summaries) -> Option<f64>,
 }
 
 /// Batch properties that are not aggregates of rows come from manifest summaries, read
@@ -193,27 +209,27 @@ struct BatchStat {
 const BATCH_STATS: [BatchStat; 6] = [
     BatchStat {
         column: Metric::CosBefore,
-        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.cos_before)),
+        read: |s| s.coeffs.as_ref().map(|c| c.cos_before),
     },
     BatchStat {
         column: Metric::CosAfter,
-        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.cos_after)),
+        read: |s| s.coeffs.as_ref().map(|c| c.cos_after),
     },
     BatchStat {
         column: Metric::CoeffGradPos,
-        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.grad_coeff_pos)),
+        read: |s| s.coeffs.as_ref().map(|c| c.grad_coeff_pos),
     },
     BatchStat {
         column: Metric::CoeffGradNeg,
-        read: |run, it| Ok(summary_of::<CoeffsSummary>(run, it)?.map(|s| s.grad_coeff_neg)),
+        read: |s| s.coeffs.as_ref().map(|c| c.grad_coeff_neg),
     },
     BatchStat {
         column: Metric::MismatchMaxAbs,
-        read: |run, it| Ok(summary_of::<UpdateSummary>(run, it)?.map(|s| s.mismatch.max_abs)),
+        read: |s| s.update.as_ref().map(|u| u.mismatch.max_abs),
     },
     BatchStat {
         column: Metric::MismatchK3,
-        read: |run, it| Ok(summary_of::<UpdateSummary>(run, it)?.map(|s| s.mismatch.k3)),
+        read: |s| s.update.as_ref().map(|u| u.mismatch.k3),
     },
 ];
 
@@ -240,8 +256,9 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
             idx.push(i as u32);
             names.push(name.clone());
             iters.push(it);
+            let summaries = Summaries::read(&run, it)?;
             for (stat, column) in BATCH_STATS.iter().zip(&mut stats) {
-                column.push((stat.read)(&run, it)?);
+                column.push((stat.read)(&summaries));
             }
             for (spec, acc) in SPECS.iter().zip(&mut scans) {
                 if complete(&run, it, spec.stage) {

@@ -45,7 +45,6 @@ pub use temp_folder::TempFolder;
 /// with, their JSON (recorded in its manifest, so a later configuration can be compared key
 /// by key) and their hash.
 pub struct Prepared {
-    pub stage: Stage,
     pub json: serde_json::Value,
     pub hash: String,
     typed: Typed,
@@ -61,7 +60,6 @@ impl Prepared {
         let hash = deltarl_schemas::sha256_hex(format!("{}:{text}", stage.name()).as_bytes());
         let json = serde_json::to_value(&settings).with_context(failed)?;
         Ok(Prepared {
-            stage,
             json,
             hash,
             typed: wrap(settings),
