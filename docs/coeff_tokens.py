@@ -23,6 +23,16 @@ import polars as pl
 from tokenizers import Tokenizer
 
 
+def vectors(b, tokens, k):
+    """A response's `features` bytes as a tokens x k float32 array: 4 bytes a value (f32),
+    or 2 (bf16: the high half of each float32)."""
+    if len(b) == 4 * tokens * k:
+        a = np.frombuffer(b, "<f4")
+    else:
+        a = (np.frombuffer(b, "<u2").astype("<u4") << 16).view("<f4")
+    return a.reshape(tokens, k)
+
+
 def main():
     run, it = sys.argv[1], int(sys.argv[2])
     top = int(sys.argv[3]) if len(sys.argv) > 3 else 12
@@ -35,9 +45,11 @@ def main():
     key = ["prompt_id", "sample_idx"]
     rollouts = pl.read_parquet(os.path.join(folder, "rollouts.parquet"), columns=key + ["response_token_ids"])
     coeffs = pl.read_parquet(os.path.join(folder, "coeffs.parquet"))
-    feats = pl.scan_parquet(os.path.join(folder, "features.parquet")).select(
-        key + [pl.col("features").list.eval(pl.element().arr.to_list().list.eval(pl.element() ** 2).list.sum().sqrt()).alias("norm")]
-    ).collect()
+    path = os.path.join(folder, "features.parquet")
+    k = int(pl.read_parquet_metadata(path)["deltarl.k"])
+    raw = pl.read_parquet(path, columns=key + ["features", "entropy"])
+    norms = [np.linalg.norm(vectors(b, len(e), k), axis=1).tolist() for b, e in zip(raw["features"], raw["entropy"])]
+    feats = raw.select(key).with_columns(pl.Series("norm", norms, dtype=pl.List(pl.Float64)))
     rows = rollouts.join(coeffs, on=key).join(feats, on=key)
     rows = rows.filter(pl.col("advantage") != 0)
     toks = rows.explode(["response_token_ids", "coeff", "norm"]).select(

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, FixedSizeListArray, Float32Array, Float64Array, ListArray,
-    StringArray, UInt32Array, UInt64Array,
+    Array, ArrayRef, BooleanArray, Float32Array, Float64Array, ListArray, StringArray, UInt32Array,
+    UInt64Array,
 };
 use arrow::buffer::OffsetBuffer;
 use arrow::datatypes::{DataType, Field};
 use arrow::record_batch::RecordBatch;
 
+use crate::vectors::VectorLayout;
 use crate::{Error, Result};
 
 pub(crate) fn item(dt: DataType) -> Arc<Field> {
@@ -18,10 +19,6 @@ pub(crate) fn item(dt: DataType) -> Arc<Field> {
 
 pub(crate) fn list_of(dt: DataType) -> DataType {
     DataType::List(item(dt))
-}
-
-pub(crate) fn vectors_of(dim: i32) -> DataType {
-    DataType::List(item(DataType::FixedSizeList(item(DataType::Float32), dim)))
 }
 
 pub(crate) fn strings<'a>(v: impl Iterator<Item = &'a str>) -> ArrayRef {
@@ -92,27 +89,6 @@ pub(crate) fn opt_list_f32<'a>(rows: impl Iterator<Item = Option<&'a [f32]>> + C
         Arc::new(values),
         Some(nulls),
     ))
-}
-
-/// A `list<fixed_size_list<float32, dim>>` column; each row is a flat slice of
-/// `tokens * dim` floats.
-pub(crate) fn list_vectors<'a>(
-    dim: usize,
-    rows: impl Iterator<Item = &'a [f32]> + Clone,
-) -> Result<ArrayRef> {
-    let dim_i32 = i32::try_from(dim).map_err(|_| Error::Build {
-        table: "features".into(),
-        message: format!("vector dimension {dim} too large"),
-    })?;
-    let offsets = OffsetBuffer::from_lengths(rows.clone().map(|r| r.len() / dim.max(1)));
-    let values = Float32Array::from_iter_values(rows.flat_map(|r| r.iter().copied()));
-    let inner = FixedSizeListArray::new(item(DataType::Float32), dim_i32, Arc::new(values), None);
-    Ok(Arc::new(ListArray::new(
-        item(DataType::FixedSizeList(item(DataType::Float32), dim_i32)),
-        offsets,
-        Arc::new(inner),
-        None,
-    )))
 }
 
 /// Typed, null-checked access to the columns of one record batch.
@@ -237,28 +213,33 @@ impl<'a> Columns<'a> {
             .collect())
     }
 
-    /// Returns the vector dimension and one flat `tokens * dim` vector per row.
-    pub fn list_vectors(&self, name: &str) -> Result<(usize, Vec<Vec<f32>>)> {
-        let (offsets, inner) = self.list_parts::<FixedSizeListArray>(name, true)?;
-        let dim = inner.value_length() as usize;
-        let floats = inner
-            .values()
-            .as_any()
-            .downcast_ref::<Float32Array>()
-            .ok_or_else(|| Error::ColumnType {
+    /// A vector column's layout (from its field's metadata) and one flat `tokens * dim`
+    /// vector a row; `tokens(row)`, when known, is the row's token count, which its bytes
+    /// must match.
+    pub fn vectors(
+        &self,
+        name: &str,
+        tokens: impl Fn(usize) -> Option<usize>,
+    ) -> Result<(VectorLayout, Vec<Vec<f32>>)> {
+        let col = self.column(name)?;
+        let schema = self.batch.schema();
+        let field = schema
+            .field_with_name(name)
+            .map_err(|_| Error::MissingColumn {
+                file: self.file.to_string(),
+                table: String::new(),
+                column: name.to_string(),
+            })?;
+        let layout =
+            VectorLayout::of_field(field, self.file)?.ok_or_else(|| Error::ColumnType {
                 file: self.file.to_string(),
                 column: name.to_string(),
-                expected: "list<fixed_size_list<float32, k>>".into(),
-                found: inner.data_type().to_string(),
+                expected:
+                    "a vector column (deltarl.dim and deltarl.precision in its field's metadata)"
+                        .into(),
+                found: format!("{} without them", col.data_type()),
             })?;
-        let v = floats.values();
-        let base = inner.offset();
-        Ok((
-            dim,
-            offsets
-                .windows(2)
-                .map(|w| v[(base + w[0]) * dim..(base + w[1]) * dim].to_vec())
-                .collect(),
-        ))
+        let rows = layout.decode_column(self.file, name, col.as_ref(), tokens)?;
+        Ok((layout, rows))
     }
 }

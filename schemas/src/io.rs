@@ -12,8 +12,10 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
+use crate::vectors::VectorLayout;
 use crate::{Error, Result, Table};
 
 /// The schema version written into every file and required by every reader.
@@ -98,14 +100,10 @@ impl FileMeta {
     }
 }
 
-/// The metadata key saying a file's vectors hold bf16 values (in f32 columns).
-pub const VECTOR_PRECISION: &str = "vector_precision";
-
 /// The writer settings of every deltarl file: zstd, bounded row groups, the metadata. A
-/// file whose `features` hold bf16 values ([`VECTOR_PRECISION`] = `bf16`) writes them
-/// with the byte-stream-split encoding: each f32 is split into its four bytes, stored as
-/// four streams, and the two low streams of a bf16 value are all zeros, which zstd
-/// compresses to nothing; the column stays f32 for every reader.
+/// vector column (a field with a [`VectorLayout`] in its metadata) is written as it is:
+/// plain, uncompressed, no dictionary and no statistics, so a reader copies its bytes and
+/// a value costs its precision's width on disk (`vectors.rs` says why).
 pub(crate) fn writer_properties(meta: &FileMeta, schema: &Schema) -> Result<WriterProperties> {
     let build = |e: String| Error::Build {
         table: meta.stage.clone(),
@@ -116,17 +114,14 @@ pub(crate) fn writer_properties(meta: &FileMeta, schema: &Schema) -> Result<Writ
         .set_compression(Compression::ZSTD(level))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_key_value_metadata(Some(meta.to_kv()));
-    if meta.extra.get(VECTOR_PRECISION).map(String::as_str) == Some("bf16") {
-        let parquet = parquet::arrow::ArrowSchemaConverter::new()
-            .convert(schema)
-            .map_err(|e| build(e.to_string()))?;
-        for col in parquet.columns() {
-            let vectors = col.path().parts().first().map(String::as_str) == Some("features");
-            if vectors && col.physical_type() == parquet::basic::Type::FLOAT {
-                props = props
-                    .set_column_dictionary_enabled(col.path().clone(), false)
-                    .set_column_encoding(col.path().clone(), Encoding::BYTE_STREAM_SPLIT);
-            }
+    for field in schema.fields() {
+        if VectorLayout::of_field(field, &meta.stage)?.is_some() {
+            let path = ColumnPath::new(vec![field.name().clone()]);
+            props = props
+                .set_column_compression(path.clone(), Compression::UNCOMPRESSED)
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path.clone(), Encoding::PLAIN)
+                .set_column_statistics_enabled(path, EnabledStatistics::None);
         }
     }
     Ok(props.build())
@@ -154,6 +149,10 @@ fn same_shape(expected: &DataType, found: &DataType) -> bool {
             same_shape(a.data_type(), b.data_type())
         }
         (DataType::Utf8, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => true,
+        (
+            DataType::LargeBinary,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView,
+        ) => true,
         (a, b) => a == b,
     }
 }
@@ -237,7 +236,13 @@ pub(crate) fn canonical_batch<T: Table>(file: &str, batch: &RecordBatch) -> Resu
                 found: format!("{} ({e})", col.data_type()),
             })?
         };
-        fields.push(Field::new(field.name(), target, true));
+        // A vector column's layout lives in its field's metadata.
+        let metadata = batch
+            .schema()
+            .field_with_name(field.name())
+            .map(|f| f.metadata().clone())
+            .unwrap_or_default();
+        fields.push(Field::new(field.name(), target, true).with_metadata(metadata));
         cols.push(col);
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| Error::Parquet {
@@ -337,9 +342,9 @@ pub fn read_meta(path: &Path) -> Result<FileMeta> {
     Ok(meta)
 }
 
-/// The vector dimension of a file's `column` (a list of fixed-size lists, as the features
-/// column), from its schema alone; None when the column has no such type.
-pub fn vector_dim(path: &Path, column: &str) -> Result<Option<usize>> {
+/// The layout of a file's vector `column` (dimension and precision, from its schema
+/// alone); None when the file has no such column.
+pub fn vector_layout(path: &Path, column: &str) -> Result<Option<VectorLayout>> {
     let file = path.display().to_string();
     let handle = std::fs::File::open(path).map_err(|source| Error::Io {
         file: file.clone(),
@@ -347,17 +352,8 @@ pub fn vector_dim(path: &Path, column: &str) -> Result<Option<usize>> {
     })?;
     let (builder, version, _) = open(handle, &file)?;
     check_version(&file, version)?;
-    Ok(
-        match builder
-            .schema()
-            .field_with_name(column)
-            .map(|f| f.data_type())
-        {
-            Ok(DataType::List(inner) | DataType::LargeList(inner)) => match inner.data_type() {
-                DataType::FixedSizeList(_, n) => usize::try_from(*n).ok(),
-                _ => None,
-            },
-            _ => None,
-        },
-    )
+    match builder.schema().field_with_name(column) {
+        Ok(field) => VectorLayout::of_field(field, &file),
+        Err(_) => Ok(None),
+    }
 }

@@ -20,13 +20,15 @@ pub mod skip;
 mod stream;
 pub mod summary;
 mod tables;
+mod vector_file;
+mod vectors;
 mod views;
 
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
 pub use error::{Error, Result};
 pub use io::{
-    read_meta, read_table, vector_dim, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS, SCHEMA_VERSION,
-    TOOL_VERSION, VECTOR_PRECISION,
+    read_meta, read_table, vector_layout, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS,
+    SCHEMA_VERSION, TOOL_VERSION,
 };
 pub use keyed::{render_template, Index, Keyed, ResponseKey};
 pub use layout::{PolicyUse, Stage};
@@ -42,4 +44,6 @@ pub use tables::{
     CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RewardKind, RolloutRow,
     ScoreRow, Table, UpdateRow,
 };
+pub use vector_file::{VectorBatch, VectorFile};
+pub use vectors::{Precision, VectorLayout};
 pub use views::{FeatureProbs, FeatureScalars, FeatureVectors, LogprobRow};

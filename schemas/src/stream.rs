@@ -13,6 +13,7 @@ use std::io::Write;
 use std::marker::PhantomData;
 use std::path::Path;
 
+use arrow::datatypes::{Schema, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use parquet::arrow::ArrowWriter;
 
@@ -108,7 +109,8 @@ pub struct TableWriter<T: Table, W: Write + Send> {
     /// dimension).
     out: Option<(W, FileMeta)>,
     writer: Option<ArrowWriter<W>>,
-    dim: i32,
+    /// The schema of the first rows written (every later group must have it).
+    schema: Option<SchemaRef>,
     /// Rows of the row group in progress and their bytes.
     group: Vec<T>,
     group_bytes: usize,
@@ -128,7 +130,7 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
         TableWriter {
             out: Some((out, meta.clone())),
             writer: None,
-            dim: 0,
+            schema: None,
             group: Vec::new(),
             group_bytes: 0,
             rows: 0,
@@ -193,8 +195,8 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
         }
     }
 
-    /// The Arrow writer, created with the dimension of the first rows.
-    fn writer(&mut self, dim: i32) -> Result<&mut ArrowWriter<W>> {
+    /// The Arrow writer, created with the schema of the first rows (their vector layout).
+    fn writer(&mut self, schema: SchemaRef) -> Result<&mut ArrowWriter<W>> {
         if self.writer.is_none() {
             let Some((out, meta)) = self.out.take() else {
                 return Err(Error::Build {
@@ -202,10 +204,9 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
                     message: "writer already finished".into(),
                 });
             };
-            self.dim = dim;
-            let schema = std::sync::Arc::new(T::schema(dim));
             let props = writer_properties(&meta, &schema)?;
-            let w = ArrowWriter::try_new(out, schema, Some(props)).map_err(Self::err)?;
+            let w = ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(Self::err)?;
+            self.schema = Some(schema);
             self.writer = Some(w);
         }
         self.writer.as_mut().ok_or_else(|| Error::Build {
@@ -225,18 +226,21 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
 
     /// Writes `group` as one row group (one Arrow batch).
     fn write_group(&mut self, group: &[T]) -> Result<()> {
-        let dim = T::dim(group)?;
-        if self.writer.is_some() && dim != self.dim {
-            return Err(Error::Build {
-                table: T::NAME.into(),
-                message: format!(
-                    "rows of dimension {dim} after rows of dimension {}",
-                    self.dim
-                ),
-            });
-        }
         let batch = T::to_batch(group)?;
-        let w = self.writer(dim)?;
+        // Every group has the first one's columns, vector dimension and precision.
+        if let Some(first) = &self.schema {
+            if first.as_ref() != batch.schema().as_ref() {
+                return Err(Error::Build {
+                    table: T::NAME.into(),
+                    message: format!(
+                        "rows of another layout after the first rows: {} after {}",
+                        layout_of(&batch.schema()),
+                        layout_of(first)
+                    ),
+                });
+            }
+        }
+        let w = self.writer(batch.schema())?;
         w.write(&batch).map_err(Self::err)?;
         w.flush().map_err(Self::err)?;
         Ok(())
@@ -246,13 +250,32 @@ impl<T: Table, W: Write + Send> TableWriter<T, W> {
     pub fn finish(mut self) -> Result<W> {
         self.flush_group()?;
         // A table without rows still gets its schema and metadata.
-        self.writer(self.dim)?;
+        self.writer(std::sync::Arc::new(T::schema(0)))?;
         let writer = self.writer.take().ok_or_else(|| Error::Build {
             table: T::NAME.into(),
             message: "no writer".into(),
         })?;
         writer.into_inner().map_err(Self::err)
     }
+}
+
+/// A schema's columns with their metadata, for a message.
+fn layout_of(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .filter(|f| !f.metadata().is_empty())
+        .map(|f| {
+            let mut m: Vec<String> = f
+                .metadata()
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect();
+            m.sort();
+            format!("{} ({})", f.name(), m.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Writes `rows` as one zstd-compressed Parquet file with deltarl metadata.

@@ -3,12 +3,12 @@
 //! stage holds [`FeatureScalars`] (the entropies) and streams [`FeatureVectors`] (the
 //! vectors alone, a batch at a time).
 
-use arrow::datatypes::{DataType, Field};
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
-use crate::arrays::{self, list_of, vectors_of, Columns};
+use crate::arrays::{self, list_of, Columns};
 use crate::tables::table::{batch, f};
-use crate::{Result, Table};
+use crate::{Keyed, Precision, Result, Table, VectorLayout};
 
 /// A view of features.parquet with the key and one per-token f32 column: reading it
 /// decodes that column and never the vectors.
@@ -93,6 +93,8 @@ pub struct FeatureVectors {
     pub prompt_id: String,
     pub sample_idx: u32,
     pub dim: u32,
+    /// The precision the vectors are stored at.
+    pub precision: Precision,
     /// `tokens * dim` floats, token-major.
     pub features: Vec<f32>,
 }
@@ -104,7 +106,11 @@ impl Table for FeatureVectors {
         vec![
             f("prompt_id", DataType::Utf8),
             f("sample_idx", DataType::UInt32),
-            f("features", vectors_of(dim)),
+            VectorLayout {
+                dim: usize::try_from(dim).unwrap_or(0),
+                precision: Precision::F32,
+            }
+            .field("features"),
         ]
     }
 
@@ -117,14 +123,23 @@ impl Table for FeatureVectors {
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
-        let dim = Self::dim(rows)?;
+        let layout = VectorLayout {
+            dim: Self::dim(rows)? as usize,
+            precision: rows.first().map_or(Precision::F32, |r| r.precision),
+        };
+        let mut fields = Self::fields(layout.dim as i32);
+        fields[2] = layout.field("features");
         batch(
             Self::NAME,
-            Self::schema(dim),
+            Schema::new(fields),
             vec![
                 arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
                 arrays::u32s(rows.iter().map(|r| r.sample_idx)),
-                arrays::list_vectors(dim as usize, rows.iter().map(|r| r.features.as_slice()))?,
+                layout.column(
+                    Self::NAME,
+                    rows.iter()
+                        .map(|r| (r.features.as_slice(), r.response().to_string())),
+                )?,
             ],
         )
     }
@@ -132,7 +147,7 @@ impl Table for FeatureVectors {
     fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
         let c = Columns { batch, file };
         let sample_idx = c.u32("sample_idx")?;
-        let (dim, features) = c.list_vectors("features")?;
+        let (layout, features) = c.vectors("features", |_| None)?;
         Ok(c.str("prompt_id")?
             .into_iter()
             .zip(features)
@@ -140,7 +155,8 @@ impl Table for FeatureVectors {
             .map(|((prompt_id, features), sample_idx)| FeatureVectors {
                 prompt_id,
                 sample_idx,
-                dim: dim as u32,
+                dim: layout.dim as u32,
+                precision: layout.precision,
                 features,
             })
             .collect())

@@ -77,6 +77,7 @@ fn features() -> Vec<FeatureRow> {
             prompt_id: "p0".into(),
             sample_idx: 0,
             dim: 3,
+            precision: Precision::F32,
             features: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
             token_prob: vec![0.5, 0.25],
             logprob: vec![-0.69, -1.38],
@@ -86,6 +87,7 @@ fn features() -> Vec<FeatureRow> {
             prompt_id: "p0".into(),
             sample_idx: 1,
             dim: 3,
+            precision: Precision::F32,
             features: vec![],
             token_prob: vec![],
             logprob: vec![],
@@ -270,14 +272,14 @@ fn every_table_opens_in_polars() {
     write_path(
         &dir.path().join("features.parquet"),
         &features(),
-        &m("features"),
+        &m("features").with("k", "3"),
     )
     .unwrap();
     write_path(&dir.path().join("coeffs.parquet"), &coeffs(), &m("coeffs")).unwrap();
     write_path(&dir.path().join("update.parquet"), &updates(), &m("update")).unwrap();
     write_path(&dir.path().join("eval.parquet"), &evals(), &m("eval")).unwrap();
     let script = r#"
-import sys, polars as pl
+import sys, numpy as np, polars as pl
 d = sys.argv[1]
 n = {t: pl.read_parquet(f"{d}/{t}.parquet").height for t in
      ["prompts", "rollouts", "scores", "features", "coeffs", "update", "eval"]}
@@ -286,7 +288,10 @@ c = pl.read_parquet(f"{d}/coeffs.parquet")
 assert c["shift"].to_list() == [None, [0.25, -0.125, 0.0]], c["shift"]
 assert c["shift"].dtype == pl.List(pl.Float32), c["shift"].dtype
 f = pl.read_parquet(f"{d}/features.parquet")
-assert f["features"][0].to_list() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], f["features"][0]
+assert f["features"].dtype == pl.Binary, f["features"].dtype
+k = int(pl.read_parquet_metadata(f"{d}/features.parquet")["deltarl.k"])
+v = np.frombuffer(f["features"][0], "<f4").reshape(-1, k)
+assert v.tolist() == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], v
 j = pl.read_parquet(f"{d}/rollouts.parquet").join(
     pl.read_parquet(f"{d}/scores.parquet"), on=["prompt_id", "sample_idx"])
 assert j.height == 1 and j["reward"][0] == -0.5
@@ -348,6 +353,7 @@ fn streamed_writes_and_reads_equal_whole_ones() {
             prompt_id: format!("p{}", i / 4),
             sample_idx: i % 4,
             dim: 2,
+            precision: Precision::F32,
             features: (0..2 * (i as usize % 5))
                 .map(|k| k as f32 + i as f32)
                 .collect(),
@@ -389,6 +395,161 @@ fn streamed_writes_and_reads_equal_whole_ones() {
     assert!(lp.iter().zip(&rows).all(|(a, b)| a.logprob == b.logprob));
 }
 
+/// Vectors at bf16 cost two bytes a value on disk, stored plain and uncompressed, and read
+/// back as the same f32 values; a value bf16 cannot hold is refused naming the response.
+#[test]
+fn bf16_vectors_cost_two_bytes_a_value_and_read_back_exactly() {
+    let tokens = 300;
+    let dim = 64;
+    let mut x = 0x2545_f491_u32;
+    let rows: Vec<FeatureRow> = (0..4u32)
+        .map(|i| FeatureRow {
+            prompt_id: format!("p{i}"),
+            sample_idx: i,
+            dim: dim as u32,
+            precision: Precision::Bf16,
+            // Random bits with the low half cleared: every bf16 value, signs and exponents.
+            features: (0..tokens * dim)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    let v = f32::from_bits(x & 0xffff_0000);
+                    if v.is_finite() {
+                        v
+                    } else {
+                        1.0
+                    }
+                })
+                .collect(),
+            token_prob: vec![0.5; tokens],
+            logprob: vec![-0.7; tokens],
+            entropy: vec![1.0; tokens],
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    write_table(&mut bytes, &rows, &FileMeta::new("features", "")).unwrap();
+    let meta = parquet::file::reader::FileReader::metadata(
+        &parquet::file::serialized_reader::SerializedFileReader::new(bytes::Bytes::from(
+            bytes.clone(),
+        ))
+        .unwrap(),
+    )
+    .clone();
+    let col = meta
+        .row_group(0)
+        .columns()
+        .iter()
+        .find(|c| c.column_path().string() == "features")
+        .unwrap();
+    assert_eq!(col.compression(), parquet::basic::Compression::UNCOMPRESSED);
+    // The values themselves plus at most 4 bytes of length a response and a page header
+    // a page (pages of at most 1 MiB: under 64 bytes a page here).
+    let values = 4 * tokens * dim * 2;
+    let stored = col.compressed_size() as usize;
+    assert!(
+        stored >= values && stored < values + 4 * 4 + 64 * (values / (1 << 20) + 4),
+        "{stored} bytes for {values}"
+    );
+    let (back, _) = read_table::<FeatureRow, _>(bytes.as_slice(), "f").unwrap();
+    assert_eq!(back, rows);
+    let (view, _) = read_table::<FeatureVectors, _>(bytes.as_slice(), "f").unwrap();
+    assert!(view
+        .iter()
+        .zip(&rows)
+        .all(|(a, b)| a.features == b.features && a.precision == Precision::Bf16));
+
+    let mut bad = rows[..1].to_vec();
+    bad[0].features[5] = 1.0 + 1.0 / 1024.0;
+    let err = write_table(Vec::new(), &bad, &FileMeta::new("features", "")).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("prompt_id \"p0\"") && msg.contains("value 5") && msg.contains("bf16"),
+        "{msg}"
+    );
+}
+
+/// A features file in the nested layout of earlier versions is refused naming the file
+/// and the column, never misread.
+#[test]
+fn nested_vectors_of_earlier_versions_are_refused_by_name() {
+    use arrow::array::{
+        Array, FixedSizeListArray, Float32Array, ListArray, StringArray, UInt32Array,
+    };
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+    let item = |dt| Arc::new(Field::new("item", dt, false));
+    let inner = FixedSizeListArray::new(
+        item(DataType::Float32),
+        2,
+        Arc::new(Float32Array::from(vec![1.0f32, 2.0])),
+        None,
+    );
+    let vectors = ListArray::new(
+        item(DataType::FixedSizeList(item(DataType::Float32), 2)),
+        arrow::buffer::OffsetBuffer::from_lengths([1]),
+        Arc::new(inner),
+        None,
+    );
+    let scalars = || {
+        Arc::new(ListArray::new(
+            item(DataType::Float32),
+            arrow::buffer::OffsetBuffer::from_lengths([1]),
+            Arc::new(Float32Array::from(vec![0.5f32])),
+            None,
+        ))
+    };
+    let schema = Schema::new(vec![
+        Field::new("prompt_id", DataType::Utf8, false),
+        Field::new("sample_idx", DataType::UInt32, false),
+        Field::new("features", vectors.data_type().clone(), false),
+        Field::new("token_prob", scalars().data_type().clone(), false),
+        Field::new("logprob", scalars().data_type().clone(), false),
+        Field::new("entropy", scalars().data_type().clone(), false),
+    ]);
+    let batch = arrow::record_batch::RecordBatch::try_new(
+        Arc::new(schema.clone()),
+        vec![
+            Arc::new(StringArray::from(vec!["p0"])),
+            Arc::new(UInt32Array::from(vec![0u32])),
+            Arc::new(vectors),
+            scalars(),
+            scalars(),
+            scalars(),
+        ],
+    )
+    .unwrap();
+    let mut bytes = Vec::new();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
+            "deltarl.schema_version".into(),
+            SCHEMA_VERSION.to_string(),
+        )]))
+        .build();
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(&mut bytes, Arc::new(schema), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    for err in [
+        read_table::<FeatureRow, _>(bytes.as_slice(), "old/features.parquet").unwrap_err(),
+        read_table::<FeatureVectors, _>(bytes.as_slice(), "old/features.parquet").unwrap_err(),
+    ] {
+        let msg = err.to_string();
+        assert!(
+            msg.contains("old/features.parquet") && msg.contains("features"),
+            "{msg}"
+        );
+    }
+    // Its scalars still read.
+    assert_eq!(
+        read_table::<LogprobRow, _>(bytes.as_slice(), "f")
+            .unwrap()
+            .0[0]
+            .logprob,
+        vec![0.5]
+    );
+}
+
 /// Row groups close at the byte budget: each is at most the budget plus one row, so a
 /// reader or writer never holds more than one group.
 #[test]
@@ -398,6 +559,7 @@ fn row_groups_are_bounded_by_bytes() {
             prompt_id: format!("p{i}"),
             sample_idx: 0,
             dim: 4,
+            precision: Precision::F32,
             features: vec![i as f32; 4 * 100],
             token_prob: vec![0.5; 100],
             logprob: vec![-0.7; 100],
@@ -424,4 +586,95 @@ fn row_groups_are_bounded_by_bytes() {
             .0,
         rows
     );
+}
+
+/// The vectors read pass by pass: straight from the bytes in the features writer's layout
+/// (rows of every length, the empty one included, over several row groups and pages), and
+/// through Arrow from the same table rewritten compressed by another writer; both give
+/// every row's values exactly, in file order, in batches bounded by the byte budget.
+#[test]
+fn vector_passes_read_every_row_exactly_directly_or_through_arrow() {
+    let rows: Vec<FeatureRow> = (0..23u32)
+        .map(|i| {
+            let n = (i as usize * 37) % 90;
+            FeatureRow {
+                prompt_id: format!("p{}", i / 4),
+                sample_idx: i % 4,
+                dim: 6,
+                precision: Precision::Bf16,
+                features: (0..n * 6)
+                    .map(|k| f32::from_bits(((k as u32 * 2_654_435_761) ^ i) & 0x3fff_0000))
+                    .collect(),
+                token_prob: vec![0.5; n],
+                logprob: vec![-0.7; n],
+                entropy: vec![1.0; n],
+            }
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let ours = dir.path().join("features.parquet");
+    // Row groups of at most 4,000 bytes of row data: several groups, several rows each.
+    let mut w = TableWriter::with_limits(Vec::new(), &FileMeta::new("features", ""), 2048, 4000);
+    w.write(&rows).unwrap();
+    std::fs::write(&ours, w.finish().unwrap()).unwrap();
+
+    // The same batches rewritten by a plain Arrow writer: zstd, dictionary, statistics.
+    let other = dir.path().join("rewritten.parquet");
+    let file = std::fs::File::open(&ours).unwrap();
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    let kv = reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned();
+    let schema = reader.schema().clone();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
+        .set_key_value_metadata(kv)
+        .build();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&other).unwrap(),
+        schema,
+        Some(props),
+    )
+    .unwrap();
+    for b in reader.build().unwrap() {
+        w.write(&b.unwrap()).unwrap();
+    }
+    w.close().unwrap();
+
+    for (path, direct) in [(&ours, true), (&other, false)] {
+        let mut f = VectorFile::open(path).unwrap();
+        assert_eq!(f.is_direct(), direct, "{}", path.display());
+        assert_eq!(f.layout().dim, 6);
+        assert_eq!(f.layout().precision, Precision::Bf16);
+        let keys: Vec<(String, u32)> = rows
+            .iter()
+            .map(|r| (r.prompt_id.clone(), r.sample_idx))
+            .collect();
+        assert_eq!(f.keys(), keys.as_slice());
+        for _ in 0..2 {
+            let mut seen: Vec<(usize, Vec<f32>)> = Vec::new();
+            let mut batches = 0;
+            f.pass(1000, &mut |batch: &VectorBatch<'_>| -> Result<()> {
+                batches += 1;
+                let floats: usize = batch.iter().map(|(_, v)| v.len()).sum();
+                // At most the budget, unless one row alone is larger.
+                assert!(
+                    floats * 4 <= 1000 || batch.len() == 1 || !direct,
+                    "{floats} floats"
+                );
+                seen.extend(batch.iter().map(|&(r, v)| (r, v.to_vec())));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(seen.len(), rows.len());
+            for (k, (row, v)) in seen.iter().enumerate() {
+                assert_eq!(*row, k);
+                assert_eq!(v, &rows[k].features, "row {k}");
+            }
+            assert!(batches > 1);
+        }
+    }
 }

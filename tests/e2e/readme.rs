@@ -24,7 +24,8 @@ fn the_readme_polars_snippet_joins_without_repeated_columns() {
         "import os, sys\nos.chdir(sys.argv[1])\n{snippet}\n\
          assert df.height == 32, df.height\n\
          assert not [c for c in df.columns if c.endswith('_right')], df.columns\n\
-         assert {{'response_text', 'reward', 'coeff', 'outcome'}} <= set(df.columns), df.columns\n"
+         assert {{'response_text', 'reward', 'coeff', 'outcome'}} <= set(df.columns), df.columns\n\
+         assert v.shape == (n, k) and n > 0 and np.isfinite(v).all(), (v.shape, n, k)\n"
     );
     run_python(&script, &[dir.path()]);
 }

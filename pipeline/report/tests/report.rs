@@ -80,6 +80,7 @@ fn feature(sample: u32, entropy: Vec<f32>) -> FeatureRow {
         prompt_id: "p".into(),
         sample_idx: sample,
         dim: 1,
+        precision: deltarl_schemas::Precision::F32,
         features: vec![0.5; entropy.len()],
         token_prob: vec![0.5; entropy.len()],
         logprob: vec![-0.7; entropy.len()],

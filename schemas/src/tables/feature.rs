@@ -1,9 +1,9 @@
 //! Per-token gradient proxies of one response (features.parquet).
 
 use super::table::{batch, f, Table};
-use crate::arrays::{self, list_of, vectors_of, Columns};
-use crate::{Error, Result};
-use arrow::datatypes::{DataType, Field};
+use crate::arrays::{self, list_of, Columns};
+use crate::{Error, Keyed, Precision, Result, VectorLayout};
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
 /// Per-token gradient proxies of one response (features.parquet).
@@ -13,6 +13,8 @@ pub struct FeatureRow {
     pub sample_idx: u32,
     /// The vector dimension `k` (after any projection).
     pub dim: u32,
+    /// The precision the vectors are stored at (bf16: every value is a bf16 value).
+    pub precision: Precision,
     /// `tokens * dim` floats, token-major.
     pub features: Vec<f32>,
     /// Probability of each response token at the rollout temperature.
@@ -41,7 +43,11 @@ impl Table for FeatureRow {
         vec![
             f("prompt_id", DataType::Utf8),
             f("sample_idx", DataType::UInt32),
-            f("features", vectors_of(dim)),
+            VectorLayout {
+                dim: usize::try_from(dim).unwrap_or(0),
+                precision: Precision::F32,
+            }
+            .field("features"),
             f("token_prob", list_of(DataType::Float32)),
             f("logprob", list_of(DataType::Float32)),
             f("entropy", list_of(DataType::Float32)),
@@ -50,9 +56,11 @@ impl Table for FeatureRow {
 
     fn dim(rows: &[Self]) -> Result<i32> {
         let dim = rows.first().map_or(0, |r| r.dim);
+        let precision = rows.first().map_or(Precision::F32, |r| r.precision);
         for (i, r) in rows.iter().enumerate() {
             let n = r.token_prob.len();
             if r.dim != dim
+                || r.precision != precision
                 || r.features.len() != n * dim as usize
                 || r.logprob.len() != n
                 || r.entropy.len() != n
@@ -60,8 +68,10 @@ impl Table for FeatureRow {
                 return Err(Error::Build {
                     table: Self::NAME.into(),
                     message: format!(
-                        "row {i}: dim {} (table dim {dim}), {} floats, {} probs, {} logprobs, {} entropies",
+                        "row {i}: dim {} (table dim {dim}), {} storage (table {precision}), {} floats, \
+                         {} probs, {} logprobs, {} entropies",
                         r.dim,
+                        r.precision,
                         r.features.len(),
                         n,
                         r.logprob.len(),
@@ -81,14 +91,23 @@ impl Table for FeatureRow {
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
-        let dim = Self::dim(rows)?;
+        let layout = VectorLayout {
+            dim: Self::dim(rows)? as usize,
+            precision: rows.first().map_or(Precision::F32, |r| r.precision),
+        };
+        let mut fields = Self::fields(layout.dim as i32);
+        fields[2] = layout.field("features");
         batch(
             Self::NAME,
-            Self::schema(dim),
+            Schema::new(fields),
             vec![
                 arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
                 arrays::u32s(rows.iter().map(|r| r.sample_idx)),
-                arrays::list_vectors(dim as usize, rows.iter().map(|r| r.features.as_slice()))?,
+                layout.column(
+                    Self::NAME,
+                    rows.iter()
+                        .map(|r| (r.features.as_slice(), r.response().to_string())),
+                )?,
                 arrays::list_f32(rows.iter().map(|r| r.token_prob.as_slice())),
                 arrays::list_f32(rows.iter().map(|r| r.logprob.as_slice())),
                 arrays::list_f32(rows.iter().map(|r| r.entropy.as_slice())),
@@ -100,8 +119,9 @@ impl Table for FeatureRow {
         let c = Columns { batch, file };
         let prompt_id = c.str("prompt_id")?;
         let sample_idx = c.u32("sample_idx")?;
-        let (dim, features) = c.list_vectors("features")?;
         let probs = c.list_f32("token_prob")?;
+        let (layout, features) = c.vectors("features", |i| probs.get(i).map(Vec::len))?;
+        let dim = layout.dim;
         let logprob = c.list_f32("logprob")?;
         let entropy = c.list_f32("entropy")?;
         let mut out = Vec::with_capacity(prompt_id.len());
@@ -129,6 +149,7 @@ impl Table for FeatureRow {
                 prompt_id: pid,
                 sample_idx: sample_idx[i],
                 dim: dim as u32,
+                precision: layout.precision,
                 features: feats,
                 token_prob: p,
                 logprob: lp,

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use deltarl_schemas::{
-    read_path, vector_dim, write_table, CoeffRow, CoeffsSummary, FeatureProbs, FeatureScalars,
-    FeatureVectors, FileMeta, Index, Keyed, RolloutRow, ScoreRow, TableReader,
+    read_path, vector_layout, write_table, CoeffRow, CoeffsSummary, FeatureProbs, FeatureScalars,
+    FileMeta, Index, Keyed, RolloutRow, ScoreRow, VectorFile,
 };
 
 use crate::{
@@ -19,40 +19,48 @@ use crate::{
 /// the paper's (a 20k-token response is 335 MB of f32 at 4,096 dims).
 pub const VECTOR_BATCH_BYTES: usize = 16 << 20;
 
-/// The vectors of features.parquet, streamed from the file once a pass; the rows are
-/// placed by key at their position in the estimator's order (rows of other keys skipped).
-pub struct FileVectors<'a> {
-    path: &'a Path,
-    position: HashMap<(&'a str, u32), usize>,
+/// The vectors of features.parquet, read from the file once a pass (`VectorFile`); the
+/// rows are placed by key at their position in the estimator's order (rows of other keys
+/// skipped).
+pub struct FileVectors {
+    file: VectorFile,
+    position: Vec<Option<usize>>,
 }
 
-impl<'a> FileVectors<'a> {
+impl FileVectors {
     /// The vectors in `path` of the responses `sorted`, in the estimator's order
     /// ([`fixed_order`]).
-    pub fn new(path: &'a Path, sorted: &[Response<'a>]) -> Self {
-        let position = sorted
+    pub fn new(path: &Path, sorted: &[Response<'_>]) -> Result<Self> {
+        let file = VectorFile::open(path)?;
+        let at: HashMap<(&str, u32), usize> = sorted
             .iter()
             .enumerate()
             .map(|(k, r)| ((r.prompt_id, r.sample_idx), k))
             .collect();
-        FileVectors { path, position }
+        let position = file
+            .keys()
+            .iter()
+            .map(|(p, s)| at.get(&(p.as_str(), *s)).copied())
+            .collect();
+        Ok(FileVectors { file, position })
+    }
+
+    /// Whether passes copy the bytes straight from the file (its writer's layout).
+    pub fn is_direct(&self) -> bool {
+        self.file.is_direct()
     }
 }
 
-impl Vectors for FileVectors<'_> {
+impl Vectors for FileVectors {
     fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()> {
-        for batch in TableReader::<FeatureVectors>::open_bounded(self.path, VECTOR_BATCH_BYTES)? {
-            let batch = batch?;
+        let position = &self.position;
+        self.file.pass(VECTOR_BATCH_BYTES, &mut |batch| {
             let items: Vec<(usize, &[f32])> = batch
                 .iter()
-                .filter_map(|r| {
-                    let at = self.position.get(&(r.prompt_id.as_str(), r.sample_idx));
-                    at.map(|&k| (k, r.features.as_slice()))
-                })
+                .filter_map(|&(row, v)| position[row].map(|k| (k, v)))
                 .collect();
-            visit(&items)?;
-        }
-        Ok(())
+            visit(&items)
+        })
     }
 }
 
@@ -143,7 +151,7 @@ pub fn run(
     }
     let order = fixed_order(&responses)?;
     let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
-    let mut vectors = FileVectors::new(features, &sorted);
+    let mut vectors = FileVectors::new(features, &sorted)?;
     let out = estimate_sorted(settings, dim, &sorted, &mut vectors)?.unsort(&order);
     // Never a result: a non-finite coefficient or shift (from non-finite features or
     // advantages).
@@ -200,7 +208,7 @@ pub fn run_io<W: Write + Send>(
     let scores: Vec<ScoreRow> = read_path(scores)?.0;
     let scalars: Vec<FeatureScalars> = read_path(features)?.0;
     let probs: Vec<FeatureProbs> = read_path(features)?.0;
-    let dim = vector_dim(features, "features")?.unwrap_or(0);
+    let dim = vector_layout(features, "features")?.map_or(0, |l| l.dim);
     let (rows, summary) = run(
         settings, &rollouts, &scores, &scalars, &probs, dim, features, decode,
     )?;

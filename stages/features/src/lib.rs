@@ -184,6 +184,7 @@ pub fn run_each(
                     prompt_id: r.prompt_id.clone(),
                     sample_idx: r.sample_idx,
                     dim: dim as u32,
+                    precision: s.precision(),
                     features: feats[off * dim..(off + n) * dim].to_vec(),
                     token_prob: probs[off..off + n].to_vec(),
                     logprob: logp[off..off + n].to_vec(),
@@ -210,7 +211,8 @@ pub fn output_dim(hidden: usize, s: &Settings) -> usize {
 
 /// The stage's Parquet shell: a writer of features.parquet for a model of hidden size
 /// `hidden` that takes rows as [`run_each`] emits them (one row group held at most);
-/// records the settings, k and whether the vectors are projected.
+/// records the settings, k and whether the vectors are projected (the vectors' column
+/// states its own dimension and precision).
 pub fn writer<W: Write + Send>(
     s: &Settings,
     hidden: usize,
@@ -218,15 +220,12 @@ pub fn writer<W: Write + Send>(
     meta: FileMeta,
 ) -> TableWriter<FeatureRow, W> {
     let k = output_dim(hidden, s);
-    let mut meta = meta
+    let meta = meta
         .with(
             "settings",
             serde_json::to_string(&s.recorded()).unwrap_or_default(),
         )
         .with("k", k.to_string())
         .with("projected", (k != hidden).to_string());
-    if s.bf16_vectors() {
-        meta = meta.with(deltarl_schemas::VECTOR_PRECISION, "bf16");
-    }
     TableWriter::new(out, &meta)
 }

@@ -5,7 +5,7 @@
 
 use deltarl_model::Dtype;
 use deltarl_schemas::seed::seed_for;
-use deltarl_schemas::{Shard, Stage};
+use deltarl_schemas::{Precision, Shard, Stage};
 use serde::Serialize;
 
 use deltarl_teacher::is_default_head_chunk;
@@ -68,7 +68,15 @@ impl Settings {
 
     /// Whether the vectors are stored at bf16 precision (a bf16 model's).
     pub fn bf16_vectors(&self) -> bool {
-        self.dtype == Dtype::Bf16
+        self.precision() == Precision::Bf16
+    }
+
+    /// The precision the vectors are rounded to and stored at: the model's own.
+    pub fn precision(&self) -> Precision {
+        match self.dtype {
+            Dtype::Bf16 => Precision::Bf16,
+            Dtype::F32 => Precision::F32,
+        }
     }
 
     /// What features.parquet records as its `settings`, in the layout the files have

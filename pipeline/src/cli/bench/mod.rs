@@ -49,6 +49,10 @@ enum What {
         /// runs without numpy). At 20,000 a batch of the file path holds one response.
         #[arg(long, requires = "no_numpy")]
         response_tokens: Option<usize>,
+        /// Store the vectors at bf16, 2 bytes a value, as a bf16 model's features stage
+        /// does (the values rounded to bf16 first, so both sides estimate the same ones).
+        #[arg(long)]
+        bf16: bool,
     },
     /// Verifications per second on the agreement case table vs HF math-verify.
     Verify,
@@ -120,6 +124,7 @@ impl Args {
                 from_file,
                 no_numpy,
                 response_tokens,
+                bf16,
             } => coeffs::run(
                 run,
                 coeffs::Shape {
@@ -129,6 +134,11 @@ impl Args {
                 },
                 from_file,
                 !no_numpy,
+                if bf16 {
+                    deltarl_schemas::Precision::Bf16
+                } else {
+                    deltarl_schemas::Precision::F32
+                },
             ),
             What::Verify => verify::run(run),
             What::Code { workers } => code::run(run, &workers),

@@ -1,0 +1,229 @@
+//! Reading the token vectors of features.parquet pass after pass at the speed of a copy.
+//!
+//! The features writer stores each response's vectors as one plain, uncompressed byte
+//! string on a data page of its own (`vectors.rs`, `io::writer_properties`). The file's
+//! offset index gives each page's place, so a response's bytes are the last `tokens x dim
+//! x width` bytes of its page, right after their 4-byte length: a pass reads them with
+//! one positioned read into a buffer it reuses and widens them to f32, with no Parquet
+//! decoding and no allocation a response. The length prefix is checked against the
+//! row's token count; a file not laid out that way (one rewritten by another tool:
+//! compressed, dictionary-encoded, several rows a page, no offset index) is read through
+//! the Arrow reader instead, with the same results, only slower.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use parquet::basic::{Compression, Encoding};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+
+use crate::{Error, FeatureScalars, FeatureVectors, Result, Table, TableReader, VectorLayout};
+
+/// Where one response's vector bytes are in the file.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    at: u64,
+    len: usize,
+}
+
+/// A batch of a pass: (row of the response in the file, its token-major vectors).
+pub type VectorBatch<'a> = [(usize, &'a [f32])];
+
+/// The vectors of a features file, read in passes.
+pub struct VectorFile {
+    path: std::path::PathBuf,
+    file: File,
+    layout: VectorLayout,
+    keys: Vec<(String, u32)>,
+    /// Each row's bytes when the file has the features writer's layout, else None (the
+    /// Arrow reader is used).
+    spans: Option<Vec<Span>>,
+    /// The buffers of a pass, kept from one pass to the next (a fresh buffer of hundreds of
+    /// MB costs a page fault every 4 KiB on first touch).
+    bytes: Vec<u8>,
+    floats: Vec<f32>,
+}
+
+impl VectorFile {
+    /// Opens `path` (a features file: its `features` vector column and the keys and token
+    /// counts of its rows, read once here).
+    pub fn open(path: &Path) -> Result<Self> {
+        let name = path.display().to_string();
+        let io = |source| Error::Io {
+            file: name.clone(),
+            source,
+        };
+        let layout =
+            crate::vector_layout(path, "features")?.ok_or_else(|| Error::MissingColumn {
+                file: name.clone(),
+                table: FeatureVectors::NAME.to_string(),
+                column: "features".into(),
+            })?;
+        let (scalars, _) =
+            TableReader::<FeatureScalars>::open(path, crate::READ_BATCH_ROWS)?.read_all()?;
+        let tokens: Vec<usize> = scalars.iter().map(|r| r.entropy.len()).collect();
+        let keys = scalars
+            .into_iter()
+            .map(|r| (r.prompt_id, r.sample_idx))
+            .collect();
+        let file = File::open(path).map_err(io)?;
+        let spans = spans(&file, layout, &tokens);
+        Ok(VectorFile {
+            path: path.to_path_buf(),
+            file,
+            layout,
+            keys,
+            spans,
+            bytes: Vec::new(),
+            floats: Vec::new(),
+        })
+    }
+
+    pub fn layout(&self) -> VectorLayout {
+        self.layout
+    }
+
+    /// The rows' keys (`prompt_id`, `sample_idx`), in file order.
+    pub fn keys(&self) -> &[(String, u32)] {
+        &self.keys
+    }
+
+    /// Whether passes read the bytes directly (the features writer's layout) rather than
+    /// through the Arrow reader.
+    pub fn is_direct(&self) -> bool {
+        self.spans.is_some()
+    }
+
+    /// One pass over every row in file order: `visit` gets batches of about `max_bytes` of
+    /// f32 values (one response when a single one is larger).
+    /// `visit`'s own errors pass through unchanged.
+    pub fn pass<E: From<Error>>(
+        &mut self,
+        max_bytes: usize,
+        visit: &mut dyn FnMut(&VectorBatch<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let Some(spans) = &self.spans else {
+            return self.pass_arrow(max_bytes, visit);
+        };
+        let name = || self.path.display().to_string();
+        let width = self.layout.precision.width();
+        let (bytes, floats) = (&mut self.bytes, &mut self.floats);
+        floats.clear();
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        let flush = |floats: &mut Vec<f32>,
+                     rows: &mut Vec<(usize, usize)>,
+                     visit: &mut dyn FnMut(&VectorBatch<'_>) -> Result<(), E>|
+         -> Result<(), E> {
+            let mut start = 0;
+            let batch: Vec<(usize, &[f32])> = rows
+                .iter()
+                .map(|&(row, end)| {
+                    let v = &floats[start..end];
+                    start = end;
+                    (row, v)
+                })
+                .collect();
+            visit(&batch)?;
+            floats.clear();
+            rows.clear();
+            Ok(())
+        };
+        for (row, span) in spans.iter().enumerate() {
+            let values = span.len / width;
+            if !floats.is_empty() && (floats.len() + values) * 4 > max_bytes {
+                flush(floats, &mut rows, visit)?;
+            }
+            bytes.resize(span.len, 0);
+            self.file
+                .read_exact_at(bytes, span.at)
+                .map_err(|source| Error::Io {
+                    file: name(),
+                    source,
+                })?;
+            self.layout.precision.decode_into(bytes, floats);
+            rows.push((row, floats.len()));
+        }
+        if !rows.is_empty() {
+            flush(floats, &mut rows, visit)?;
+        }
+        Ok(())
+    }
+
+    /// A pass through the Arrow reader (any layout Arrow reads).
+    fn pass_arrow<E: From<Error>>(
+        &self,
+        max_bytes: usize,
+        visit: &mut dyn FnMut(&VectorBatch<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut row = 0;
+        for batch in TableReader::<FeatureVectors>::open_bounded(&self.path, max_bytes)? {
+            let batch = batch?;
+            let items: Vec<(usize, &[f32])> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (row + i, r.features.as_slice()))
+                .collect();
+            row += batch.len();
+            visit(&items)?;
+        }
+        Ok(())
+    }
+}
+
+/// Each row's vector bytes when the file has the features writer's layout: the vector
+/// column plain, uncompressed and without a dictionary, and an offset index. A page's
+/// body then ends with its rows' values, each a 4-byte length and the bytes, so walking
+/// back from the page's end finds every row; each length must be its row's `tokens x dim
+/// x width` and the walk must stay inside the page. None when anything differs.
+fn spans(file: &File, layout: VectorLayout, tokens: &[usize]) -> Option<Vec<Span>> {
+    let meta = ParquetMetaDataReader::new()
+        .with_offset_index_policy(PageIndexPolicy::Optional)
+        .parse_and_finish(file)
+        .ok()?;
+    let row_bytes = layout.dim * layout.precision.width();
+    let mut out = vec![Span { at: 0, len: 0 }; tokens.len()];
+    let mut first = 0usize;
+    for g in 0..meta.num_row_groups() {
+        let group = meta.row_group(g);
+        let rows = usize::try_from(group.num_rows()).ok()?;
+        let col = group
+            .columns()
+            .iter()
+            .position(|c| c.column_path().string() == "features")?;
+        let chunk = group.column(col);
+        let dictionary = chunk
+            .encodings()
+            .any(|e| matches!(e, Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY));
+        if chunk.compression() != Compression::UNCOMPRESSED
+            || dictionary
+            || chunk.dictionary_page_offset().is_some()
+        {
+            return None;
+        }
+        let index = meta.page_index_for_row_group(g);
+        let pages = index.page_locations(col)?;
+        for (p, page) in pages.iter().enumerate() {
+            let begin = u64::try_from(page.offset).ok()?;
+            let mut pos = begin + u64::try_from(page.compressed_page_size).ok()?;
+            let start = usize::try_from(page.first_row_index).ok()?;
+            let end = match pages.get(p + 1) {
+                Some(next) => usize::try_from(next.first_row_index).ok()?,
+                None => rows,
+            };
+            for row in (start..end).rev() {
+                let n = tokens.get(first + row)?.checked_mul(row_bytes)?;
+                let at = pos.checked_sub(n as u64)?;
+                let len_at = at.checked_sub(4).filter(|&x| x >= begin)?;
+                let mut prefix = [0u8; 4];
+                file.read_exact_at(&mut prefix, len_at).ok()?;
+                if u32::from_le_bytes(prefix) as usize != n {
+                    return None;
+                }
+                out[first + row] = Span { at, len: n };
+                pos = len_at;
+            }
+        }
+        first += rows;
+    }
+    (first == tokens.len()).then_some(out)
+}
