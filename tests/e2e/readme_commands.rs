@@ -55,6 +55,10 @@ const BLOCKS: &[(&str, How)] = &[
             ("--iters 10 --seeds 3", "--iters 1 --seeds 1"),
             ("--seeds 2 --iters 5 --name methods", "--seeds 1 --iters 1 --name methods"),
             ("bench coeffs  ", "bench coeffs --tokens 20000 --reps 1  "),
+            (
+                "--dim 1024 --response-tokens 20000",
+                "--dim 64 --response-tokens 2000 --tokens 8000 --reps 1",
+            ),
             ("bench verify  ", "bench verify --reps 1  "),
             (
                 "bench rollout --model runs/tiny-arith/base",
