@@ -10,6 +10,7 @@ mod arrays;
 mod atomic;
 mod error;
 mod io;
+mod key;
 mod keyed;
 pub mod layout;
 mod manifest;

@@ -7,8 +7,9 @@ use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
 use crate::arrays::{self, list_of, Columns};
+use crate::key::ResponseKey;
 use crate::tables::table::{batch, f};
-use crate::{Keyed, Precision, Result, Table, VectorLayout};
+use crate::{Precision, Result, Table, VectorLayout};
 
 /// A view of features.parquet with the key and one per-token f32 column: reading it
 /// decodes that column and never the vectors.
@@ -137,8 +138,16 @@ impl Table for FeatureVectors {
                 arrays::u32s(rows.iter().map(|r| r.sample_idx)),
                 layout.column(
                     Self::NAME,
-                    rows.iter()
-                        .map(|r| (r.features.as_slice(), r.response().to_string())),
+                    rows.iter().map(|r| {
+                        (
+                            r.features.as_slice(),
+                            ResponseKey {
+                                prompt_id: &r.prompt_id,
+                                sample_idx: r.sample_idx,
+                            }
+                            .to_string(),
+                        )
+                    }),
                 )?,
             ],
         )

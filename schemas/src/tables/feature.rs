@@ -2,7 +2,8 @@
 
 use super::table::{batch, f, Table};
 use crate::arrays::{self, list_of, Columns};
-use crate::{Error, Keyed, Precision, Result, VectorLayout};
+use crate::key::ResponseKey;
+use crate::{Error, Precision, Result, VectorLayout};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
@@ -105,8 +106,16 @@ impl Table for FeatureRow {
                 arrays::u32s(rows.iter().map(|r| r.sample_idx)),
                 layout.column(
                     Self::NAME,
-                    rows.iter()
-                        .map(|r| (r.features.as_slice(), r.response().to_string())),
+                    rows.iter().map(|r| {
+                        (
+                            r.features.as_slice(),
+                            ResponseKey {
+                                prompt_id: &r.prompt_id,
+                                sample_idx: r.sample_idx,
+                            }
+                            .to_string(),
+                        )
+                    }),
                 )?,
                 arrays::list_f32(rows.iter().map(|r| r.token_prob.as_slice())),
                 arrays::list_f32(rows.iter().map(|r| r.logprob.as_slice())),
