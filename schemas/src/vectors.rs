@@ -17,6 +17,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, LargeBinaryArray};
 use arrow::datatypes::{DataType, Field};
 
+use crate::key::ResponseKey;
 use crate::{Error, Result};
 
 /// The field-metadata key holding a vector column's dimension.
@@ -169,12 +170,12 @@ impl VectorLayout {
         Ok(Some(VectorLayout { dim, precision }))
     }
 
-    /// The column of `rows` (one flat `tokens * dim` slice a row) at this layout; `keys`
-    /// name the rows in errors.
+    /// The column of `rows` (one flat `tokens * dim` slice a row, with the response's key,
+    /// which names the row in an error and is formatted only then) at this layout.
     pub(crate) fn column<'a>(
         self,
         table: &str,
-        rows: impl Iterator<Item = (&'a [f32], String)>,
+        rows: impl Iterator<Item = (&'a [f32], ResponseKey<'a>)>,
     ) -> Result<ArrayRef> {
         let mut values = Vec::new();
         let mut offsets = vec![0i64];

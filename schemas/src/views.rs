@@ -139,14 +139,11 @@ impl Table for FeatureVectors {
                 layout.column(
                     Self::NAME,
                     rows.iter().map(|r| {
-                        (
-                            r.features.as_slice(),
-                            ResponseKey {
-                                prompt_id: &r.prompt_id,
-                                sample_idx: r.sample_idx,
-                            }
-                            .to_string(),
-                        )
+                        let key = ResponseKey {
+                            prompt_id: &r.prompt_id,
+                            sample_idx: r.sample_idx,
+                        };
+                        (r.features.as_slice(), key)
                     }),
                 )?,
             ],

@@ -107,14 +107,11 @@ impl Table for FeatureRow {
                 layout.column(
                     Self::NAME,
                     rows.iter().map(|r| {
-                        (
-                            r.features.as_slice(),
-                            ResponseKey {
-                                prompt_id: &r.prompt_id,
-                                sample_idx: r.sample_idx,
-                            }
-                            .to_string(),
-                        )
+                        let key = ResponseKey {
+                            prompt_id: &r.prompt_id,
+                            sample_idx: r.sample_idx,
+                        };
+                        (r.features.as_slice(), key)
                     }),
                 )?,
                 arrays::list_f32(rows.iter().map(|r| r.token_prob.as_slice())),
