@@ -227,8 +227,8 @@ pub fn file_config(
 }
 
 /// Iteration 1 of the run in `root` opens in polars and its files join on (prompt_id,
-/// sample_idx): `rows` responses, each with as many coefficients, features and old
-/// log-probs as tokens.
+/// sample_idx): `rows` responses, each with as many coefficients, old log-probs and
+/// feature vectors (bytes / (k x width)) as tokens.
 pub fn check_iteration_joins(root: &Path, rows: usize) {
     run_python(
         r#"
@@ -240,8 +240,13 @@ r = pl.read_parquet(d + "rollouts.parquet")
 df = r.join(pl.read_parquet(d + "scores.parquet"), on=key).join(
     pl.read_parquet(d + "features.parquet"), on=key).join(pl.read_parquet(d + "coeffs.parquet"), on=key)
 assert df.height == r.height == rows, df.height
-for col in ["coeff", "features", "old_logprobs"]:
-    assert (df["response_token_ids"].list.len() == df[col].list.len()).all(), col
+n = df["response_token_ids"].list.len().to_list()
+for col in ["coeff", "old_logprobs"]:
+    assert df[col].list.len().to_list() == n, col
+# Each response's vectors are one byte string of tokens x k values, 4 or 2 bytes each.
+k = int(pl.read_parquet_metadata(d + "features.parquet")["deltarl.k"])
+sizes = [len(b) for b in df["features"]]
+assert any(sizes == [t * k * w for t in n] for w in (2, 4)), (k, n[:4], sizes[:4])
 assert set(df["finish_reason"].unique()) <= {"stop", "length"}
 "#,
         &[root, Path::new(&rows.to_string())],
