@@ -77,6 +77,18 @@ pub(crate) fn list_f32<'a>(rows: impl Iterator<Item = &'a [f32]> + Clone) -> Arr
     ))
 }
 
+/// A `list<float64>` column built from one slice per row.
+pub(crate) fn list_f64<'a>(rows: impl Iterator<Item = &'a [f64]> + Clone) -> ArrayRef {
+    let offsets = OffsetBuffer::from_lengths(rows.clone().map(<[f64]>::len));
+    let values = Float64Array::from_iter_values(rows.flat_map(|r| r.iter().copied()));
+    Arc::new(ListArray::new(
+        item(DataType::Float64),
+        offsets,
+        Arc::new(values),
+        None,
+    ))
+}
+
 /// A nullable `list<float32>` column: `None` rows are null.
 pub(crate) fn opt_list_f32<'a>(rows: impl Iterator<Item = Option<&'a [f32]>> + Clone) -> ArrayRef {
     let offsets = OffsetBuffer::from_lengths(rows.clone().map(|r| r.map_or(0, <[f32]>::len)));
@@ -197,6 +209,12 @@ impl<'a> Columns<'a> {
 
     pub fn list_f32(&self, name: &str) -> Result<Vec<Vec<f32>>> {
         let (offsets, values) = self.list_parts::<Float32Array>(name, true)?;
+        let v = values.values();
+        Ok(offsets.windows(2).map(|w| v[w[0]..w[1]].to_vec()).collect())
+    }
+
+    pub fn list_f64(&self, name: &str) -> Result<Vec<Vec<f64>>> {
+        let (offsets, values) = self.list_parts::<Float64Array>(name, true)?;
         let v = values.values();
         Ok(offsets.windows(2).map(|w| v[w[0]..w[1]].to_vec()).collect())
     }

@@ -43,8 +43,8 @@ pub use summary::{
 };
 pub use tables::{
     CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RewardKind, RolloutRow,
-    ScoreRow, Table, UpdateRow,
+    ScoreRow, Table, UpdateRow, VECTOR_SUM,
 };
 pub use vector_file::{VectorBatch, VectorFile};
-pub use vectors::{Precision, VectorLayout};
-pub use views::{FeatureProbs, FeatureScalars, FeatureVectors, LogprobRow};
+pub use vectors::{vector_sum, Precision, VectorLayout};
+pub use views::{FeatureProbs, FeatureScalars, FeatureSums, FeatureVectors, LogprobRow};

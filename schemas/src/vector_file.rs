@@ -17,7 +17,10 @@ use std::path::Path;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 
-use crate::{Error, FeatureScalars, FeatureVectors, Result, Table, TableReader, VectorLayout};
+use crate::{
+    Error, FeatureScalars, FeatureSums, FeatureVectors, Result, Table, TableReader, VectorLayout,
+    VECTOR_SUM,
+};
 
 /// Where one response's vector bytes are in the file.
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +38,9 @@ pub struct VectorFile {
     file: File,
     layout: VectorLayout,
     keys: Vec<(String, u32)>,
+    /// Each row's `sum_t v_t` when the file stores it (`vector_sum`), checked to be `dim`
+    /// finite values.
+    sums: Option<Vec<Vec<f64>>>,
     /// Each row's bytes when the file has the features writer's layout, else None (the
     /// Arrow reader is used).
     spans: Option<Vec<Span>>,
@@ -62,10 +68,11 @@ impl VectorFile {
         let (scalars, _) =
             TableReader::<FeatureScalars>::open(path, crate::READ_BATCH_ROWS)?.read_all()?;
         let tokens: Vec<usize> = scalars.iter().map(|r| r.entropy.len()).collect();
-        let keys = scalars
+        let keys: Vec<(String, u32)> = scalars
             .into_iter()
             .map(|r| (r.prompt_id, r.sample_idx))
             .collect();
+        let sums = stored_sums(path, layout, &keys)?;
         let file = File::open(path).map_err(io)?;
         let spans = spans(&file, layout, &tokens);
         Ok(VectorFile {
@@ -73,6 +80,7 @@ impl VectorFile {
             file,
             layout,
             keys,
+            sums,
             spans,
             bytes: Vec::new(),
             floats: Vec::new(),
@@ -86,6 +94,12 @@ impl VectorFile {
     /// The rows' keys (`prompt_id`, `sample_idx`), in file order.
     pub fn keys(&self) -> &[(String, u32)] {
         &self.keys
+    }
+
+    /// Each row's stored `sum_t v_t` ([`crate::vector_sum`]), in file order, when the file
+    /// has the `vector_sum` column (a file written by another tool may not).
+    pub fn sums(&self) -> Option<&[Vec<f64>]> {
+        self.sums.as_deref()
     }
 
     /// Whether passes read the bytes directly (the features writer's layout) rather than
@@ -168,6 +182,64 @@ impl VectorFile {
         }
         Ok(())
     }
+}
+
+/// The `vector_sum` column of `path` when it has one: a row's sum must be `dim` finite
+/// values, and the rows must be those of `keys` in the same order.
+fn stored_sums(
+    path: &Path,
+    layout: VectorLayout,
+    keys: &[(String, u32)],
+) -> Result<Option<Vec<Vec<f64>>>> {
+    let rows = match TableReader::<FeatureSums>::open(path, crate::READ_BATCH_ROWS) {
+        Ok(reader) => reader.read_all()?.0,
+        Err(Error::MissingColumn { column, .. }) if column == VECTOR_SUM => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let bad = |row: usize, message: String| Error::Value {
+        file: path.display().to_string(),
+        column: VECTOR_SUM.into(),
+        row,
+        message,
+    };
+    if rows.len() != keys.len() {
+        return Err(bad(
+            rows.len().min(keys.len()),
+            format!("{} sums for {} rows of vectors", rows.len(), keys.len()),
+        ));
+    }
+    rows.into_iter()
+        .zip(keys)
+        .enumerate()
+        .map(|(i, (r, (prompt_id, sample_idx)))| {
+            if (&r.prompt_id, r.sample_idx) != (prompt_id, *sample_idx) {
+                return Err(bad(i, format!("row of {} #{}", r.prompt_id, r.sample_idx)));
+            }
+            if r.vector_sum.len() != layout.dim {
+                return Err(bad(
+                    i,
+                    format!(
+                        "{} #{}: {} values for vectors of dimension {}",
+                        r.prompt_id,
+                        r.sample_idx,
+                        r.vector_sum.len(),
+                        layout.dim
+                    ),
+                ));
+            }
+            if let Some(j) = r.vector_sum.iter().position(|x| !x.is_finite()) {
+                return Err(bad(
+                    i,
+                    format!(
+                        "{} #{}: coordinate {j} is {}",
+                        r.prompt_id, r.sample_idx, r.vector_sum[j]
+                    ),
+                ));
+            }
+            Ok(r.vector_sum)
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
 }
 
 /// Each row's vector bytes when the file has the features writer's layout: the vector

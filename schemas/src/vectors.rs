@@ -20,6 +20,23 @@ use arrow::datatypes::{DataType, Field};
 use crate::key::ResponseKey;
 use crate::{Error, Result};
 
+/// `sum_t v_t` of one response's token-major vectors (`dim` values a token), in f64: each
+/// coordinate summed over the tokens in token order from +0. The features writer stores it
+/// beside the vectors (`vector_sum`), so DelTA's first centroids need no pass over them;
+/// the coefficient passes form the same sum in the same order, so a stored sum and a
+/// recomputed one agree bit for bit.
+pub fn vector_sum(dim: usize, v: &[f32]) -> Vec<f64> {
+    let mut acc = vec![0.0f64; dim];
+    if dim > 0 {
+        for row in v.chunks_exact(dim) {
+            for (a, &x) in acc.iter_mut().zip(row) {
+                *a += f64::from(x);
+            }
+        }
+    }
+    acc
+}
+
 /// The field-metadata key holding a vector column's dimension.
 pub const DIM_KEY: &str = "deltarl.dim";
 /// The field-metadata key holding a vector column's precision (`f32` or `bf16`).

@@ -11,16 +11,18 @@ use crate::key::ResponseKey;
 use crate::tables::table::{batch, f};
 use crate::{Precision, Result, Table, VectorLayout};
 
-/// A view of features.parquet with the key and one per-token f32 column: reading it
-/// decodes that column and never the vectors.
-macro_rules! token_column_view {
-    ($(#[$doc:meta])* $name:ident, $table:literal, $column:ident) => {
+/// A view of features.parquet with the key and one list column (of `$elem`, Arrow type
+/// `$dt`, built by `arrays::$build` and read by `Columns::$read`): reading it decodes that
+/// column and never the vectors.
+macro_rules! list_column_view {
+    ($(#[$doc:meta])* $name:ident, $table:literal, $column:ident:
+     Vec<$elem:ty> = $dt:expr, $build:ident, $read:ident) => {
         $(#[$doc])*
         #[derive(Clone, Debug, PartialEq)]
         pub struct $name {
             pub prompt_id: String,
             pub sample_idx: u32,
-            pub $column: Vec<f32>,
+            pub $column: Vec<$elem>,
         }
 
         impl Table for $name {
@@ -30,7 +32,7 @@ macro_rules! token_column_view {
                 vec![
                     f("prompt_id", DataType::Utf8),
                     f("sample_idx", DataType::UInt32),
-                    f(stringify!($column), list_of(DataType::Float32)),
+                    f(stringify!($column), list_of($dt)),
                 ]
             }
 
@@ -41,7 +43,7 @@ macro_rules! token_column_view {
                     vec![
                         arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
                         arrays::u32s(rows.iter().map(|r| r.sample_idx)),
-                        arrays::list_f32(rows.iter().map(|r| r.$column.as_slice())),
+                        arrays::$build(rows.iter().map(|r| r.$column.as_slice())),
                     ],
                 )
             }
@@ -51,7 +53,7 @@ macro_rules! token_column_view {
                 let sample_idx = c.u32("sample_idx")?;
                 Ok(c.str("prompt_id")?
                     .into_iter()
-                    .zip(c.list_f32(stringify!($column))?)
+                    .zip(c.$read(stringify!($column))?)
                     .zip(sample_idx)
                     .map(|((prompt_id, $column), sample_idx)| $name {
                         prompt_id,
@@ -64,28 +66,36 @@ macro_rules! token_column_view {
     };
 }
 
-token_column_view!(
+list_column_view!(
     /// The log-probability of each response token under the pre-update policy, from the
     /// teacher-forced features pass (the `logprob` column of features.parquet): the update's
     /// old log-probs.
     LogprobRow,
     "features (log-probs)",
-    logprob
+    logprob: Vec<f32> = DataType::Float32, list_f32, list_f32
 );
 
-token_column_view!(
+list_column_view!(
     /// A response's per-token entropies (the `entropy` column of features.parquet).
     FeatureScalars,
     "features (entropies)",
-    entropy
+    entropy: Vec<f32> = DataType::Float32, list_f32, list_f32
 );
 
-token_column_view!(
+list_column_view!(
     /// The probability of each response token (the `token_prob` column of
     /// features.parquet): `1 - p` is how much gradient the token's log-prob can carry.
     FeatureProbs,
     "features (token probabilities)",
-    token_prob
+    token_prob: Vec<f32> = DataType::Float32, list_f32, list_f32
+);
+
+list_column_view!(
+    /// A response's `sum_t v_t` (the `vector_sum` column of features.parquet, `dim`
+    /// values): what DelTA's first centroids need of its vectors.
+    FeatureSums,
+    "features (vector sums)",
+    vector_sum: Vec<f64> = DataType::Float64, list_f64, list_f64
 );
 
 /// A response's token vectors (the `features` column of features.parquet).

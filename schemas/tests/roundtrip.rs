@@ -566,8 +566,9 @@ fn row_groups_are_bounded_by_bytes() {
             entropy: vec![1.0; 100],
         })
         .collect();
-    // 2,802 bytes a row: a 6,000-byte budget closes a group every third row.
-    assert_eq!(rows[0].heap_bytes(), 4 * (400 + 300) + 2);
+    // 2,834 bytes a row (its vector sum: 4 f64): a 6,000-byte budget closes a group every
+    // third row.
+    assert_eq!(rows[0].heap_bytes(), 4 * (400 + 300) + 8 * 4 + 2);
     let mut w = TableWriter::with_limits(Vec::new(), &FileMeta::new("features", ""), 2048, 6000);
     w.write(&rows).unwrap();
     let bytes = w.finish().unwrap();
@@ -620,29 +621,7 @@ fn vector_passes_read_every_row_exactly_directly_or_through_arrow() {
 
     // The same batches rewritten by a plain Arrow writer: zstd, dictionary, statistics.
     let other = dir.path().join("rewritten.parquet");
-    let file = std::fs::File::open(&ours).unwrap();
-    let reader =
-        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
-    let kv = reader
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .cloned();
-    let schema = reader.schema().clone();
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
-        .set_key_value_metadata(kv)
-        .build();
-    let mut w = parquet::arrow::ArrowWriter::try_new(
-        std::fs::File::create(&other).unwrap(),
-        schema,
-        Some(props),
-    )
-    .unwrap();
-    for b in reader.build().unwrap() {
-        w.write(&b.unwrap()).unwrap();
-    }
-    w.close().unwrap();
+    rewrite(&ours, &other, Some(zstd()), |b| b);
 
     for (path, direct) in [(&ours, true), (&other, false)] {
         let mut f = VectorFile::open(path).unwrap();
@@ -654,6 +633,18 @@ fn vector_passes_read_every_row_exactly_directly_or_through_arrow() {
             .map(|r| (r.prompt_id.clone(), r.sample_idx))
             .collect();
         assert_eq!(f.keys(), keys.as_slice());
+        // The stored sums: each coordinate's values added in token order, by hand.
+        let sums = f.sums().expect("the writer stores vector sums");
+        assert_eq!(sums.len(), rows.len());
+        for (r, sum) in rows.iter().zip(sums) {
+            let mut by_hand = vec![0.0f64; 6];
+            for t in 0..r.tokens() {
+                for (j, acc) in by_hand.iter_mut().enumerate() {
+                    *acc += f64::from(r.features[t * 6 + j]);
+                }
+            }
+            assert_eq!(sum, &by_hand);
+        }
         for _ in 0..2 {
             let mut seen: Vec<(usize, Vec<f32>)> = Vec::new();
             let mut batches = 0;
@@ -677,4 +668,128 @@ fn vector_passes_read_every_row_exactly_directly_or_through_arrow() {
             assert!(batches > 1);
         }
     }
+}
+
+/// A features file whose `vector_sum` column does not fit its vectors (a value short, or
+/// not finite) is refused naming the file, the column and the row; a file without the
+/// column reads with no sums.
+#[test]
+fn vector_sums_that_do_not_fit_are_refused_and_absent_ones_are_none() {
+    use arrow::array::{Array, Float64Array, ListArray, RecordBatch};
+    use std::sync::Arc;
+    let rows: Vec<FeatureRow> = (0..3u32)
+        .map(|i| FeatureRow {
+            prompt_id: "p".into(),
+            sample_idx: i,
+            dim: 3,
+            precision: Precision::F32,
+            features: vec![0.25 * i as f32; 3 * 2],
+            token_prob: vec![0.5; 2],
+            logprob: vec![-0.7; 2],
+            entropy: vec![1.0; 2],
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("features.parquet");
+    write_path(&good, &rows, &FileMeta::new("features", "")).unwrap();
+    // Rewrites the file with `vector_sum` replaced (None: the column dropped).
+    let rewrite = |name: &str, sums: Option<Vec<Vec<f64>>>| {
+        let path = dir.path().join(name);
+        rewrite(&good, &path, None, |batch| {
+            let at = batch.schema().index_of(VECTOR_SUM).unwrap();
+            let Some(sums) = &sums else {
+                let mut b = batch;
+                b.remove_column(at);
+                return b;
+            };
+            let old = batch
+                .column(at)
+                .as_any()
+                .downcast_ref::<ListArray>()
+                .unwrap();
+            let arrow::datatypes::DataType::List(item) = old.data_type() else {
+                unreachable!()
+            };
+            let list = ListArray::new(
+                item.clone(),
+                arrow::buffer::OffsetBuffer::from_lengths(sums.iter().map(Vec::len)),
+                Arc::new(Float64Array::from_iter_values(
+                    sums.iter().flatten().copied(),
+                )),
+                None,
+            );
+            let mut cols = batch.columns().to_vec();
+            cols[at] = Arc::new(list);
+            RecordBatch::try_new(batch.schema(), cols).unwrap()
+        });
+        path
+    };
+    let sums = |i: u32| vec![0.5 * i as f64; 3];
+    assert_eq!(
+        VectorFile::open(&good).unwrap().sums().unwrap(),
+        &[sums(0), sums(1), sums(2)][..]
+    );
+    let none = rewrite("no-sums.parquet", None);
+    assert!(VectorFile::open(&none).unwrap().sums().is_none());
+    for (name, bad, what) in [
+        (
+            "short.parquet",
+            vec![sums(0), vec![0.5, 0.5], sums(2)],
+            "2 values",
+        ),
+        (
+            "nan.parquet",
+            vec![sums(0), sums(1), vec![1.0, f64::NAN, 1.0]],
+            "coordinate 1 is NaN",
+        ),
+    ] {
+        let path = rewrite(name, Some(bad));
+        let Err(err) = VectorFile::open(&path) else {
+            panic!("{name} opened");
+        };
+        let msg = err.to_string();
+        assert!(
+            msg.contains(name) && msg.contains(VECTOR_SUM) && msg.contains(what),
+            "{msg}"
+        );
+    }
+}
+
+fn zstd() -> parquet::basic::Compression {
+    parquet::basic::Compression::ZSTD(Default::default())
+}
+
+/// `src` rewritten to `dst` by a plain Arrow writer (its key-value metadata kept, `compression`
+/// or the writer's default), each record batch passed through `edit`.
+fn rewrite(
+    src: &std::path::Path,
+    dst: &std::path::Path,
+    compression: Option<parquet::basic::Compression>,
+    edit: impl Fn(arrow::array::RecordBatch) -> arrow::array::RecordBatch,
+) {
+    let file = std::fs::File::open(src).unwrap();
+    let reader =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    let kv = reader
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned();
+    let mut props =
+        parquet::file::properties::WriterProperties::builder().set_key_value_metadata(kv);
+    if let Some(c) = compression {
+        props = props.set_compression(c);
+    }
+    let batches: Vec<_> = reader.build().unwrap().map(|b| edit(b.unwrap())).collect();
+    let schema = batches[0].schema();
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(dst).unwrap(),
+        schema,
+        Some(props.build()),
+    )
+    .unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
 }

@@ -7,6 +7,12 @@ use crate::{Error, Precision, Result, VectorLayout};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
+/// The column of features.parquet holding each response's `sum_t v_t` ([`vector_sum`], f64):
+/// derived from the vectors when written, never held in a row.
+///
+/// [`vector_sum`]: crate::vector_sum
+pub const VECTOR_SUM: &str = "vector_sum";
+
 /// Per-token gradient proxies of one response (features.parquet).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureRow {
@@ -52,6 +58,7 @@ impl Table for FeatureRow {
             f("token_prob", list_of(DataType::Float32)),
             f("logprob", list_of(DataType::Float32)),
             f("entropy", list_of(DataType::Float32)),
+            f(VECTOR_SUM, list_of(DataType::Float64)),
         ]
     }
 
@@ -88,7 +95,9 @@ impl Table for FeatureRow {
     }
 
     fn heap_bytes(&self) -> usize {
-        4 * (self.features.len() + 3 * self.token_prob.len()) + self.prompt_id.len()
+        4 * (self.features.len() + 3 * self.token_prob.len())
+            + 8 * self.dim as usize
+            + self.prompt_id.len()
     }
 
     fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
@@ -98,6 +107,10 @@ impl Table for FeatureRow {
         };
         let mut fields = Self::fields(layout.dim as i32);
         fields[2] = layout.field("features");
+        let sums: Vec<Vec<f64>> = rows
+            .iter()
+            .map(|r| crate::vector_sum(layout.dim, &r.features))
+            .collect();
         batch(
             Self::NAME,
             Schema::new(fields),
@@ -117,6 +130,7 @@ impl Table for FeatureRow {
                 arrays::list_f32(rows.iter().map(|r| r.token_prob.as_slice())),
                 arrays::list_f32(rows.iter().map(|r| r.logprob.as_slice())),
                 arrays::list_f32(rows.iter().map(|r| r.entropy.as_slice())),
+                arrays::list_f64(sums.iter().map(Vec::as_slice)),
             ],
         )
     }

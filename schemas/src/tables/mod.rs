@@ -16,7 +16,7 @@ mod update;
 
 pub use coeff::CoeffRow;
 pub use eval::EvalRow;
-pub use feature::FeatureRow;
+pub use feature::{FeatureRow, VECTOR_SUM};
 pub use finish::FinishReason;
 pub use prompt::PromptRow;
 pub use reward::{CodeOutcome, RewardKind};

@@ -54,52 +54,65 @@ pub struct DeltaStats {
     pub tokens_zero: usize,
 }
 
-fn sq_dist(v: &[f32], mu: &[f64]) -> f64 {
-    v.iter()
-        .zip(mu)
-        .map(|(&x, &m)| {
-            let d = f64::from(x) - m;
-            d * d
-        })
-        .sum()
-}
-
 fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// Per-token margins of one response against (mu+, mu-): positive = closer to the token's
-/// own side. Tokens of side `None` get 0 (unused).
-fn margins_of(dim: usize, r: &Response<'_>, v: &[f32], mu_p: &[f64], mu_n: &[f64]) -> Vec<f64> {
-    let s = side(r);
-    if s == Side::None || dim == 0 {
-        return vec![0.0; r.tokens()];
-    }
-    let margin = |v: &[f32]| {
-        let (dp, dn) = (sq_dist(v, mu_p), sq_dist(v, mu_n));
-        match s {
-            Side::Pos => dn - dp,
-            _ => dp - dn,
+/// What a margin needs of the centroids: `d = mu+ - mu-` and `c = ||mu-||^2 - ||mu+||^2`.
+/// The squared distances' `||v||^2` terms cancel, so a token's margin is one dot product:
+/// `||v - mu-||^2 - ||v - mu+||^2 = 2 v.d + c`.
+struct Discriminator {
+    d: Vec<f64>,
+    c: f64,
+}
+
+impl Discriminator {
+    fn new(mu_p: &[f64], mu_n: &[f64]) -> Self {
+        let sq = |m: &[f64]| m.iter().map(|x| x * x).sum::<f64>();
+        Discriminator {
+            d: mu_p.iter().zip(mu_n).map(|(p, n)| p - n).collect(),
+            c: sq(mu_n) - sq(mu_p),
         }
-    };
-    sums::per_token(dim, v, margin)
+    }
+
+    /// Per-token margins of one response: positive = closer to the token's own side's
+    /// centroid. Tokens of side `None` get 0 (unused).
+    fn margins(&self, dim: usize, r: &Response<'_>, v: &[f32]) -> Vec<f64> {
+        let sign = match side(r) {
+            Side::Pos => 1.0,
+            Side::Neg => -1.0,
+            Side::None => return vec![0.0; r.tokens()],
+        };
+        if dim == 0 {
+            return vec![0.0; r.tokens()];
+        }
+        sums::per_token(dim, v, |t| sign * (2.0 * sums::dot(t, &self.d) + self.c))
+    }
 }
 
 /// One response's share of its side's weighted centroid: `(sum w |A|, sum w |A| v)` with
-/// per-token weights `w` (all 1 for the initial centroids); None for side `None`.
+/// per-token weights `w`; None for side `None`.
 type Partial = Option<(f64, Vec<f64>)>;
 
-fn partial(dim: usize, r: &Response<'_>, v: &[f32], weights: Option<&[f64]>) -> Partial {
+fn partial(dim: usize, r: &Response<'_>, v: &[f32], weights: &[f64]) -> Partial {
     if side(r) == Side::None || dim == 0 {
         return None;
     }
     let a = f64::from(r.advantage).abs();
-    let w: Vec<f64> = (0..r.tokens())
-        .map(|t| a * weights.map_or(1.0, |w| w[t]))
-        .collect();
+    let w: Vec<f64> = weights.iter().map(|w| a * w).collect();
     // Added in token order from +0, as the sums of the weights always were.
     let wsum = w.iter().fold(0.0f64, |s, &w| s + w);
     Some((wsum, sums::weighted_sum(dim, v, &w)))
+}
+
+/// The initial partial (all weights 1) from the response's vector sum `sum_t v_t`:
+/// `(n |A|, |A| sum_t v_t)`, the same whether the sum was stored or formed in a pass.
+fn initial_partial(r: &Response<'_>, sum: &[f64]) -> Partial {
+    if side(r) == Side::None || sum.is_empty() {
+        return None;
+    }
+    let a = f64::from(r.advantage).abs();
+    Some((a * r.tokens() as f64, sum.iter().map(|x| a * x).collect()))
 }
 
 /// Weighted centroids per side of the responses in `range`: their partials added in the
@@ -187,23 +200,35 @@ struct ScopeState {
     mu_n0: Vec<f64>,
     mu_p: Vec<f64>,
     mu_n: Vec<f64>,
+    /// Of (mu_p, mu_n), refreshed with them.
+    disc: Discriminator,
     g_p: f64,
     g_n: f64,
 }
 
-/// What the DelTA passes leave besides the coefficients: each response's initial partial
-/// (for the summary's batch-wide centroids) and each scope's statistics.
+impl ScopeState {
+    fn refit(&mut self, (mu_p, mu_n): (Vec<f64>, Vec<f64>)) {
+        self.disc = Discriminator::new(&mu_p, &mu_n);
+        (self.mu_p, self.mu_n) = (mu_p, mu_n);
+    }
+}
+
+/// What the DelTA passes leave besides the coefficients, for the summary: each response's
+/// initial partial and its partial weighted by its final coefficient (the batch-wide
+/// centroids before and after reweighting), and each scope's statistics.
 pub(crate) struct Passes {
     pub initial: Vec<Partial>,
+    pub after: Vec<Partial>,
     pub stats: Vec<DeltaStats>,
 }
 
 /// DelTA coefficients for responses in the fixed order, each range of `scopes` estimated
-/// on its own (one range: the batch), reading the vectors from `src` in `refine_steps + 3`
-/// passes: (1) initial centroids, (2) margins and scales, (3) each refit, (4) the
-/// coefficients. Resident memory is one `dim`-vector partial a response and a few scalars
-/// a token; every sum is formed per response and added in the fixed order, so the result
-/// is the same whatever order or batches the passes come in.
+/// on its own (one range: the batch), reading the vectors from `src` in `refine_steps + 2`
+/// passes: (2) margins and scales, (3) each refit, (4) the coefficients; a source that
+/// stores no vector sums takes one more first, (1) for the initial centroids. Resident
+/// memory is one `dim`-vector partial a response and a few scalars a token; every sum is
+/// formed per response and added in the fixed order, so the result is the same whatever
+/// order or batches the passes come in.
 ///
 /// Returns the normalised coefficients (0 for excluded responses) in the given order.
 pub(crate) fn delta_passes(
@@ -215,17 +240,31 @@ pub(crate) fn delta_passes(
 ) -> Result<(Vec<Vec<f32>>, Passes)> {
     let scope_of = scope_index(rs.len(), scopes);
 
-    // 1. Initial advantage-weighted centroids (the vectors are checked on the way).
-    let initial = each(src, rs, |i, v| {
-        check(dim, &rs[i], v)?;
-        Ok(partial(dim, &rs[i], v, None))
-    })?;
+    // 1. Initial advantage-weighted centroids, from each response's `sum_t v_t`: stored
+    //    beside the vectors (the features writer's), or formed in a first pass. Either way
+    //    the vectors are checked in the next pass that reads them, a stored sum against
+    //    the vectors it claims to sum.
+    let stored: Option<Vec<Vec<f64>>> = src
+        .sums()
+        .map(|v| v.into_iter().map(<[f64]>::to_vec).collect());
+    let initial: Vec<Partial> = match &stored {
+        Some(sums) => rs
+            .iter()
+            .zip(sums)
+            .map(|(r, sum)| initial_partial(r, sum))
+            .collect(),
+        None => each(src, rs, |i, v| {
+            check(dim, &rs[i], v)?;
+            Ok(initial_partial(&rs[i], &sums::sum(dim, v)))
+        })?,
+    };
     let mut st: Vec<ScopeState> = scopes
         .iter()
         .map(|range| {
             let (mu_p, mu_n) = centroids(dim, rs, &initial, range.clone());
             ScopeState {
                 range: range.clone(),
+                disc: Discriminator::new(&mu_p, &mu_n),
                 mu_p0: mu_p.clone(),
                 mu_n0: mu_n.clone(),
                 mu_p,
@@ -238,8 +277,11 @@ pub(crate) fn delta_passes(
 
     // 2. Margins and per-side scales against the initial centroids.
     let m = each(src, rs, |i, v| {
-        let c = &st[scope_of[i]];
-        Ok(margins_of(dim, &rs[i], v, &c.mu_p, &c.mu_n))
+        if let Some(sums) = &stored {
+            check(dim, &rs[i], v)?;
+            check_sum(dim, &rs[i], v, &sums[i])?;
+        }
+        Ok(st[scope_of[i]].disc.margins(dim, &rs[i], v))
     })?;
     for c in &mut st {
         (c.g_p, c.g_n) = gammas(rs, &m, c.range.clone());
@@ -254,33 +296,39 @@ pub(crate) fn delta_passes(
     for _ in 0..s.refine_steps {
         let parts = each(src, rs, |i, v| {
             let c = &st[scope_of[i]];
-            let m = margins_of(dim, &rs[i], v, &c.mu_p, &c.mu_n);
+            let m = c.disc.margins(dim, &rs[i], v);
             let r = soft_assign(&rs[i], &m, c.g_p, c.g_n);
-            Ok((partial(dim, &rs[i], v, Some(&r)), m))
+            Ok((partial(dim, &rs[i], v, &r), m))
         })?;
         let (partials, m): (Vec<Partial>, Vec<Vec<f64>>) = parts.into_iter().unzip();
         for c in &mut st {
-            (c.mu_p, c.mu_n) = centroids(dim, rs, &partials, c.range.clone());
+            c.refit(centroids(dim, rs, &partials, c.range.clone()));
             (c.g_p, c.g_n) = gammas(rs, &m, c.range.clone());
         }
     }
 
-    // 4. Coefficients from margins against the final centroids and the last pass's gamma.
+    // 4. Coefficients from margins against the final centroids and the last pass's gamma,
+    //    and in the same pass each response's partial weighted by them (before the
+    //    normalisation of step 5, which scales it).
     let span = s.lam_max - s.lam_min;
-    let raw = each(src, rs, |i, v| {
+    let (raw, mut after): (Vec<Vec<f64>>, Vec<Partial>) = each(src, rs, |i, v| {
         let r = &rs[i];
         let c = &st[scope_of[i]];
         Ok(match side(r) {
-            Side::None => vec![s.lam_min; r.tokens()],
+            Side::None => (vec![s.lam_min; r.tokens()], None),
             _ => {
-                let m = margins_of(dim, r, v, &c.mu_p, &c.mu_n);
-                soft_assign(r, &m, c.g_p, c.g_n)
+                let m = c.disc.margins(dim, r, v);
+                let x: Vec<f64> = soft_assign(r, &m, c.g_p, c.g_n)
                     .into_iter()
                     .map(|x| s.lam_min + span * x)
-                    .collect()
+                    .collect();
+                let p = partial(dim, r, v, &x);
+                (x, p)
             }
         })
-    })?;
+    })?
+    .into_iter()
+    .unzip();
 
     // 5. Self-normalisation per scope: the mean coefficient over its valid tokens is 1.
     //    Excluded (kept = false) responses are not valid tokens.
@@ -328,6 +376,12 @@ pub(crate) fn delta_passes(
                 vec![0.0; r.tokens()]
             });
         }
+        // The summary's "after" partials carry the normalised weights, as the coefficients
+        // do (in f64: the f32 rounding of a coefficient, 2^-24 relative, is not in them).
+        for p in after[c.range.clone()].iter_mut().flatten() {
+            p.0 *= norm;
+            p.1.iter_mut().for_each(|x| *x *= norm);
+        }
         stats.push(DeltaStats {
             mu_pos_init: c.mu_p0,
             mu_neg_init: c.mu_n0,
@@ -341,7 +395,38 @@ pub(crate) fn delta_passes(
             tokens_zero: tz,
         });
     }
-    Ok((coeffs, Passes { initial, stats }))
+    Ok((
+        coeffs,
+        Passes {
+            initial,
+            after,
+            stats,
+        },
+    ))
+}
+
+/// A stored vector sum is the sum of the vectors it came with, bit for bit (else the
+/// centroids would silently describe other vectors: a file whose vectors were rewritten).
+fn check_sum(dim: usize, r: &Response<'_>, v: &[f32], stored: &[f64]) -> Result<()> {
+    let here = sums::sum(dim, v);
+    match here
+        .iter()
+        .zip(stored)
+        .position(|(a, b)| a.to_bits() != b.to_bits())
+    {
+        None if here.len() == stored.len() => Ok(()),
+        at => {
+            let j = at.unwrap_or(here.len().min(stored.len()));
+            Err(Error::Input(format!(
+                "{}: the stored vector sum ({}) is not the sum of its vectors: coordinate {j} \
+                 is {} stored, {} summed",
+                r.key(),
+                deltarl_schemas::VECTOR_SUM,
+                stored.get(j).map_or("absent".into(), |x| x.to_string()),
+                here.get(j).map_or("absent".into(), |x| x.to_string())
+            )))
+        }
+    }
 }
 
 /// The scope of each response: `scopes` must cover `0..n` in order.
@@ -392,17 +477,12 @@ pub(crate) fn summary_partials(
     rs: &[Response<'_>],
     coeffs: &[Vec<f32>],
     src: &mut dyn Vectors,
-    initial: bool,
 ) -> Result<(Vec<Partial>, Vec<Partial>)> {
     let parts = each(src, rs, |i, v| {
         check(dim, &rs[i], v)?;
         let w: Vec<f64> = coeffs[i].iter().map(|&x| f64::from(x)).collect();
-        let p0 = if initial {
-            partial(dim, &rs[i], v, None)
-        } else {
-            None
-        };
-        Ok((p0, partial(dim, &rs[i], v, Some(&w))))
+        let p0 = initial_partial(&rs[i], &sums::sum(dim, v));
+        Ok((p0, partial(dim, &rs[i], v, &w)))
     })?;
     Ok(parts.into_iter().unzip())
 }

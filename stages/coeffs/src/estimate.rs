@@ -66,8 +66,8 @@ pub fn fixed_order(responses: &[Response<'_>]) -> Result<Vec<usize>> {
 /// Estimates the coefficients of responses already in the fixed order ([`fixed_order`])
 /// whose vectors come from `src`, pass by pass (their `features` are not read): the
 /// estimator holds one `dim`-vector a response and a few scalars a token, never the
-/// vectors. DelTA reads `refine_steps + 4` passes (its own and one for the summary's
-/// "after" cosine), the baselines one. The output is in the given order.
+/// vectors. DelTA reads `refine_steps + 2` passes (one more when `src` stores no vector
+/// sums), the others one. The output is in the given order.
 pub fn estimate_sorted(
     settings: &Settings,
     dim: usize,
@@ -76,7 +76,7 @@ pub fn estimate_sorted(
 ) -> Result<Output> {
     validate_scalars(sorted)?;
     let mut shift = None;
-    let (coeffs, stats, initial) = match settings.estimator {
+    let (coeffs, stats, centroids) = match settings.estimator {
         Estimator::Uniform => {
             let c = sorted
                 .iter()
@@ -115,7 +115,7 @@ pub fn estimate_sorted(
                 }
             };
             let (c, passes) = delta::delta_passes(&d, dim, sorted, &scopes, src)?;
-            (c, passes.stats, Some(passes.initial))
+            (c, passes.stats, Some((passes.initial, passes.after)))
         }
     };
     // The summary reads each token's weight relative to DAPO's: the coefficient, or with
@@ -124,10 +124,12 @@ pub fn estimate_sorted(
         .as_ref()
         .map(|s| effective_coefficients(sorted, &coeffs, s));
     let weights = effective.as_ref().unwrap_or(&coeffs);
-    // The summary's centroids: the initial ones (from DelTA's first pass when it ran) and
-    // those weighted by the coefficients.
-    let (first, weighted) = delta::summary_partials(dim, sorted, weights, src, initial.is_none())?;
-    let initial = initial.unwrap_or(first);
+    // The summary's centroids before and after reweighting: DelTA's passes formed their
+    // partials; for the others, one pass (the only one they make) over the vectors.
+    let (initial, weighted) = match centroids {
+        Some(p) => p,
+        None => delta::summary_partials(dim, sorted, weights, src)?,
+    };
     let before = delta::batch_centroids(dim, sorted, &initial);
     let after = delta::batch_centroids(dim, sorted, &weighted);
     let summary = summary::summarize(sorted, weights, &stats, before, after);

@@ -25,6 +25,8 @@ pub const VECTOR_BATCH_BYTES: usize = 16 << 20;
 pub struct FileVectors {
     file: VectorFile,
     position: Vec<Option<usize>>,
+    /// How many responses the estimator has (rows of the file may be more).
+    responses: usize,
 }
 
 impl FileVectors {
@@ -42,7 +44,11 @@ impl FileVectors {
             .iter()
             .map(|(p, s)| at.get(&(p.as_str(), *s)).copied())
             .collect();
-        Ok(FileVectors { file, position })
+        Ok(FileVectors {
+            file,
+            position,
+            responses: sorted.len(),
+        })
     }
 
     /// Whether passes copy the bytes straight from the file (its writer's layout).
@@ -61,6 +67,17 @@ impl Vectors for FileVectors {
                 .collect();
             visit(&items)
         })
+    }
+
+    fn sums(&self) -> Option<Vec<&[f64]>> {
+        let stored = self.file.sums()?;
+        let mut out: Vec<Option<&[f64]>> = vec![None; self.responses];
+        for (row, sum) in stored.iter().enumerate() {
+            if let Some(k) = self.position[row] {
+                out[k] = Some(sum.as_slice());
+            }
+        }
+        out.into_iter().collect()
     }
 }
 

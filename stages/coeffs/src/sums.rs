@@ -27,14 +27,30 @@ pub(crate) fn per_token<T: Send>(
     }
 }
 
+/// `x . d` in f64, the coordinates added in order from +0.
+pub(crate) fn dot(x: &[f32], d: &[f64]) -> f64 {
+    x.iter()
+        .zip(d)
+        .fold(0.0f64, |s, (&x, &d)| s + f64::from(x) * d)
+}
+
 /// `sum_t w_t v_t` in f64, each coordinate summed over the tokens in order.
 pub(crate) fn weighted_sum(dim: usize, v: &[f32], w: &[f64]) -> Vec<f64> {
     weighted_sum_in(dim, v, w, v.len() >= PARALLEL_FLOATS)
 }
 
+/// `sum_t v_t` in f64, each coordinate summed over the tokens in order: bit for bit
+/// [`deltarl_schemas::vector_sum`] (the features writer's stored sum; `1.0 * x` is `x`),
+/// spread over the cores for a long response.
+pub(crate) fn sum(dim: usize, v: &[f32]) -> Vec<f64> {
+    weighted_sum(dim, v, &vec![1.0; v.len() / dim.max(1)])
+}
+
 fn weighted_sum_in(dim: usize, v: &[f32], w: &[f64], parallel: bool) -> Vec<f64> {
     let mut acc = vec![0.0f64; dim];
-    if parallel {
+    if dim == 0 {
+        // No coordinates (an estimator given no vectors).
+    } else if parallel {
         acc.par_chunks_mut(COLUMNS)
             .enumerate()
             .for_each(|(c, cols)| add_columns(cols, c * COLUMNS, dim, v, w));
@@ -103,6 +119,21 @@ mod tests {
             r.to_bits() != seq[j].to_bits()
         });
         assert!(differs);
+    }
+
+    #[test]
+    fn the_sum_is_the_stored_sum_bit_for_bit() {
+        // Both paths of `sum` (a short and a split response) against the writer's.
+        for tokens in [5, PARALLEL_FLOATS / 700 + 3] {
+            let (v, _) = data(tokens, 700);
+            let stored = deltarl_schemas::vector_sum(700, &v);
+            let here = sum(700, &v);
+            assert_eq!(stored.len(), 700);
+            assert!(stored
+                .iter()
+                .zip(&here)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
     }
 
     #[test]

@@ -18,6 +18,13 @@ pub type Visit<'v> = dyn FnMut(&Batch<'_>) -> Result<()> + 'v;
 pub trait Vectors {
     /// One pass: `visit` gets batches; every response comes exactly once, in any order.
     fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()>;
+
+    /// Each response's `sum_t v_t` ([`deltarl_schemas::vector_sum`]) by index, when the
+    /// source stores them for every response (DelTA's first centroids then need no pass);
+    /// None otherwise. A pass that reads the vectors checks them against these.
+    fn sums(&self) -> Option<Vec<&[f64]>> {
+        None
+    }
 }
 
 /// The vectors of responses held in memory ([`Response::features`]): one batch a pass.

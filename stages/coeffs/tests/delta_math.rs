@@ -243,11 +243,13 @@ fn independent_of_row_order_and_threads() {
 }
 
 /// Vectors streamed one response a batch, last first (as a file in another order gives
-/// them), counting passes; `skip` leaves one response out of every pass.
+/// them), counting passes; `skip` leaves one response out of every pass; `sums`, when
+/// given, are the stored vector sums (as the features writer stores them).
 struct Streamed<'r, 'a> {
     rs: &'r [Response<'a>],
     passes: usize,
     skip: Option<usize>,
+    sums: Option<Vec<Vec<f64>>>,
 }
 
 impl Vectors for Streamed<'_, '_> {
@@ -260,12 +262,18 @@ impl Vectors for Streamed<'_, '_> {
         }
         Ok(())
     }
+
+    fn sums(&self) -> Option<Vec<&[f64]>> {
+        self.sums
+            .as_ref()
+            .map(|s| s.iter().map(Vec::as_slice).collect())
+    }
 }
 
 /// Streamed pass by pass, in another order and one response a batch, every estimator gives
-/// the in-memory coefficients and summary bit for bit: DelTA in K + 4 passes (K + 3 of its
-/// own, one for the summary), the baselines in one. A response missing from a pass is an
-/// error naming it.
+/// the in-memory coefficients and summary bit for bit: DelTA in K + 2 passes when the source
+/// stores the vector sums and K + 3 when it does not, the others in one. A response missing
+/// from a pass is an error naming it.
 #[test]
 fn streamed_vectors_give_the_in_memory_result() {
     let dim = 8;
@@ -273,6 +281,10 @@ fn streamed_vectors_give_the_in_memory_result() {
     let rs = as_responses(&b);
     let order = fixed_order(&rs).unwrap();
     let sorted: Vec<Response<'_>> = order.iter().map(|&i| rs[i]).collect();
+    let stored: Vec<Vec<f64>> = sorted
+        .iter()
+        .map(|r| deltarl_schemas::vector_sum(dim, r.features))
+        .collect();
     let delta = |k: u32, scope| {
         Estimator::Delta(DeltaSettings {
             refine_steps: k,
@@ -280,22 +292,27 @@ fn streamed_vectors_give_the_in_memory_result() {
             ..DeltaSettings::default()
         })
     };
-    for (estimator, passes) in [
-        (delta(1, Scope::Batch), 5),
-        (delta(2, Scope::Group), 6),
-        (delta(0, Scope::Batch), 4),
-        (Estimator::Uniform, 1),
-        (Estimator::TopEntropy { keep: 0.3 }, 1),
+    for (estimator, passes, with_sums) in [
+        (delta(1, Scope::Batch), 3, true),
+        (delta(1, Scope::Batch), 4, false),
+        (delta(2, Scope::Group), 4, true),
+        (delta(2, Scope::Group), 5, false),
+        (delta(0, Scope::Batch), 2, true),
+        (delta(0, Scope::Batch), 3, false),
+        (Estimator::Uniform, 1, true),
+        (Estimator::TopEntropy { keep: 0.3 }, 1, false),
     ] {
         let s = Settings::new(estimator).unwrap();
         let whole = estimate(&s, dim, &rs).unwrap();
+        let sums = with_sums.then(|| stored.clone());
         let mut src = Streamed {
             rs: &sorted,
             passes: 0,
             skip: None,
+            sums: sums.clone(),
         };
         let out = estimate_sorted(&s, dim, &sorted, &mut src).unwrap();
-        assert_eq!(src.passes, passes, "{estimator:?}");
+        assert_eq!(src.passes, passes, "{estimator:?}, sums {with_sums}");
         assert_eq!(out.coeffs.len(), order.len());
         for (c, &i) in out.coeffs.iter().zip(&order) {
             assert_eq!(c, &whole.coeffs[i], "{estimator:?}");
@@ -308,12 +325,48 @@ fn streamed_vectors_give_the_in_memory_result() {
             rs: &sorted,
             passes: 0,
             skip: Some(7),
+            sums,
         };
         let err = estimate_sorted(&s, dim, &sorted, &mut missing)
             .unwrap_err()
             .to_string();
         assert!(err.contains(&sorted[7].key().to_string()), "{err}");
     }
+}
+
+/// A stored vector sum that is not the sum of the vectors it came with (one coordinate off
+/// by one ulp) is an error naming the response, the column and the coordinate.
+#[test]
+fn a_stored_sum_is_checked_against_its_vectors() {
+    let dim = 8;
+    let b = batch(40, 4, dim);
+    let rs = as_responses(&b);
+    let order = fixed_order(&rs).unwrap();
+    let sorted: Vec<Response<'_>> = order.iter().map(|&i| rs[i]).collect();
+    let mut sums: Vec<Vec<f64>> = sorted
+        .iter()
+        .map(|r| deltarl_schemas::vector_sum(dim, r.features))
+        .collect();
+    let bad = sorted
+        .iter()
+        .position(|r| r.advantage != 0.0)
+        .expect("a response with an advantage");
+    sums[bad][5] = f64::from_bits(sums[bad][5].to_bits() + 1);
+    let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+    let mut src = Streamed {
+        rs: &sorted,
+        passes: 0,
+        skip: None,
+        sums: Some(sums),
+    };
+    let err = estimate_sorted(&s, dim, &sorted, &mut src)
+        .unwrap_err()
+        .to_string();
+    let key = sorted[bad].key().to_string();
+    assert!(
+        err.contains(&key) && err.contains("vector_sum") && err.contains("coordinate 5"),
+        "{err}"
+    );
 }
 
 #[test]

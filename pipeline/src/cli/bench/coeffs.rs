@@ -257,6 +257,10 @@ impl Vectors for Counted {
         self.passes += 1;
         self.inner.pass(visit)
     }
+
+    fn sums(&self) -> Option<Vec<&[f64]>> {
+        self.inner.sums()
+    }
 }
 
 fn time(
