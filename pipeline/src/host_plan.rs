@@ -2,8 +2,10 @@
 //! what each stage holds in host memory in its process, what an iteration writes, and
 //! what a run of N iterations keeps after pruning. Worst case, as the device plan: every
 //! response runs to `max_new_tokens`, every prompt to `max_prompt_tokens`. File sizes are
-//! uncompressed upper bounds except features, whose bf16 vectors are counted at the 2
-//! bytes a value they take on disk (`deltarl_schemas`'s byte-stream split).
+//! uncompressed upper bounds except features, whose vectors are counted at the 2 (bf16) or
+//! 4 (f32) bytes a value they take on disk (stored plain, `deltarl_schemas::VectorLayout`).
+//! Wall time is estimated only for what the host does with the features file (writing it,
+//! the coefficient passes over it), from rates measured on this machine or given.
 
 use serde::Serialize;
 
@@ -20,8 +22,12 @@ pub struct HostWorkload {
     pub responses: u64,
     pub prompt_tokens: u64,
     pub response_tokens: u64,
-    /// Responses of one features pass.
+    /// Responses of one features pass (a rank's, under torchrun).
     pub features_rows: u64,
+    /// Processes of the features stage (torchrun ranks; 1 = one process).
+    pub ranks: u64,
+    /// Passes the coefficient stage makes over the vectors.
+    pub coeffs_passes: u64,
     pub keep_last: u32,
     pub save_every: u32,
     pub keep_features: u32,
@@ -31,6 +37,7 @@ pub struct HostWorkload {
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct HostPlan {
     pub rollout_resident: u64,
+    /// One process's features stage, or under torchrun rank 0's (the largest).
     pub features_resident: u64,
     pub coeffs_resident: u64,
     pub update_resident: u64,
@@ -60,20 +67,33 @@ impl HostPlan {
         // text (~4 bytes a token).
         let rollouts = r * (8 * lp + 12 * lr);
         let value = if w.dtype == Dtype::Bf16 { 2 } else { 4 };
-        // Features: the vector, then probability, log-prob and entropy (f32 each).
-        let features_file = tokens * (k * value + 12);
+        // Features: the vector, then probability, log-prob and entropy (f32 each), and a
+        // response's vector sum (f64).
+        let features_file = tokens * (k * value + 12) + r * k * 8;
         let pass = w.features_rows.min(r) * lr * (4 * k + 12);
+        // Under torchrun a rank keeps its share's rows (decoded, f32) until the file is
+        // written, and rank 0 also holds one piece of another rank's as Parquet bytes and
+        // as rows while it appends it.
+        let ranks = w.ranks.max(1);
+        let features_resident = if ranks == 1 {
+            // The rollouts, one pass's rows in f32 and one row group being written.
+            rollouts + pass + ROW_GROUP
+        } else {
+            let share = r.div_ceil(ranks) * lr * (4 * k + 12);
+            let piece = w.features_rows.min(r) * lr * (k * value + 12);
+            rollouts + share + piece + pass + ROW_GROUP
+        };
         let master = if w.dtype == Dtype::Bf16 { 4 } else { 0 };
         let weight = if w.dtype == Dtype::Bf16 { 2 } else { 4 };
         HostPlan {
             // The whole batch of rows, written at the end.
             rollout_resident: rollouts,
-            // The rollouts, one pass's rows in f32 and one row group being written.
-            features_resident: rollouts + pass + ROW_GROUP,
+            features_resident,
             // The rollouts, per token the entropy and the estimator's scalars (margins,
-            // assignments, raw and final coefficients: ~36 bytes), one f64 partial of the
-            // vector width a response, and one batch of decoded vectors.
-            coeffs_resident: rollouts + tokens * 36 + r * k * 8 + VECTOR_BATCH,
+            // assignments, raw and final coefficients: ~36 bytes), five f64 vectors of the
+            // vector width a response (the stored sums, their copy, the initial, refit and
+            // coefficient-weighted partials), and one batch of decoded vectors.
+            coeffs_resident: rollouts + tokens * 36 + 5 * r * k * 8 + VECTOR_BATCH,
             // The rollouts and, per token, old log-probs, coefficients and the joined rows.
             update_resident: rollouts + tokens * 24,
             rollouts_file: rollouts,
@@ -110,6 +130,37 @@ impl HostPlan {
     }
 }
 
+/// Bytes a second the host moves through the features file: writing it (encoding rows to
+/// Parquet) and one coefficient pass over it (reading and the estimator's arithmetic).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Rates {
+    pub write: f64,
+    pub pass: f64,
+    /// Measured on this machine (else given on the command line).
+    pub measured: bool,
+}
+
+/// Seconds of host work on the features file an iteration.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Wall {
+    pub features_write_s: f64,
+    pub coeffs_passes: u64,
+    pub coeffs_s: f64,
+}
+
+impl HostPlan {
+    /// Writing the features file once and the coefficient stage's passes over it, at
+    /// `rates`.
+    pub fn wall(&self, w: &HostWorkload, rates: Rates) -> Wall {
+        let bytes = self.features_file as f64;
+        Wall {
+            features_write_s: bytes / rates.write,
+            coeffs_passes: w.coeffs_passes,
+            coeffs_s: w.coeffs_passes as f64 * bytes / rates.pass,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +174,8 @@ mod tests {
             prompt_tokens: 5,
             response_tokens: 20,
             features_rows: 4,
+            ranks: 1,
+            coeffs_passes: 3,
             keep_last: 2,
             save_every: 4,
             keep_features: 1,
@@ -136,16 +189,36 @@ mod tests {
         let p = HostPlan::new(&w);
         // 200 tokens; rollouts 10 x (40 + 240) = 2,800 bytes.
         assert_eq!(p.rollouts_file, 2800);
-        // 200 x (8 x 2 + 12).
-        assert_eq!(p.features_file, 5600);
+        // 200 x (8 x 2 + 12), and 10 sums of 8 f64.
+        assert_eq!(p.features_file, 5600 + 640);
         assert_eq!(p.coeffs_file, 200 * 4 + 320);
         // bf16 weights 2, master 4, moments 8 bytes a parameter.
         assert_eq!(p.checkpoint, 14_000);
         assert_eq!(p.features_resident, 2800 + 4 * 20 * 44 + ROW_GROUP);
         assert_eq!(
             p.coeffs_resident,
-            2800 + 200 * 36 + 10 * 8 * 8 + VECTOR_BATCH
+            2800 + 200 * 36 + 5 * 10 * 8 * 8 + VECTOR_BATCH
         );
+        // Two ranks: rank 0 keeps its 5 responses' rows (5 x 20 x 44), and holds a piece of
+        // 4 rows as bytes (4 x 20 x 28) and as rows besides its own pass.
+        let two = HostPlan::new(&HostWorkload {
+            ranks: 2,
+            ..w.clone()
+        });
+        assert_eq!(
+            two.features_resident,
+            2800 + 5 * 20 * 44 + 4 * 20 * 28 + 4 * 20 * 44 + ROW_GROUP
+        );
+        // 6,240 bytes written at 1,000 B/s; 3 passes at 2,000 B/s.
+        let wall = p.wall(
+            &w,
+            Rates {
+                write: 1000.0,
+                pass: 2000.0,
+                measured: false,
+            },
+        );
+        assert_eq!((wall.features_write_s, wall.coeffs_s), (6.24, 9.36));
         // 10 iterations: 1 features file, checkpoints of the last 2 and of iterations 4
         // and 8 (older than the last 2, every 4th).
         let small = p.rollouts_file + p.scores_file + p.coeffs_file;

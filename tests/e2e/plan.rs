@@ -152,6 +152,11 @@ fn the_8b_plan_names_what_does_not_fit() {
             "141GB",
             "--devices",
             "8",
+            // Given, so that the text is the same on every machine.
+            "--write-rate",
+            "0.5",
+            "--pass-rate",
+            "1",
         ];
         args.extend_from_slice(extra);
         String::from_utf8_lossy(&ok(deltarl(Path::new("unused"), &args)).stdout).to_string()
@@ -208,6 +213,10 @@ fn the_8b_plan_names_what_does_not_fit() {
             "141GB",
             "--devices",
             "8",
+            "--write-rate",
+            "0.5",
+            "--pass-rate",
+            "1",
         ];
         all.extend_from_slice(args);
         String::from_utf8_lossy(&ok(deltarl(Path::new("unused"), &all)).stdout).to_string()
@@ -260,6 +269,15 @@ fn the_8b_plan_names_what_does_not_fit() {
         ),
         (vec!["--memory", "0GB"], "no memory"),
         (
+            vec!["--write-rate", "0", "--pass-rate", "1"],
+            "--write-rate 0: expected GB/s",
+        ),
+        (
+            vec!["--write-rate", "1", "--pass-rate", "NaN"],
+            "--pass-rate NaN: expected GB/s",
+        ),
+        (vec!["--write-rate", "1"], "--pass-rate"),
+        (
             vec!["--prompt-tokens", "18446744073709551615"],
             "--prompt-tokens 18446744073709551615",
         ),
@@ -269,5 +287,66 @@ fn the_8b_plan_names_what_does_not_fit() {
         let out = deltarl(Path::new("unused"), &all);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(says), "{err}");
+    }
+}
+
+/// The host's time on the features file: written once at the write rate, and read
+/// `K + 2` times by the coefficient stage at the pass rate (given here, so exactly; by
+/// default measured on a sample, positive and finite); under torchrun rank 0's features
+/// process holds its share of the rows.
+#[test]
+fn the_plan_times_the_features_file_and_holds_a_share_a_rank() {
+    let cfg = repo().join("configs/qwen3-8b-dapo-math.toml");
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["plan", "--config", cfg.to_str().unwrap(), "--json"];
+        args.extend_from_slice(extra);
+        serde_json::from_slice(&ok(deltarl(Path::new("unused"), &args)).stdout).unwrap()
+    };
+    let given = ["--write-rate", "0.5", "--pass-rate", "2"];
+    for (k, passes) in [("1", 3), ("3", 5)] {
+        let refine = format!("coeffs.refine_steps={k}");
+        let mut args = given.to_vec();
+        args.extend(["--set", &refine]);
+        let v = json(&args);
+        let bytes = v["host"]["features_file"].as_f64().unwrap();
+        assert_eq!(v["wall"]["coeffs_passes"], passes);
+        let close = |a: &serde_json::Value, b: f64| (a.as_f64().unwrap() - b).abs() <= 1e-9 * b;
+        assert!(close(&v["wall"]["features_write_s"], bytes / 0.5e9), "{v}");
+        assert!(
+            close(&v["wall"]["coeffs_s"], passes as f64 * bytes / 2e9),
+            "{v}"
+        );
+        assert_eq!(v["rates"]["measured"], false);
+    }
+    let one = json(&given);
+    let eight = json(&[&given[..], &["--devices", "8"]].concat());
+    let resident = |v: &serde_json::Value| v["host"]["features_resident"].as_u64().unwrap();
+    // Worst case, 128 x 16 responses of 20,480 tokens: a rank's share, 256 responses of
+    // 20,480 x (4 x 4,096 + 12) bytes (decoded, f32), is 85.96 GB.
+    assert_eq!(eight["host_workload"]["responses"], 2048);
+    let share = 256u64 * 20_480 * (4 * 4096 + 12);
+    assert!(
+        resident(&eight) > share && resident(&eight) < share + share / 4,
+        "{eight}"
+    );
+    assert!(resident(&one) < share / 8, "{one}");
+    // Measured: rates of this machine, positive and finite (a tiny model: a quick sample).
+    let tiny = repo().join("configs/tiny-arith.toml");
+    let out = ok(deltarl(
+        Path::new("unused"),
+        &[
+            "plan",
+            "--config",
+            tiny.to_str().unwrap(),
+            "--prompt-tokens",
+            "64",
+            "--json",
+        ],
+    ));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["rates"]["measured"], true);
+    for key in ["write", "pass"] {
+        let r = v["rates"][key].as_f64().unwrap();
+        assert!(r.is_finite() && r > 0.0, "{v}");
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-mod bench;
+pub(crate) mod bench;
 mod compare;
 mod config;
 mod eval;
@@ -16,6 +16,7 @@ mod iterate;
 mod mechanism;
 mod model_arg;
 mod plan;
+mod plan_rates;
 mod random_model;
 mod report;
 mod stage;

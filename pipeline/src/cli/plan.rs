@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use deltarl_model::{Dtype, Qwen3Config};
 
 use crate::config::Resolved;
-use crate::host_plan::{HostPlan, HostWorkload};
+use crate::host_plan::{HostPlan, HostWorkload, Rates};
 use crate::plan::{human, parse_bytes, Plan, Shape, Workload};
 
 /// Memory per device for a configuration: weights, master weights, gradients, AdamW
@@ -37,6 +37,14 @@ pub struct Args {
     /// Iterations of the run whose disk (after `[checkpoint]` pruning) is printed.
     #[arg(long, default_value_t = 100)]
     iters: u32,
+    /// Bytes a second at which this host writes the features file (GB/s), instead of
+    /// measuring it here on a sample.
+    #[arg(long, value_name = "GB/S", requires = "pass_rate")]
+    write_rate: Option<f64>,
+    /// Bytes of the features file a second one coefficient pass reads and computes on
+    /// (GB/s), instead of measuring it here on a sample.
+    #[arg(long, value_name = "GB/S", requires = "write_rate")]
+    pass_rate: Option<f64>,
     /// Print the numbers as JSON.
     #[arg(long)]
     json: bool,
@@ -44,7 +52,7 @@ pub struct Args {
 
 /// The host side of the configuration's workload (all responses of an iteration: the
 /// files are one process's whatever the device count).
-fn host_workload(cfg: &Resolved, shape: &Shape, w: &Workload) -> HostWorkload {
+fn host_workload(cfg: &Resolved, shape: &Shape, w: &Workload, devices: u64) -> HostWorkload {
     let o = &cfg.opts;
     let k = match o.features.project_dim as u64 {
         0 => shape.hidden,
@@ -58,6 +66,8 @@ fn host_workload(cfg: &Resolved, shape: &Shape, w: &Workload) -> HostWorkload {
         prompt_tokens: w.prompt_tokens,
         response_tokens: w.response_tokens,
         features_rows: w.features_rows,
+        ranks: devices,
+        coeffs_passes: cfg.coeffs.estimator.vector_passes(true) as u64,
         keep_last: o.checkpoint.keep_last,
         save_every: o.checkpoint.save_every,
         keep_features: o.checkpoint.keep_features,
@@ -186,6 +196,14 @@ fn workload(cfg: &Resolved, devices: u64, prompt_tokens: Option<u64>) -> Result<
 impl Args {
     pub fn run(self) -> Result<()> {
         // Sizes past these are no machine's: refused rather than overflowing into "fits".
+        for (flag, rate) in [
+            ("--write-rate", self.write_rate),
+            ("--pass-rate", self.pass_rate),
+        ] {
+            if let Some(r) = rate.filter(|r| !(r.is_finite() && *r > 0.0 && *r <= 1e4)) {
+                bail!("{flag} {r}: expected GB/s above 0 and at most 10000");
+            }
+        }
         if self.devices == 0 || self.devices > 1 << 20 {
             bail!("--devices {}: expected 1 to {}", self.devices, 1 << 20);
         }
@@ -219,8 +237,22 @@ impl Args {
         } else {
             plan.update_peak(ckpt)
         };
-        let hw = host_workload(&cfg, &shape, &w);
+        let hw = host_workload(&cfg, &shape, &w, n);
         let host = HostPlan::new(&hw);
+        let rates = match (self.write_rate, self.pass_rate) {
+            (Some(write), Some(pass)) => Rates {
+                write: write * 1e9,
+                pass: pass * 1e9,
+                measured: false,
+            },
+            _ => crate::cli::plan_rates::measure(
+                hw.vector_dim,
+                crate::stage::features::settings(&cfg).precision(),
+                hw.response_tokens,
+                &cfg.coeffs,
+            )?,
+        };
+        let wall = host.wall(&hw, rates);
         let peaks = [
             ("update", update_peak),
             ("features", plan.features_peak()),
@@ -242,6 +274,8 @@ impl Args {
                 },
                 "host": host,
                 "host_workload": hw,
+                "rates": rates,
+                "wall": wall,
                 "per_iteration": host.per_iteration(),
                 "run_disk": {"iterations": self.iters, "bytes": host.run_disk(&hw, self.iters)},
             });
@@ -311,7 +345,14 @@ impl Args {
             human(plan.rollout_peak()),
         );
         line("host, rollout process", human(host.rollout_resident));
-        line("host, features process", human(host.features_resident));
+        line(
+            &if n > 1 {
+                format!("host, features process (rank 0 of {n})")
+            } else {
+                "host, features process".to_string()
+            },
+            human(host.features_resident),
+        );
         line("host, coeffs process", human(host.coeffs_resident));
         line(
             "host, update process (besides the model)",
@@ -339,6 +380,26 @@ impl Args {
                 self.iters, c.keep_last, c.save_every, c.keep_features
             ),
             human(host.run_disk(&hw, self.iters)),
+        );
+        let how = if rates.measured {
+            "measured here on a sample"
+        } else {
+            "as given"
+        };
+        line(
+            &format!(
+                "host time: features file written at {:.2} GB/s",
+                rates.write / 1e9
+            ),
+            format!("{} ({how})", seconds(wall.features_write_s)),
+        );
+        line(
+            &format!(
+                "  coeffs: {} passes over it at {:.2} GB/s",
+                wall.coeffs_passes,
+                rates.pass / 1e9
+            ),
+            format!("{} ({how}; from the page cache)", seconds(wall.coeffs_s)),
         );
         print!("{t}");
         if let Some(mem) = self.memory {
@@ -368,6 +429,19 @@ impl Args {
 }
 
 /// A parameter count as people say it: `8.19 B`, `989.3 K`, `512`.
+/// Seconds as `2 h 05 min`, `3 min 20 s` or `12.3 s`.
+fn seconds(s: f64) -> String {
+    if s >= 3600.0 {
+        let m = (s / 60.0).round() as u64;
+        format!("{} h {:02} min", m / 60, m % 60)
+    } else if s >= 60.0 {
+        let r = s.round() as u64;
+        format!("{} min {:02} s", r / 60, r % 60)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
 fn count(n: u64) -> String {
     let x = n as f64;
     match n {

@@ -5,7 +5,7 @@ use std::ops::Range;
 use serde::Serialize;
 
 use crate::sums;
-use crate::vectors::{check, each, InMemory, Vectors};
+use crate::vectors::{checked_sum, each, InMemory, Vectors};
 use crate::{DeltaSettings, Error, Response, Result};
 use deltarl_schemas::number::show;
 
@@ -254,8 +254,7 @@ pub(crate) fn delta_passes(
             .map(|(r, sum)| initial_partial(r, sum))
             .collect(),
         None => each(src, rs, |i, v| {
-            check(dim, &rs[i], v)?;
-            Ok(initial_partial(&rs[i], &sums::sum(dim, v)))
+            Ok(initial_partial(&rs[i], &checked_sum(dim, &rs[i], v)?))
         })?,
     };
     let mut st: Vec<ScopeState> = scopes
@@ -278,8 +277,7 @@ pub(crate) fn delta_passes(
     // 2. Margins and per-side scales against the initial centroids.
     let m = each(src, rs, |i, v| {
         if let Some(sums) = &stored {
-            check(dim, &rs[i], v)?;
-            check_sum(dim, &rs[i], v, &sums[i])?;
+            check_sum(&rs[i], &checked_sum(dim, &rs[i], v)?, &sums[i])?;
         }
         Ok(st[scope_of[i]].disc.margins(dim, &rs[i], v))
     })?;
@@ -405,10 +403,9 @@ pub(crate) fn delta_passes(
     ))
 }
 
-/// A stored vector sum is the sum of the vectors it came with, bit for bit (else the
+/// A stored vector sum is the sum `here` of the vectors it came with, bit for bit (else the
 /// centroids would silently describe other vectors: a file whose vectors were rewritten).
-fn check_sum(dim: usize, r: &Response<'_>, v: &[f32], stored: &[f64]) -> Result<()> {
-    let here = sums::sum(dim, v);
+fn check_sum(r: &Response<'_>, here: &[f64], stored: &[f64]) -> Result<()> {
     match here
         .iter()
         .zip(stored)
@@ -479,9 +476,8 @@ pub(crate) fn summary_partials(
     src: &mut dyn Vectors,
 ) -> Result<(Vec<Partial>, Vec<Partial>)> {
     let parts = each(src, rs, |i, v| {
-        check(dim, &rs[i], v)?;
         let w: Vec<f64> = coeffs[i].iter().map(|&x| f64::from(x)).collect();
-        let p0 = initial_partial(&rs[i], &sums::sum(dim, v));
+        let p0 = initial_partial(&rs[i], &checked_sum(dim, &rs[i], v)?);
         Ok((p0, partial(dim, &rs[i], v, &w)))
     })?;
     Ok(parts.into_iter().unzip())

@@ -50,6 +50,22 @@ pub enum Estimator {
     Ktae(KtaeSettings),
 }
 
+impl Estimator {
+    /// The passes an estimate makes over the token vectors ([`crate::estimate_sorted`]):
+    /// DelTA `K + 2`, one more when the source stores no vector sums
+    /// (`deltarl_schemas::VECTOR_SUM`); the others one (the summary's centroids).
+    pub fn vector_passes(&self, sums_stored: bool) -> usize {
+        match self {
+            Estimator::Delta(d) => d.refine_steps as usize + 2 + usize::from(!sums_stored),
+            Estimator::Uniform
+            | Estimator::TopEntropy { .. }
+            | Estimator::OracleTokens { .. }
+            | Estimator::OraclePrefix { .. }
+            | Estimator::Ktae(_) => 1,
+        }
+    }
+}
+
 /// DelTA's hyper-parameters, validated at construction.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct DeltaSettings {

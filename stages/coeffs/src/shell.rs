@@ -51,6 +51,11 @@ impl FileVectors {
         })
     }
 
+    /// Whether the file stores each response's vector sum (DelTA then needs one pass less).
+    pub fn sums_stored(&self) -> bool {
+        self.file.sums().is_some()
+    }
+
     /// Whether passes copy the bytes straight from the file (its writer's layout).
     pub fn is_direct(&self) -> bool {
         self.file.is_direct()

@@ -5,6 +5,7 @@
 
 use rayon::prelude::*;
 
+use crate::sums;
 use crate::{Error, Response, Result};
 
 /// A batch of a pass: (index of the response in the estimator's order, its token-major
@@ -88,4 +89,20 @@ pub(crate) fn check(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The response's `sum_t v_t` ([`sums::sum`]), its vectors checked as [`check`] does on the
+/// way: a coordinate's sum of finite f32 values is finite in f64 (at most tokens x 3.4e38,
+/// far below f64's 1.8e308), so the sums are finite exactly when every value is, and the
+/// values are scanned one by one only to name a bad token.
+pub(crate) fn checked_sum(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<Vec<f64>> {
+    if v.len() != r.tokens() * dim {
+        return check(dim, r, v).map(|()| Vec::new());
+    }
+    let sum = sums::sum(dim, v);
+    if sum.iter().all(|x| x.is_finite()) {
+        Ok(sum)
+    } else {
+        check(dim, r, v).map(|()| sum)
+    }
 }

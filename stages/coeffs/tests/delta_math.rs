@@ -313,6 +313,7 @@ fn streamed_vectors_give_the_in_memory_result() {
         };
         let out = estimate_sorted(&s, dim, &sorted, &mut src).unwrap();
         assert_eq!(src.passes, passes, "{estimator:?}, sums {with_sums}");
+        assert_eq!(estimator.vector_passes(with_sums), passes);
         assert_eq!(out.coeffs.len(), order.len());
         for (c, &i) in out.coeffs.iter().zip(&order) {
             assert_eq!(c, &whole.coeffs[i], "{estimator:?}");
@@ -501,6 +502,40 @@ fn bad_inputs_are_errors_naming_the_response() {
         assert!(bad.is_err());
     }
     assert!(Settings::new(Estimator::TopEntropy { keep: 0.0 }).is_err());
+}
+
+/// A non-finite value among streamed vectors is an error naming the response and the token,
+/// whether the first pass reads the vectors (no stored sums: the sum's finiteness is the
+/// check) or the stored sums stand in for it (the margin pass checks).
+#[test]
+fn non_finite_streamed_vectors_are_errors_naming_the_token() {
+    let dim = 2;
+    let good = [1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0];
+    for bad_value in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        let mut bad = good;
+        bad[5] = bad_value;
+        let rs = [resp("p", 0, 1.0, &good, &E3), resp("p", 1, -1.0, &bad, &E3)];
+        let s = Settings::new(Estimator::Delta(DeltaSettings::default())).unwrap();
+        for with_sums in [false, true] {
+            let mut src = Streamed {
+                rs: &rs,
+                passes: 0,
+                skip: None,
+                sums: with_sums.then(|| {
+                    rs.iter()
+                        .map(|r| deltarl_schemas::vector_sum(dim, r.features))
+                        .collect()
+                }),
+            };
+            let err = estimate_sorted(&s, dim, &rs, &mut src)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("sample_idx 1") && err.contains("feature of token 2"),
+                "{bad_value}, sums {with_sums}: {err}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod code;
 mod coeffs;
 mod rollout;
 mod rollout_vllm;
-mod timing;
+pub(crate) mod timing;
 mod trl;
 mod verify;
 
