@@ -37,7 +37,8 @@ pub struct HostWorkload {
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct HostPlan {
     pub rollout_resident: u64,
-    /// One process's features stage, or under torchrun rank 0's (the largest).
+    /// One process's features stage, or under torchrun rank 0's (the largest; a rank's
+    /// share of the rows waits in its spill file on disk).
     pub features_resident: u64,
     pub coeffs_resident: u64,
     pub update_resident: u64,
@@ -71,17 +72,15 @@ impl HostPlan {
         // response's vector sum (f64).
         let features_file = tokens * (k * value + 12) + r * k * 8;
         let pass = w.features_rows.min(r) * lr * (4 * k + 12);
-        // Under torchrun a rank keeps its share's rows (decoded, f32) until the file is
-        // written, and rank 0 also holds one piece of another rank's as Parquet bytes and
-        // as rows while it appends it.
-        let ranks = w.ranks.max(1);
-        let features_resident = if ranks == 1 {
+        // Under torchrun a rank encodes each pass into its spill file as it comes (one
+        // pass's rows and their bytes), and rank 0 then holds one piece at a time as
+        // Parquet bytes and as rows while it appends it: whatever the rank's share.
+        let piece = w.features_rows.min(r) * lr * (k * value + 12);
+        let features_resident = if w.ranks.max(1) == 1 {
             // The rollouts, one pass's rows in f32 and one row group being written.
             rollouts + pass + ROW_GROUP
         } else {
-            let share = r.div_ceil(ranks) * lr * (4 * k + 12);
-            let piece = w.features_rows.min(r) * lr * (k * value + 12);
-            rollouts + share + piece + pass + ROW_GROUP
+            rollouts + pass + piece + ROW_GROUP
         };
         let master = if w.dtype == Dtype::Bf16 { 4 } else { 0 };
         let weight = if w.dtype == Dtype::Bf16 { 2 } else { 4 };
@@ -199,15 +198,15 @@ mod tests {
             p.coeffs_resident,
             2800 + 200 * 36 + 5 * 10 * 8 * 8 + VECTOR_BATCH
         );
-        // Two ranks: rank 0 keeps its 5 responses' rows (5 x 20 x 44), and holds a piece of
-        // 4 rows as bytes (4 x 20 x 28) and as rows besides its own pass.
+        // Two ranks: rank 0 holds a piece of 4 rows as bytes (4 x 20 x 28) and as rows
+        // (4 x 20 x 44), its share spilled to disk.
         let two = HostPlan::new(&HostWorkload {
             ranks: 2,
             ..w.clone()
         });
         assert_eq!(
             two.features_resident,
-            2800 + 5 * 20 * 44 + 4 * 20 * 28 + 4 * 20 * 44 + ROW_GROUP
+            2800 + 4 * 20 * 28 + 4 * 20 * 44 + ROW_GROUP
         );
         // 6,240 bytes written at 1,000 B/s; 3 passes at 2,000 B/s.
         let wall = p.wall(

@@ -11,6 +11,9 @@
 //! exits only once every rank has reported (see [`Ranks::fail`]).
 
 use std::cell::Cell;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -141,7 +144,8 @@ pub fn gather_rows<T: Table, K: Ord>(
     key: impl Fn(&T) -> K,
 ) -> Result<Vec<T>> {
     let mut all = Vec::new();
-    stream_to_rank0(g, g.shard().world.max(1), vec![rows], &mut |part| {
+    let own = std::iter::once(Ok(Piece::Rows(rows)));
+    stream_to_rank0(g, g.shard().world.max(1), own, &mut |part| {
         all.extend(part);
         Ok(())
     })?;
@@ -149,47 +153,167 @@ pub fn gather_rows<T: Table, K: Ord>(
     Ok(all)
 }
 
-/// The rows of `chunks` pieces of work dealt out as [`Shard::owns`] deals them (piece `c`
-/// to rank `c % world`), passed to `sink` on rank 0 in piece order: each piece goes from
-/// its owner to the others (a broadcast of its Parquet bytes) and rank 0 keeps it, so rank
-/// 0 holds one piece of the others' at a time and never the whole batch. `own` are this
-/// rank's pieces in increasing order. The others' `sink` is never called.
+/// One of a rank's pieces of work: its rows, or the same rows already encoded as Parquet
+/// (empty bytes: no rows).
+pub enum Piece<T> {
+    Rows(Vec<T>),
+    Parquet(Vec<u8>),
+}
+
+impl<T: Table> Piece<T> {
+    /// The piece as Parquet bytes (no bytes for no rows).
+    fn into_bytes(self) -> deltarl_schemas::Result<Vec<u8>> {
+        match self {
+            Piece::Rows(rows) if rows.is_empty() => Ok(Vec::new()),
+            Piece::Rows(rows) => {
+                let mut bytes = Vec::new();
+                write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
+                Ok(bytes)
+            }
+            Piece::Parquet(bytes) => Ok(bytes),
+        }
+    }
+
+    /// The piece's rows (`what` names it in an error).
+    fn into_rows(self, what: &str) -> Result<Vec<T>> {
+        match self {
+            Piece::Rows(rows) => Ok(rows),
+            Piece::Parquet(bytes) if bytes.is_empty() => Ok(Vec::new()),
+            Piece::Parquet(bytes) => Ok(read_table::<T, _>(bytes.as_slice(), what)?.0),
+        }
+    }
+}
+
+/// A rank's pieces of a stage, encoded as Parquet a piece as they are made and kept in a
+/// file until they go to rank 0: the rank holds one piece in memory, not its whole share
+/// (at the 8B setting a rank's share of the features is 86 GB decoded). The file, `.NAME`
+/// beside the stage's output, is removed when the spill is dropped, and one a killed run
+/// left is replaced by the next.
+pub struct Spill {
+    path: PathBuf,
+    file: File,
+    /// Each piece's place in the file: (offset, length).
+    pieces: Vec<(u64, usize)>,
+    end: u64,
+}
+
+impl Spill {
+    /// The spill file of `rank` for the stage output `output`: `.NAME.rank-R.spill` beside it.
+    fn path(output: &Path, rank: usize) -> PathBuf {
+        output.with_file_name(format!(".{}.rank-{rank}.spill", file_name(output)))
+    }
+
+    /// Removes the spill files of ranks `world` and above that a killed run of more ranks
+    /// left beside `output` (this run's ranks replace their own).
+    pub fn remove_stale(output: &Path, world: usize) {
+        let prefix = format!(".{}.rank-", file_name(output));
+        let Some(Ok(entries)) = output.parent().map(std::fs::read_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rank = name
+                .strip_prefix(&prefix)
+                .and_then(|r| r.strip_suffix(".spill"))
+                .and_then(|r| r.parse::<usize>().ok());
+            if rank.is_some_and(|r| r >= world) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// A new spill of `rank`'s pieces of the stage output `output`.
+    pub fn create(output: &Path, rank: usize) -> Result<Self> {
+        let path = Self::path(output, rank);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .with_context(|| format!("cannot create the spill file {}", path.display()))?;
+        Ok(Spill {
+            path,
+            file,
+            pieces: Vec::new(),
+            end: 0,
+        })
+    }
+
+    /// Appends the next piece's rows, encoded.
+    pub fn push<T: Table>(&mut self, rows: Vec<T>) -> deltarl_schemas::Result<()> {
+        let bytes = Piece::Rows(rows).into_bytes()?;
+        self.file
+            .write_all_at(&bytes, self.end)
+            .map_err(|source| deltarl_schemas::Error::Io {
+                file: self.path.display().to_string(),
+                source,
+            })?;
+        self.pieces.push((self.end, bytes.len()));
+        self.end += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// The pieces in the order they were pushed, read back one at a time.
+    pub fn pieces<T: Table>(&self) -> impl Iterator<Item = Result<Piece<T>>> + '_ {
+        self.pieces.iter().map(|&(at, len)| {
+            let mut bytes = vec![0u8; len];
+            self.file
+                .read_exact_at(&mut bytes, at)
+                .with_context(|| format!("cannot read the spill file {}", self.path.display()))?;
+            Ok(Piece::Parquet(bytes))
+        })
+    }
+}
+
+fn file_name(output: &Path) -> String {
+    output
+        .file_name()
+        .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned())
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        // Only a scratch copy of what rank 0 has written (or will recompute on a rerun).
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The pieces of `chunks` pieces of work dealt out as [`Shard::owns`] deals them (piece
+/// `c` to rank `c % world`), passed to `sink` as rows on rank 0 in piece order: each piece
+/// goes from its owner to the others (a broadcast of its Parquet bytes) and rank 0 keeps
+/// it, so rank 0 holds one piece of the others' at a time and never the whole batch. `own`
+/// gives this rank's pieces in increasing order. The others' `sink` is never called.
 pub fn stream_to_rank0<T: Table>(
     g: &Group,
     chunks: usize,
-    own: Vec<Vec<T>>,
+    own: impl Iterator<Item = Result<Piece<T>>>,
     sink: &mut dyn FnMut(Vec<T>) -> Result<()>,
 ) -> Result<()> {
     let world = g.shard().world.max(1);
-    let mut own = own.into_iter();
+    let mut own = own;
     for c in 0..chunks {
         let owner = c % world;
         let mine = owner == g.rank();
-        let rows = if mine {
-            own.next().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
+        let piece = if mine { own.next().transpose()? } else { None };
+        let piece = piece.unwrap_or(Piece::Rows(Vec::new()));
         if owner == 0 {
             // Rank 0's own piece needs nothing from the others.
             if mine {
-                sink(rows)?;
+                sink(piece.into_rows(&format!("piece {c} of rank 0"))?)?;
             }
             continue;
         }
         // An empty piece (a rank with no work in it) travels as no bytes.
-        let mut bytes = Vec::new();
-        if mine && !rows.is_empty() {
-            write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
-        }
+        let bytes = if mine {
+            piece.into_bytes()?
+        } else {
+            Vec::new()
+        };
         let received = g.broadcast_bytes(&bytes, owner)?;
         if g.rank() == 0 {
-            if received.is_empty() {
-                sink(Vec::new())?;
-            } else {
-                let file = format!("piece {c} from rank {owner}");
-                sink(read_table::<T, _>(received.as_slice(), &file)?.0)?;
-            }
+            let what = format!("piece {c} from rank {owner}");
+            sink(Piece::<T>::Parquet(received).into_rows(&what)?)?;
         }
     }
     Ok(())
@@ -199,6 +323,47 @@ pub fn stream_to_rank0<T: Table>(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Pieces come back from the spill as pushed (an empty one as no rows), the file goes
+    /// with the spill, and only the spills of ranks past the world are stale.
+    #[test]
+    fn a_spill_gives_back_its_pieces_and_leaves_nothing() {
+        use deltarl_schemas::{FeatureRow, Precision};
+        let dir = tempfile::tempdir().unwrap();
+        let output = dir.path().join("features.parquet");
+        let row = |i: u32, n: usize| FeatureRow {
+            prompt_id: format!("p{i}"),
+            sample_idx: i,
+            dim: 2,
+            precision: Precision::Bf16,
+            features: vec![0.5; 2 * n],
+            token_prob: vec![0.25; n],
+            logprob: vec![-1.0; n],
+            entropy: vec![2.0; n],
+        };
+        let pieces = vec![vec![row(0, 3), row(1, 1)], Vec::new(), vec![row(2, 5)]];
+        let mut spill = Spill::create(&output, 1).unwrap();
+        for p in &pieces {
+            spill.push(p.clone()).unwrap();
+        }
+        let path = dir.path().join(".features.parquet.rank-1.spill");
+        assert!(path.exists());
+        let back: Vec<Vec<FeatureRow>> = spill
+            .pieces::<FeatureRow>()
+            .map(|p| p.unwrap().into_rows("piece").unwrap())
+            .collect();
+        assert_eq!(back, pieces);
+        drop(spill);
+        assert!(!path.exists());
+        for r in [0, 1, 2, 3] {
+            std::fs::write(Spill::path(&output, r), b"x").unwrap();
+        }
+        std::fs::write(dir.path().join(".features.parquet.rank-x.spill"), b"x").unwrap();
+        Spill::remove_stale(&output, 2);
+        let left: Vec<bool> = (0..4).map(|r| Spill::path(&output, r).exists()).collect();
+        assert_eq!(left, [true, true, false, false]);
+        assert!(dir.path().join(".features.parquet.rank-x.spill").exists());
+    }
 
     #[test]
     fn commands_round_trip() {

@@ -293,9 +293,9 @@ fn the_8b_plan_names_what_does_not_fit() {
 /// The host's time on the features file: written once at the write rate, and read
 /// `K + 2` times by the coefficient stage at the pass rate (given here, so exactly; by
 /// default measured on a sample, positive and finite); under torchrun rank 0's features
-/// process holds its share of the rows.
+/// process holds a piece besides its pass, not its share of the rows.
 #[test]
-fn the_plan_times_the_features_file_and_holds_a_share_a_rank() {
+fn the_plan_times_the_features_file_and_bounds_a_rank() {
     let cfg = repo().join("configs/qwen3-8b-dapo-math.toml");
     let json = |extra: &[&str]| -> serde_json::Value {
         let mut args = vec!["plan", "--config", cfg.to_str().unwrap(), "--json"];
@@ -322,14 +322,14 @@ fn the_plan_times_the_features_file_and_holds_a_share_a_rank() {
     let eight = json(&[&given[..], &["--devices", "8"]].concat());
     let resident = |v: &serde_json::Value| v["host"]["features_resident"].as_u64().unwrap();
     // Worst case, 128 x 16 responses of 20,480 tokens: a rank's share, 256 responses of
-    // 20,480 x (4 x 4,096 + 12) bytes (decoded, f32), is 85.96 GB.
+    // 20,480 x (4 x 4,096 + 12) bytes (decoded, f32), is 85.96 GB; it waits on disk, and
+    // rank 0 holds one piece of 2 responses besides its own pass (a few GB).
     assert_eq!(eight["host_workload"]["responses"], 2048);
     let share = 256u64 * 20_480 * (4 * 4096 + 12);
-    assert!(
-        resident(&eight) > share && resident(&eight) < share + share / 4,
-        "{eight}"
-    );
-    assert!(resident(&one) < share / 8, "{one}");
+    let pass = 2 * 20_480 * (4 * 4096 + 12);
+    assert!(resident(&eight) > resident(&one), "{eight}");
+    assert!(resident(&eight) < resident(&one) + pass, "{eight}");
+    assert!(resident(&eight) < share / 16, "{eight}");
     // Measured: rates of this machine, positive and finite (a tiny model: a quick sample).
     let tiny = repo().join("configs/tiny-arith.toml");
     let out = ok(deltarl(

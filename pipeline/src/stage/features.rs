@@ -93,22 +93,25 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
             })?;
         }
         // Several processes: each computes its share of the passes (pass c on rank
-        // c % world) and keeps it; then, pass by pass in order, rank 0 takes each from its
-        // owner and writes it, so no rank holds more than its share and one pass.
+        // c % world), encoding each pass into its spill file as it comes; then, pass by
+        // pass in order, rank 0 takes each from its owner and writes it, so no rank holds
+        // more than a pass or two in memory.
         Some(g) => {
             let passes = deltarl_features::passes(&core, &rollouts).len();
-            let mut own = Vec::new();
+            let output = env.file(Stage::Features);
+            if env.writes() {
+                crate::ranks::Spill::remove_stale(&output, g.shard().world.max(1));
+            }
+            let mut spill = crate::ranks::Spill::create(&output, g.rank())?;
             deltarl_features::run_each(
                 &core,
                 &policy.model,
                 &rollouts,
-                &mut |rows| {
-                    own.push(rows);
-                    Ok(())
-                },
+                &mut |rows| Ok(spill.push(rows)?),
                 &mut |n| progress.inc(n as u64),
             )
             .with_context(failed)?;
+            let own = spill.pieces::<FeatureRow>();
             if env.writes() {
                 env.write_output(Stage::Features, |w| -> Result<()> {
                     let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
