@@ -136,8 +136,7 @@ pub fn shard(group: Option<&Group>) -> Shard {
 
 /// Every rank's rows, merged in `key` order on rank 0, which writes them; the other ranks
 /// get no rows back. The parts go to rank 0 one rank at a time ([`stream_to_rank0`] with
-/// piece `r` = rank `r`'s rows), never to every rank at once: a rank other than 0 holds its
-/// own rows and, while it passes, one other rank's part.
+/// piece `r` = rank `r`'s rows), point to point: a rank other than 0 holds its own rows.
 pub fn gather_rows<T: Table, K: Ord>(
     g: &Group,
     rows: Vec<T>,
@@ -281,9 +280,10 @@ impl Drop for Spill {
 
 /// The pieces of `chunks` pieces of work dealt out as [`Shard::owns`] deals them (piece
 /// `c` to rank `c % world`), passed to `sink` as rows on rank 0 in piece order: each piece
-/// goes from its owner to the others (a broadcast of its Parquet bytes) and rank 0 keeps
-/// it, so rank 0 holds one piece of the others' at a time and never the whole batch. `own`
-/// gives this rank's pieces in increasing order. The others' `sink` is never called.
+/// goes from its owner to rank 0 alone (its Parquet bytes, point to point), so rank 0
+/// holds one piece of the others' at a time and never the whole batch, and no other rank
+/// receives anything. `own` gives this rank's pieces in increasing order. The others'
+/// `sink` is never called.
 pub fn stream_to_rank0<T: Table>(
     g: &Group,
     chunks: usize,
@@ -304,14 +304,12 @@ pub fn stream_to_rank0<T: Table>(
             }
             continue;
         }
-        // An empty piece (a rank with no work in it) travels as no bytes.
-        let bytes = if mine {
-            piece.into_bytes()?
-        } else {
-            Vec::new()
-        };
-        let received = g.broadcast_bytes(&bytes, owner)?;
-        if g.rank() == 0 {
+        // From its owner to rank 0 alone; an empty piece (a rank with no work in it)
+        // travels as no bytes.
+        if mine {
+            g.send_bytes(&piece.into_bytes()?, 0)?;
+        } else if g.rank() == 0 {
+            let received = g.recv_bytes(owner)?;
             let what = format!("piece {c} from rank {owner}");
             sink(Piece::<T>::Parquet(received).into_rows(&what)?)?;
         }

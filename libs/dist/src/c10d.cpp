@@ -185,6 +185,24 @@ char* deltarl_c10d_broadcast(void* gp, void* tensor, int root) {
   });
 }
 
+// Sends `tensor` to rank `dst` alone (it must post the matching receive).
+char* deltarl_c10d_send(void* gp, void* tensor, int dst) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    std::vector<at::Tensor> ts{*static_cast<at::Tensor*>(tensor)};
+    wait(g, backend_for(g, ts[0]).send(ts, dst, 0));
+  });
+}
+
+// Receives into `tensor` (of the sent shape) what rank `src` sends.
+char* deltarl_c10d_recv(void* gp, void* tensor, int src) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    std::vector<at::Tensor> ts{*static_cast<at::Tensor*>(tensor)};
+    wait(g, backend_for(g, ts[0]).recv(ts, src, 0));
+  });
+}
+
 // Gathers `input` from every rank into `outputs[0..world]` (tensors of its shape).
 char* deltarl_c10d_all_gather(void* gp, void* input, void** outputs) {
   return guarded([&] {

@@ -32,6 +32,8 @@ extern "C" {
         outputs: *mut *mut c_void,
     ) -> *mut c_char;
     fn deltarl_c10d_barrier(g: *mut c_void) -> *mut c_char;
+    fn deltarl_c10d_send(g: *mut c_void, t: *mut c_void, dst: c_int) -> *mut c_char;
+    fn deltarl_c10d_recv(g: *mut c_void, t: *mut c_void, src: c_int) -> *mut c_char;
     fn deltarl_c10d_store_set(
         g: *mut c_void,
         key: *const c_char,
@@ -134,6 +136,17 @@ pub fn all_reduce_sum(g: &Raw, t: &mut Tensor) -> Result<()> {
 pub fn broadcast(g: &Raw, t: &mut Tensor, root: usize) -> Result<()> {
     // SAFETY: as above.
     check(unsafe { deltarl_c10d_broadcast(g.0, handle(t), root as c_int) })
+}
+
+pub fn send(g: &Raw, t: &mut Tensor, dst: usize) -> Result<()> {
+    // SAFETY: as above.
+    check(unsafe { deltarl_c10d_send(g.0, handle(t), dst as c_int) })
+}
+
+/// `t` must have the shape and kind the sender sends.
+pub fn recv(g: &Raw, t: &mut Tensor, src: usize) -> Result<()> {
+    // SAFETY: as above.
+    check(unsafe { deltarl_c10d_recv(g.0, handle(t), src as c_int) })
 }
 
 /// `outputs` must hold one tensor per rank, each shaped like `input`.

@@ -233,21 +233,28 @@ impl Group {
         ffi::barrier(&self.raw).map_err(self.err("barrier"))
     }
 
-    /// Rank `root`'s bytes on every rank (`bytes` is read on `root` only): the length, then
-    /// the payload, so the others need not know its size.
-    pub fn broadcast_bytes(&self, bytes: &[u8], root: usize) -> Result<Vec<u8>> {
+    /// Sends `bytes` to rank `dst` alone, which takes them with [`Group::recv_bytes`]: the
+    /// length, then the payload. Messages between two ranks arrive in the order sent.
+    pub fn send_bytes(&self, bytes: &[u8], dst: usize) -> Result<()> {
         let mut len = Tensor::from_slice(&[bytes.len() as i64]);
-        self.broadcast(&mut len, root)?;
+        ffi::send(&self.raw, &mut len, dst).map_err(self.err("send"))?;
+        if !bytes.is_empty() {
+            let mut payload = Tensor::from_slice(bytes);
+            ffi::send(&self.raw, &mut payload, dst).map_err(self.err("send"))?;
+        }
+        Ok(())
+    }
+
+    /// The bytes rank `src` sends with [`Group::send_bytes`].
+    pub fn recv_bytes(&self, src: usize) -> Result<Vec<u8>> {
+        let mut len = Tensor::zeros([1], (Kind::Int64, tch::Device::Cpu));
+        ffi::recv(&self.raw, &mut len, src).map_err(self.err("receive"))?;
         let n = len.int64_value(&[0]).max(0) as usize;
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut payload = if self.rank == root {
-            Tensor::from_slice(bytes)
-        } else {
-            Tensor::zeros([n as i64], (Kind::Uint8, tch::Device::Cpu))
-        };
-        self.broadcast(&mut payload, root)?;
+        let mut payload = Tensor::zeros([n as i64], (Kind::Uint8, tch::Device::Cpu));
+        ffi::recv(&self.raw, &mut payload, src).map_err(self.err("receive"))?;
         let mut v = vec![0u8; n];
         payload.copy_data_u8(&mut v, n);
         Ok(v)

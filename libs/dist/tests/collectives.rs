@@ -77,6 +77,15 @@ fn collectives_worker() {
     assert_eq!(all, vec![vec![0], vec![0, 1, 2, 3]]);
     let empty = g.all_gather_bytes(&[]).unwrap();
     assert_eq!(empty, vec![Vec::<u8>::new(), Vec::new()]);
+    // Bytes from rank 1 to rank 0 alone, in the order sent (an empty message too).
+    let messages: [&[u8]; 3] = [b"first", b"", &[7u8; 70_000]];
+    for m in messages {
+        if g.rank() == 1 {
+            g.send_bytes(m, 0).unwrap();
+        } else {
+            assert_eq!(g.recv_bytes(1).unwrap(), m);
+        }
+    }
     // The store: rank 0 publishes, rank 1 waits for it.
     if g.rank() == 0 {
         g.set("k", b"v").unwrap();
