@@ -46,5 +46,5 @@ pub use tables::{
     ScoreRow, Table, UpdateRow, VECTOR_SUM,
 };
 pub use vector_file::{VectorBatch, VectorFile};
-pub use vectors::{vector_sum, Precision, VectorLayout};
+pub use vectors::{sum_range_tokens, vector_sum, Precision, VectorLayout, SUM_RANGE_VALUES};
 pub use views::{FeatureProbs, FeatureScalars, FeatureSums, FeatureVectors, LogprobRow};

@@ -20,21 +20,46 @@ use arrow::datatypes::{DataType, Field};
 use crate::key::ResponseKey;
 use crate::{Error, Result};
 
-/// `sum_t v_t` of one response's token-major vectors (`dim` values a token), in f64: each
-/// coordinate summed over the tokens in token order from +0. The features writer stores it
-/// beside the vectors (`vector_sum`), so DelTA's first centroids need no pass over them;
-/// the coefficient passes form the same sum in the same order, so a stored sum and a
-/// recomputed one agree bit for bit.
+/// Values of a response's vectors one range of [`vector_sum`] holds at most (1 MB of f32):
+/// the sum is formed range by range so that a pass can spread a long response over the
+/// cores and still add in this one order.
+pub const SUM_RANGE_VALUES: usize = 1 << 18;
+
+/// Tokens in one range of [`vector_sum`] at dimension `dim` (at least one).
+pub const fn sum_range_tokens(dim: usize) -> usize {
+    let t = SUM_RANGE_VALUES / if dim == 0 { 1 } else { dim };
+    if t == 0 {
+        1
+    } else {
+        t
+    }
+}
+
+/// `sum_t v_t` of one response's token-major vectors (`dim` values a token), in f64: the
+/// tokens taken in ranges of [`sum_range_tokens`], each range's sum formed coordinate by
+/// coordinate in token order from +0, and the ranges' sums added in order to the first's
+/// (a response of one range: plain token order). The features writer stores it beside the
+/// vectors (`vector_sum`), so DelTA's first centroids need no pass over them; the
+/// coefficient passes form the same sum in the same order, so a stored sum and a recomputed
+/// one agree bit for bit.
 pub fn vector_sum(dim: usize, v: &[f32]) -> Vec<f64> {
-    let mut acc = vec![0.0f64; dim];
-    if dim > 0 {
-        for row in v.chunks_exact(dim) {
+    if dim == 0 {
+        return Vec::new();
+    }
+    let mut total: Option<Vec<f64>> = None;
+    for range in v.chunks(dim * sum_range_tokens(dim)) {
+        let mut acc = vec![0.0f64; dim];
+        for row in range.chunks_exact(dim) {
             for (a, &x) in acc.iter_mut().zip(row) {
                 *a += f64::from(x);
             }
         }
+        match &mut total {
+            None => total = Some(acc),
+            Some(t) => t.iter_mut().zip(&acc).for_each(|(t, a)| *t += a),
+        }
     }
-    acc
+    total.unwrap_or_else(|| vec![0.0; dim])
 }
 
 /// The field-metadata key holding a vector column's dimension.

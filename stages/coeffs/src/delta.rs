@@ -5,7 +5,7 @@ use std::ops::Range;
 use serde::Serialize;
 
 use crate::sums;
-use crate::vectors::{checked_sum, each, InMemory, Vectors};
+use crate::vectors::{check, check_len, checked_sum, each, InMemory, Vectors};
 use crate::{DeltaSettings, Error, Response, Result};
 use deltarl_schemas::number::show;
 
@@ -75,18 +75,50 @@ impl Discriminator {
         }
     }
 
-    /// Per-token margins of one response: positive = closer to the token's own side's
-    /// centroid. Tokens of side `None` get 0 (unused).
+    /// A token's margin on side `sign` (+1 for P, -1 for N): positive = closer to its own
+    /// side's centroid.
+    fn margin(&self, sign: f64, row: &[f32]) -> f64 {
+        sign * (2.0 * sums::dot(row, &self.d) + self.c)
+    }
+
+    /// Per-token margins of one response. Tokens of side `None` get 0 (unused).
     fn margins(&self, dim: usize, r: &Response<'_>, v: &[f32]) -> Vec<f64> {
-        let sign = match side(r) {
-            Side::Pos => 1.0,
-            Side::Neg => -1.0,
-            Side::None => return vec![0.0; r.tokens()],
-        };
-        if dim == 0 {
-            return vec![0.0; r.tokens()];
+        match sign(r) {
+            Some(sign) if dim > 0 => sums::per_token(dim, v, |t| self.margin(sign, t)),
+            _ => vec![0.0; r.tokens()],
         }
-        sums::per_token(dim, v, |t| sign * (2.0 * sums::dot(t, &self.d) + self.c))
+    }
+
+    /// One sweep over a response of side P or N: each token's margin and its weight
+    /// `g(margin)`, and the response's partial with those weights times `|A|`.
+    fn sweep(
+        &self,
+        dim: usize,
+        r: &Response<'_>,
+        v: &[f32],
+        g: impl Fn(f64) -> f64 + Sync,
+    ) -> (Vec<(f64, f64)>, Partial) {
+        let Some(sign) = sign(r).filter(|_| dim > 0) else {
+            return (vec![(0.0, 0.0); r.tokens()], None);
+        };
+        let a = f64::from(r.advantage).abs();
+        let (mw, acc) = sums::sweep(dim, v, |_, row| {
+            let m = self.margin(sign, row);
+            let w = g(m);
+            ((m, w), a * w)
+        });
+        // Added in token order from +0, as the sums of the weights always were.
+        let wsum = mw.iter().fold(0.0f64, |s, &(_, w)| s + a * w);
+        (mw, Some((wsum, acc)))
+    }
+}
+
+/// +1 for a response of side P, -1 for N, None for neither.
+fn sign(r: &Response<'_>) -> Option<f64> {
+    match side(r) {
+        Side::Pos => Some(1.0),
+        Side::Neg => Some(-1.0),
+        Side::None => None,
     }
 }
 
@@ -183,14 +215,13 @@ fn gammas(rs: &[Response<'_>], m: &[Vec<f64>], range: Range<usize>) -> (f64, f64
     )
 }
 
-/// Soft assignments `sigmoid(m / gamma_side)` of one response's tokens (0 for side None).
-fn soft_assign(r: &Response<'_>, m: &[f64], g_p: f64, g_n: f64) -> Vec<f64> {
-    let g = match side(r) {
+/// The margin scale of a response's side (1 for side None, whose tokens are not assigned).
+fn gamma_of(r: &Response<'_>, g_p: f64, g_n: f64) -> f64 {
+    match side(r) {
         Side::Pos => g_p,
         Side::Neg => g_n,
-        Side::None => return vec![0.0; m.len()],
-    };
-    m.iter().map(|x| sigmoid(x / g)).collect()
+        Side::None => 1.0,
+    }
 }
 
 /// The state of one estimation scope between passes.
@@ -276,10 +307,21 @@ pub(crate) fn delta_passes(
 
     // 2. Margins and per-side scales against the initial centroids.
     let m = each(src, rs, |i, v| {
-        if let Some(sums) = &stored {
-            check_sum(&rs[i], &checked_sum(dim, &rs[i], v)?, &sums[i])?;
+        let disc = &st[scope_of[i]].disc;
+        let Some(sums) = &stored else {
+            return Ok(disc.margins(dim, &rs[i], v));
+        };
+        // With the margins, in the same sweep, the sum to check the stored one against.
+        check_len(dim, &rs[i], v)?;
+        let (m, here) = match sign(&rs[i]).filter(|_| dim > 0) {
+            Some(sign) => sums::sweep(dim, v, |_, row| (disc.margin(sign, row), 1.0)),
+            None => (vec![0.0; rs[i].tokens()], sums::sum(dim, v)),
+        };
+        if here.iter().any(|x| !x.is_finite()) {
+            check(dim, &rs[i], v)?;
         }
-        Ok(st[scope_of[i]].disc.margins(dim, &rs[i], v))
+        check_sum(&rs[i], &here, &sums[i])?;
+        Ok(m)
     })?;
     for c in &mut st {
         (c.g_p, c.g_n) = gammas(rs, &m, c.range.clone());
@@ -294,9 +336,9 @@ pub(crate) fn delta_passes(
     for _ in 0..s.refine_steps {
         let parts = each(src, rs, |i, v| {
             let c = &st[scope_of[i]];
-            let m = c.disc.margins(dim, &rs[i], v);
-            let r = soft_assign(&rs[i], &m, c.g_p, c.g_n);
-            Ok((partial(dim, &rs[i], v, &r), m))
+            let g = gamma_of(&rs[i], c.g_p, c.g_n);
+            let (mw, p) = c.disc.sweep(dim, &rs[i], v, |m| sigmoid(m / g));
+            Ok((p, mw.into_iter().map(|(m, _)| m).collect()))
         })?;
         let (partials, m): (Vec<Partial>, Vec<Vec<f64>>) = parts.into_iter().unzip();
         for c in &mut st {
@@ -315,13 +357,11 @@ pub(crate) fn delta_passes(
         Ok(match side(r) {
             Side::None => (vec![s.lam_min; r.tokens()], None),
             _ => {
-                let m = c.disc.margins(dim, r, v);
-                let x: Vec<f64> = soft_assign(r, &m, c.g_p, c.g_n)
-                    .into_iter()
-                    .map(|x| s.lam_min + span * x)
-                    .collect();
-                let p = partial(dim, r, v, &x);
-                (x, p)
+                let g = gamma_of(r, c.g_p, c.g_n);
+                let (mx, p) = c
+                    .disc
+                    .sweep(dim, r, v, |m| s.lam_min + span * sigmoid(m / g));
+                (mx.into_iter().map(|(_, x)| x).collect(), p)
             }
         })
     })?

@@ -70,8 +70,8 @@ pub(crate) fn each<T: Send>(
         .collect()
 }
 
-/// The vectors of one response are as long as its tokens say and finite.
-pub(crate) fn check(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<()> {
+/// The vectors of one response are as long as its tokens say.
+pub(crate) fn check_len(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<()> {
     if v.len() != r.tokens() * dim {
         return Err(Error::Input(format!(
             "{}: {} feature floats for {} tokens of dimension {dim}",
@@ -80,6 +80,12 @@ pub(crate) fn check(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<()> {
             r.tokens()
         )));
     }
+    Ok(())
+}
+
+/// The vectors of one response are as long as its tokens say and finite.
+pub(crate) fn check(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<()> {
+    check_len(dim, r, v)?;
     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
         return Err(Error::Input(format!(
             "{}: feature of token {} is {}",
@@ -96,9 +102,7 @@ pub(crate) fn check(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<()> {
 /// far below f64's 1.8e308), so the sums are finite exactly when every value is, and the
 /// values are scanned one by one only to name a bad token.
 pub(crate) fn checked_sum(dim: usize, r: &Response<'_>, v: &[f32]) -> Result<Vec<f64>> {
-    if v.len() != r.tokens() * dim {
-        return check(dim, r, v).map(|()| Vec::new());
-    }
+    check_len(dim, r, v)?;
     let sum = sums::sum(dim, v);
     if sum.iter().all(|x| x.is_finite()) {
         Ok(sum)
