@@ -4,7 +4,7 @@ use anyhow::{bail, Context, Result};
 use deltarl_model::{Dtype, Qwen3Config};
 
 use crate::config::Resolved;
-use crate::host_plan::{HostPlan, HostWorkload, Rates};
+use crate::host_plan::{HostPlan, HostWorkload};
 use crate::plan::{human, parse_bytes, Plan, Shape, Workload};
 
 /// Memory per device for a configuration: weights, master weights, gradients, AdamW
@@ -196,14 +196,6 @@ fn workload(cfg: &Resolved, devices: u64, prompt_tokens: Option<u64>) -> Result<
 impl Args {
     pub fn run(self) -> Result<()> {
         // Sizes past these are no machine's: refused rather than overflowing into "fits".
-        for (flag, rate) in [
-            ("--write-rate", self.write_rate),
-            ("--pass-rate", self.pass_rate),
-        ] {
-            if let Some(r) = rate.filter(|r| !(r.is_finite() && *r > 0.0 && *r <= 1e4)) {
-                bail!("{flag} {r}: expected GB/s above 0 and at most 10000");
-            }
-        }
         if self.devices == 0 || self.devices > 1 << 20 {
             bail!("--devices {}: expected 1 to {}", self.devices, 1 << 20);
         }
@@ -240,11 +232,7 @@ impl Args {
         let hw = host_workload(&cfg, &shape, &w, n);
         let host = HostPlan::new(&hw);
         let rates = match (self.write_rate, self.pass_rate) {
-            (Some(write), Some(pass)) => Rates {
-                write: write * 1e9,
-                pass: pass * 1e9,
-                measured: false,
-            },
+            (Some(write), Some(pass)) => crate::cli::plan_rates::given(write, pass)?,
             _ => crate::cli::plan_rates::measure(
                 hw.vector_dim,
                 crate::stage::features::settings(&cfg).precision(),

@@ -18,6 +18,21 @@ use crate::host_plan::Rates;
 /// File bytes of the sample's vectors.
 const SAMPLE_BYTES: u64 = 64 << 20;
 
+/// The rates given on the command line (`--write-rate`, `--pass-rate`, GB/s), each above 0
+/// and at most 10,000 GB/s.
+pub fn given(write: f64, pass: f64) -> Result<Rates> {
+    for (flag, r) in [("--write-rate", write), ("--pass-rate", pass)] {
+        if !(r.is_finite() && r > 0.0 && r <= 1e4) {
+            anyhow::bail!("{flag} {r}: expected GB/s above 0 and at most 10000");
+        }
+    }
+    Ok(Rates {
+        write: write * 1e9,
+        pass: pass * 1e9,
+        measured: false,
+    })
+}
+
 /// Measures the write and pass rates (bytes a second) for vectors of `dim` values at
 /// `precision`, responses of up to `response_tokens` tokens, estimated with `settings`.
 pub fn measure(

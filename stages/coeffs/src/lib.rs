@@ -13,6 +13,7 @@ mod delta;
 mod error;
 mod estimate;
 pub mod ktae;
+mod margins;
 mod response;
 mod settings;
 pub mod shell;

@@ -3,7 +3,8 @@
 
 use deltarl_schemas::{CoeffsSummary, Quantiles, TokenRef};
 
-use crate::delta::{side, DeltaStats, Side};
+use crate::delta::DeltaStats;
+use crate::margins::{side, Side};
 use crate::Response;
 
 /// How many highest- and lowest-coefficient tokens the summary lists.
