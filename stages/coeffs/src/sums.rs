@@ -131,7 +131,7 @@ mod tests {
         let (idx, par) = sweep(dim, &v, |t, _| (t, w[t]));
         assert_eq!(idx, (0..tokens).collect::<Vec<_>>());
         let seq = pool(1).install(|| sweep(dim, &v, |t, _| ((), w[t])).1);
-        assert_eq!(seq.len(), dim);
+        assert_eq!((seq.len(), par.len()), (dim, dim));
         assert!(seq
             .iter()
             .zip(&par)
@@ -169,7 +169,7 @@ mod tests {
             let (v, _) = data(tokens, 700);
             let stored = deltarl_schemas::vector_sum(700, &v);
             let here = sum(700, &v);
-            assert_eq!(stored.len(), 700);
+            assert_eq!((stored.len(), here.len()), (700, 700));
             assert!(stored
                 .iter()
                 .zip(&here)
