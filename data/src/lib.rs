@@ -30,8 +30,10 @@
 //!
 //! Besides the tiny model's tasks, [`words`] generates English word problems for a
 //! pretrained model with its own tokenizer (`word-problems`); [`Builtin`] names either.
+//! [`recipe`] prepares a published training set (DAPO-Math-17k) as the paper trains on it.
 
 pub mod code;
+pub mod recipe;
 mod roles;
 mod row;
 mod source;

@@ -40,42 +40,63 @@ pub fn benchmark_name(path: &Path) -> String {
 /// Reads JSONL (one object per line) or Parquet prompts in any of the layouts
 /// [`crate::record::prompt_row`] knows; errors name the file, the line (or row) and the missing field.
 pub fn read_prompt_file(path: &Path, routing: &Routing) -> Result<Vec<PromptRow>> {
+    let (mut out, mut places) = (Vec::new(), Vec::new());
+    each_prompt(path, routing, |row, place| {
+        out.push(row);
+        places.push(place.to_string());
+        Ok(())
+    })?;
+    check_prompts(&path.display().to_string(), &out, &places)?;
+    Ok(out)
+}
+
+/// Calls `f` on each record of a JSONL or Parquet prompt file, read as a prompt row, with
+/// where it is (`line 3`, `row 12`), one Parquet batch in memory at a time. Errors name the
+/// file and the place (`file:3` for a JSONL line, `file: row 12` for a Parquet row).
+pub(crate) fn each_prompt(
+    path: &Path,
+    routing: &Routing,
+    mut f: impl FnMut(PromptRow, &str) -> Result<()>,
+) -> Result<()> {
     let name = path.display().to_string();
-    let (records, places) = if path.extension().is_some_and(|e| e == "parquet") {
-        let records = parquet_records(path)?;
-        let places = (1..=records.len()).map(|i| format!("row {i}")).collect();
-        (records, places)
+    let mut one = |v: &serde_json::Value, place: &str| -> Result<()> {
+        let at = place
+            .strip_prefix("line ")
+            .map_or_else(|| format!("{name}: {place}"), |l| format!("{name}:{l}"));
+        let row =
+            crate::record::prompt_row(v, routing).map_err(|e| anyhow::anyhow!("{at}: {e}"))?;
+        f(row, place).with_context(|| at.clone())
+    };
+    if path.extension().is_some_and(|e| e == "parquet") {
+        let mut n = 0;
+        each_parquet_batch(path, |records| {
+            for v in &records {
+                n += 1;
+                one(v, &format!("row {n}"))?;
+            }
+            Ok(())
+        })
     } else {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("cannot read prompts {name}"))?;
-        let (mut records, mut places) = (Vec::new(), Vec::new());
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            records.push(
-                serde_json::from_str(line)
-                    .with_context(|| format!("{name}:{}: not JSON", i + 1))?,
-            );
-            places.push(format!("line {}", i + 1));
+            let v: serde_json::Value = serde_json::from_str(line)
+                .with_context(|| format!("{name}:{}: not JSON", i + 1))?;
+            one(&v, &format!("line {}", i + 1))?;
         }
-        (records, places)
-    };
-    let mut out = Vec::with_capacity(records.len());
-    for (v, at) in records.iter().zip(&places) {
-        // JSONL errors say `file:line`, Parquet ones `file: row N`.
-        let at = at
-            .strip_prefix("line ")
-            .map_or_else(|| format!("{name}: {at}"), |l| format!("{name}:{l}"));
-        out.push(crate::record::prompt_row(v, routing).map_err(|e| anyhow::anyhow!("{at}: {e}"))?);
+        Ok(())
     }
-    check_prompts(&name, &out, &places)?;
-    Ok(out)
 }
 
-/// The rows of a Parquet file as JSON objects (arrow's JSON writer: nested lists and
-/// structs become arrays and objects, nulls are left out).
-fn parquet_records(path: &Path) -> Result<Vec<serde_json::Value>> {
+/// The rows of a Parquet file as JSON objects, one record batch at a time (arrow's JSON
+/// writer: nested lists and structs become arrays and objects, nulls are left out).
+fn each_parquet_batch(
+    path: &Path,
+    mut f: impl FnMut(Vec<serde_json::Value>) -> Result<()>,
+) -> Result<()> {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     let name = path.display().to_string();
     let file = std::fs::File::open(path).with_context(|| format!("cannot open prompts {name}"))?;
@@ -83,7 +104,6 @@ fn parquet_records(path: &Path) -> Result<Vec<serde_json::Value>> {
         .with_context(|| format!("{name}: not a readable Parquet file"))?
         .build()
         .with_context(|| format!("{name}: not a readable Parquet file"))?;
-    let mut out = Vec::new();
     for batch in reader {
         let batch = batch.with_context(|| format!("{name}: cannot decode"))?;
         let mut w = arrow::json::ArrayWriter::new(Vec::new());
@@ -92,9 +112,9 @@ fn parquet_records(path: &Path) -> Result<Vec<serde_json::Value>> {
             .with_context(|| format!("{name}: cannot convert rows to JSON"))?;
         let rows: Vec<serde_json::Value> = serde_json::from_slice(&w.into_inner())
             .with_context(|| format!("{name}: cannot convert rows to JSON"))?;
-        out.extend(rows);
+        f(rows)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A dataset must have prompts, and ids that tell them apart (every later table is keyed

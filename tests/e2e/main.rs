@@ -10,6 +10,7 @@ mod common;
 mod compact;
 mod compare;
 mod config;
+mod data_prepare;
 mod disks;
 mod layers;
 mod plan;

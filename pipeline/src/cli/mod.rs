@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 pub(crate) mod bench;
 mod compare;
 mod config;
+mod data;
 mod eval;
 mod extract;
 mod generate;
@@ -71,6 +72,9 @@ pub enum Command {
     Compare(compare::Args),
     /// The resolved configuration (`config show --config FILE [--set K=V]`).
     Config(config::Args),
+    /// Prepare a published training set as the paper trains on it
+    /// (`data prepare --recipe dapo-math --input FILE --out FILE.jsonl`).
+    Data(data::Args),
     /// Memory per device for a configuration, and whether it fits (`--memory 141GB`).
     Plan(plan::Args),
 }
@@ -92,6 +96,7 @@ impl Cli {
             Command::Mechanism(a) => a.run(&self.runs_dir),
             Command::Compare(a) => a.run(&self.runs_dir),
             Command::Config(a) => a.run(),
+            Command::Data(a) => a.run(),
             Command::Plan(a) => a.run(),
         }
     }

@@ -1,0 +1,145 @@
+//! `deltarl data prepare --recipe dapo-math` on a file in the hub's layout, written by
+//! polars as the hub's is: every problem repeated, wrapped in DAPO's instruction, one
+//! problem whose copies disagree on the gold. The output must be what `data.source`
+//! reads, each kept problem once and bare, and a rerun must write the same bytes.
+
+use crate::common::*;
+
+const HUB: &str = r#"
+import sys, polars as pl
+P = "Solve the following math problem step by step. The last line of your response should be of the form Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\n"
+S = "\n\nRemember to put your answer on its own line after \"Answer:\"."
+problems = [("What is $1+1$?", "2"), ("Find $x$ if $2x=6$.", "3"), ("Compute $2^{10}$.", "1024"),
+            ("How many primes are below 10?", "4"), ("What is $1+1$?", "2")]
+rows = []
+for copy in range(100):
+    for i, (q, a) in enumerate(problems):
+        # The third problem's last copy carries another gold: it must be dropped.
+        gold = "1000" if (i == 2 and copy == 99) else a
+        rows.append((q, gold))
+df = pl.DataFrame({
+    "data_source": ["math_dapo"] * len(rows),
+    "prompt": [[{"content": P + q + S, "role": "user"}] for q, _ in rows],
+    "ability": ["MATH"] * len(rows),
+    "reward_model": [{"ground_truth": a, "style": "rule-lighteval/MATH_v2"} for _, a in rows],
+    "extra_info": [{"index": f"{n:032x}"} for n in range(len(rows))],
+})
+df.write_parquet(sys.argv[1])
+"#;
+
+#[test]
+fn the_hub_layout_becomes_bare_distinct_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = dir.path().join("dapo-math-17k.parquet");
+    run_python(HUB, &[&hub]);
+    let out = dir.path().join("data/dapo.jsonl");
+    let runs = dir.path().join("runs");
+    let prepare = || {
+        let o = ok(deltarl(
+            &runs,
+            &[
+                "data",
+                "prepare",
+                "--recipe",
+                "dapo-math",
+                "--input",
+                hub.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        ));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let printed = prepare();
+    for line in [
+        "recipe dapo-math: 500 rows read",
+        "instruction: 500 with prefix and suffix (stripped), 0 prefix only, 0 suffix only, 0 without; 0 still mention it",
+        "4 distinct problems (496 repeated rows dropped)",
+        "1 problems dropped: their copies carry different golds",
+        "first at row 3: golds 1024 | 1000",
+        "wrote 3 problems to",
+    ] {
+        assert!(printed.contains(line), "missing {line:?} in:\n{printed}");
+    }
+    let first = std::fs::read(&out).unwrap();
+    // What `data.source` reads: bare problems in first-seen order, golds, fresh ids.
+    let rows =
+        deltarl::data::read_prompt_file(&out, &deltarl::rewards::Routing::default()).unwrap();
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r.id.as_str(), r.problem.as_str(), r.answer.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("dapo-math-0", "What is $1+1$?", "2"),
+            ("dapo-math-1", "Find $x$ if $2x=6$.", "3"),
+            ("dapo-math-2", "How many primes are below 10?", "4"),
+        ]
+    );
+    assert!(rows
+        .iter()
+        .all(|r| r.data_source.as_deref() == Some("math_dapo") && r.system.is_none()));
+    // The record beside it names the input's hash and the counts; polars opens the output.
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("data/dapo.recipe.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        record["input_sha256"],
+        deltarl_schemas::sha256_file(&hub).unwrap()
+    );
+    assert_eq!(record["output_sha256"], deltarl_schemas::sha256_hex(&first));
+    assert_eq!(
+        (record["rows_read"].as_u64(), record["written"].as_u64()),
+        (Some(500), Some(3))
+    );
+    run_python(
+        "import sys, polars as pl\nd = pl.read_ndjson(sys.argv[1])\nassert d.shape == (3, 4), d.shape",
+        &[&out],
+    );
+    // A rerun writes the same bytes.
+    prepare();
+    assert_eq!(std::fs::read(&out).unwrap(), first);
+}
+
+#[test]
+fn bad_input_is_named_and_destroys_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.jsonl");
+    std::fs::write(&out, "keep me\n").unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(
+        &input,
+        "{\"problem\": \"1+1?\", \"answer\": \"2\"}\n{\"problem\": \"2+2?\"}\n",
+    )
+    .unwrap();
+    let runs = dir.path().join("runs");
+    let run = |out: &std::path::Path| {
+        deltarl(
+            &runs,
+            &[
+                "data",
+                "prepare",
+                "--recipe",
+                "dapo-math",
+                "--input",
+                input.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        )
+    };
+    let o = run(&out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("in.jsonl:2: missing field `answer`"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me\n");
+    assert!(!dir.path().join("out.recipe.json").exists());
+    // The output must be JSONL, named so.
+    let o = run(&dir.path().join("out.parquet"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("name it *.jsonl"),
+        "{err}"
+    );
+}
