@@ -74,7 +74,7 @@ impl Ctx {
     /// the machine's cores for libtorch when `model.threads = 0` (all of them for one
     /// process), and only rank 0 shows progress bars.
     pub fn join_ranks(&mut self) -> Result<()> {
-        let Some(r) = Ranks::join(self.device.is_cuda())? else {
+        let Some(r) = Ranks::join(self.device.is_cuda(), &self.cfg.opts.rollout)? else {
             return Ok(());
         };
         if self.cfg.opts.model.threads == 0 {

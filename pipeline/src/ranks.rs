@@ -21,9 +21,62 @@ use deltarl_dist::{Group, Launch};
 use deltarl_schemas::{read_table, write_table, FileMeta, Shard, Stage, Table};
 use tch::Device;
 
+/// The least collective timeout: a hung peer is noticed after this long at the soonest.
+const MIN_TIMEOUT_S: u64 = 1800;
+
+/// The slowest a rank may sample, in tokens a second, before the others call it hung: far
+/// below what one device sustains when it decodes its share (a CUDA device decoding an 8B
+/// model's long responses with vLLM, dozens of rows at once: above 1,000 tokens a second;
+/// on a CPU, a quarter of the slowest rollout measured here, SmolLM2-135M's at 16 tokens a
+/// second on a busy 2-core machine), so a timeout from it fires only on a rank that stopped.
+const FLOOR_TOKENS_PER_S_CUDA: u64 = 500;
+const FLOOR_TOKENS_PER_S_CPU: u64 = 4;
+
 /// How long a collective may wait for the other ranks (a rank that died is noticed at once
-/// when its sockets close; this bounds a hung one). `DELTARL_DIST_TIMEOUT_S` overrides it.
-const DEFAULT_TIMEOUT_S: u64 = 1800;
+/// when its sockets close; this bounds a hung one), and where that came from.
+///
+/// Ranks part for at most one stage's share of work before they meet in a collective, and
+/// the longest share is the rollout's: prompts are dealt statically, so one rank may decode
+/// all of its `ceil(prompts x G / world)` samples to `max_new_tokens` while the others wait
+/// to gather. The bound is that many tokens at the floor rate, and never under 30 minutes.
+/// `DELTARL_DIST_TIMEOUT_S` overrides it.
+pub fn collective_timeout(
+    rollout: &deltarl_rollout::RolloutOptions,
+    world: usize,
+    cuda: bool,
+    given: Option<&str>,
+) -> Result<(Duration, String)> {
+    if let Some(v) = given {
+        let s: u64 = v.trim().parse().with_context(|| {
+            format!("environment variable DELTARL_DIST_TIMEOUT_S = {v:?}: not a number of seconds")
+        })?;
+        if s == 0 {
+            bail!(
+                "environment variable DELTARL_DIST_TIMEOUT_S = {v:?}: expected at least 1 second"
+            );
+        }
+        return Ok((
+            Duration::from_secs(s),
+            "set by DELTARL_DIST_TIMEOUT_S".into(),
+        ));
+    }
+    let samples = (rollout.prompts_per_iter as u64)
+        .saturating_mul(u64::from(rollout.samples_per_prompt))
+        .div_ceil(world.max(1) as u64);
+    let tokens = samples.saturating_mul(rollout.max_new_tokens as u64);
+    let rate = if cuda {
+        FLOOR_TOKENS_PER_S_CUDA
+    } else {
+        FLOOR_TOKENS_PER_S_CPU
+    };
+    let bound = tokens.div_ceil(rate);
+    let origin = format!(
+        "the rollout bound, {samples} samples x {} tokens a rank at {rate} tokens/s, at least \
+         {MIN_TIMEOUT_S} s; DELTARL_DIST_TIMEOUT_S overrides it",
+        rollout.max_new_tokens
+    );
+    Ok((Duration::from_secs(bound.max(MIN_TIMEOUT_S)), origin))
+}
 
 /// This process's place among the ranks, when launched as one of several.
 pub struct Ranks {
@@ -65,22 +118,17 @@ impl Command {
 }
 
 impl Ranks {
-    /// Joins the group when the launcher asked for several processes (`WORLD_SIZE > 1`).
+    /// Joins the group when the launcher asked for several processes (`WORLD_SIZE > 1`),
+    /// with the collective timeout the rollout bounds ([`collective_timeout`]).
     /// `cuda`: the run's tensors live on `cuda:LOCAL_RANK` (NCCL); otherwise on the CPU
     /// (gloo).
-    pub fn join(cuda: bool) -> Result<Option<Ranks>> {
+    pub fn join(cuda: bool, rollout: &deltarl_rollout::RolloutOptions) -> Result<Option<Ranks>> {
         let Some(launch) = Launch::from_env()? else {
             return Ok(None);
         };
-        let timeout = match std::env::var("DELTARL_DIST_TIMEOUT_S") {
-            Ok(v) => v.trim().parse().with_context(|| {
-                format!(
-                    "environment variable DELTARL_DIST_TIMEOUT_S = {v:?}: not a number of seconds"
-                )
-            })?,
-            Err(_) => DEFAULT_TIMEOUT_S,
-        };
-        let group = Group::connect(&launch, Duration::from_secs(timeout), cuda)?;
+        let given = std::env::var("DELTARL_DIST_TIMEOUT_S").ok();
+        let (timeout, origin) = collective_timeout(rollout, launch.world, cuda, given.as_deref())?;
+        let group = Group::connect(&launch, timeout, cuda)?.with_timeout_origin(origin);
         Ok(Some(Ranks {
             group,
             launch,
@@ -321,6 +369,52 @@ pub fn stream_to_rank0<T: Table>(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The 8B config on 8 CUDA ranks: 128 x 16 / 8 = 256 samples of 20,480 tokens a rank,
+    /// 5,242,880 tokens at 500 a second = 10,485.76 s, rounded up. The CPU default on 2
+    /// ranks: 64 x 8 / 2 = 256 samples of 40 tokens at 4 a second = 2,560 s; on 16 ranks
+    /// 32 x 40 / 4 = 320 s, under the floor of 30 minutes. An override wins and is named;
+    /// a bad one is refused.
+    #[test]
+    fn the_collective_timeout_is_the_rollout_bound() {
+        let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs");
+        let load = |name: &str| {
+            crate::config::Resolved::load_with(&configs.join(name), &[])
+                .unwrap()
+                .opts
+                .rollout
+        };
+        let big = load("qwen3-8b-dapo-math.toml");
+        let (t, origin) = collective_timeout(&big, 8, true, None).unwrap();
+        assert_eq!(t, Duration::from_secs(10_486));
+        assert!(
+            origin.starts_with("the rollout bound, 256 samples x 20480 tokens a rank at 500"),
+            "{origin}"
+        );
+        // One rank decodes all of it: eight times the tokens.
+        let (t1, _) = collective_timeout(&big, 1, true, None).unwrap();
+        assert_eq!(t1, Duration::from_secs(83_887));
+        let tiny = load("tiny-arith.toml");
+        let (t, _) = collective_timeout(&tiny, 2, false, None).unwrap();
+        assert_eq!(t, Duration::from_secs(2_560));
+        let (t, _) = collective_timeout(&tiny, 16, false, None).unwrap();
+        assert_eq!(t, Duration::from_secs(MIN_TIMEOUT_S));
+        let (t, origin) = collective_timeout(&big, 8, true, Some(" 60 ")).unwrap();
+        assert_eq!(
+            (t, origin.as_str()),
+            (Duration::from_secs(60), "set by DELTARL_DIST_TIMEOUT_S")
+        );
+        for bad in ["0", "ten", "-5"] {
+            let err = format!(
+                "{:#}",
+                collective_timeout(&big, 8, true, Some(bad)).unwrap_err()
+            );
+            assert!(
+                err.contains("DELTARL_DIST_TIMEOUT_S") && err.contains(bad),
+                "{err}"
+            );
+        }
+    }
 
     /// Pieces come back from the spill as pushed (an empty one as no rows), the file goes
     /// with the spill, and only the spills of ranks past the world are stale.

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <ATen/DeviceAccelerator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef DELTARL_GLOO
@@ -262,6 +264,37 @@ char* deltarl_c10d_store_try_get(void* gp, const char* key, int* found, uint8_t*
     std::memcpy(*data, v.data(), v.size());
     *len = v.size();
     *found = 1;
+  });
+}
+
+// Hands the accelerator's cached memory back to the driver. libtorch's caching allocator
+// keeps the blocks a finished stage freed reserved for its own reuse; a vLLM server woken
+// beside this process (its weights and KV cache reloaded at level 2) needs that memory.
+// Device-generic (at::accelerator), so it links against libtorch_cpu and c10 alone and
+// runs, doing nothing, where there is no accelerator. Writes whether there is one and the
+// current device's reserved bytes before and after.
+char* deltarl_device_empty_cache(int* has_accelerator, int64_t* before, int64_t* after) {
+  return guarded([&] {
+    *has_accelerator = 0;
+    *before = 0;
+    *after = 0;
+    auto kind = at::accelerator::getAccelerator(false);
+    if (!kind.has_value()) {
+      return;
+    }
+    *has_accelerator = 1;
+    auto* alloc = c10::getDeviceAllocator(*kind);
+    if (!alloc->initialized()) {
+      return;  // nothing was ever allocated on it, so nothing is cached
+    }
+    auto index = at::accelerator::getDeviceIndex();
+    auto reserved = [&] {
+      auto aggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+      return alloc->getDeviceStats(index).reserved_bytes[aggregate].current;
+    };
+    *before = reserved();
+    alloc->emptyCache();
+    *after = reserved();
   });
 }
 

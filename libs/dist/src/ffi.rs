@@ -11,6 +11,11 @@ extern "C" {
     fn deltarl_c10d_has_gloo() -> c_int;
     fn deltarl_c10d_has_nccl() -> c_int;
     fn deltarl_c10d_free_message(m: *mut c_char);
+    fn deltarl_device_empty_cache(
+        has_accelerator: *mut c_int,
+        before: *mut i64,
+        after: *mut i64,
+    ) -> *mut c_char;
     fn deltarl_c10d_new(
         host: *const c_char,
         port: u16,
@@ -70,6 +75,15 @@ fn cstring(s: &str) -> Result<CString> {
 pub fn has_gloo() -> bool {
     // SAFETY: no arguments, no state.
     unsafe { deltarl_c10d_has_gloo() != 0 }
+}
+
+/// Empties the accelerator's caching allocator: (an accelerator exists, the current
+/// device's reserved bytes before, after).
+pub fn empty_device_cache() -> Result<(bool, i64, i64)> {
+    let (mut has, mut before, mut after) = (0, 0, 0);
+    // SAFETY: three out-pointers to locals that live for the call.
+    check(unsafe { deltarl_device_empty_cache(&mut has, &mut before, &mut after) })?;
+    Ok((has != 0, before, after))
 }
 
 pub fn has_nccl() -> bool {

@@ -5,6 +5,9 @@
 //!
 //! Tensors on the CPU go through gloo, CUDA tensors through NCCL (with the `nccl` feature).
 //! Without `WORLD_SIZE` (or with `WORLD_SIZE=1`) there is no group and nothing changes.
+//!
+//! The same C++ shim also empties libtorch's device memory cache ([`empty_device_cache`]),
+//! which tch does not expose, for the hand-over of the device to a vLLM server.
 
 mod ffi;
 
@@ -33,6 +36,8 @@ pub enum Error {
          (its headers were missing: apt-get install libgloo-dev, then rebuild)"
     )]
     NoGloo(usize),
+    #[error("emptying the device's memory cache failed: {0}")]
+    Device(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -52,6 +57,29 @@ pub struct Launch {
     pub agent_store: bool,
     /// torchrun's restart count: keys of an earlier attempt are not seen by this one.
     pub attempt: u32,
+}
+
+/// What [`empty_device_cache`] released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheRelease {
+    /// Whether this libtorch has an accelerator (CUDA, …); without one nothing is cached.
+    pub accelerator: bool,
+    /// The current device's bytes reserved by libtorch's caching allocator, before and after.
+    pub reserved_before: u64,
+    pub reserved_after: u64,
+}
+
+/// Hands the memory libtorch's caching allocator holds for reuse back to the device, so
+/// that another process (a vLLM server waking beside the trainer) can take it: the memory
+/// of tensors a finished stage dropped stays reserved by this process until then.
+/// Tensors still alive keep theirs. On a build without an accelerator it does nothing.
+pub fn empty_device_cache() -> Result<CacheRelease> {
+    let (accelerator, before, after) = ffi::empty_device_cache().map_err(Error::Device)?;
+    Ok(CacheRelease {
+        accelerator,
+        reserved_before: u64::try_from(before).unwrap_or(0),
+        reserved_after: u64::try_from(after).unwrap_or(0),
+    })
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -128,6 +156,8 @@ pub struct Group {
     rank: usize,
     world: usize,
     timeout: Duration,
+    /// Where the timeout came from, named in every collective's error.
+    timeout_origin: String,
 }
 
 impl std::fmt::Debug for Group {
@@ -172,7 +202,15 @@ impl Group {
             rank: l.rank,
             world: l.world,
             timeout,
+            timeout_origin: String::new(),
         })
+    }
+
+    /// Says where the collective timeout came from (a configuration's bound, an override),
+    /// so that a collective that fails names the timeout in force and how to change it.
+    pub fn with_timeout_origin(mut self, origin: impl Into<String>) -> Group {
+        self.timeout_origin = origin.into();
+        self
     }
 
     pub fn rank(&self) -> usize {
@@ -200,7 +238,7 @@ impl Group {
         move |message| {
             // A collective fails when a peer is gone: name it if it said why.
             let peers = self.failures();
-            let message = if peers.is_empty() {
+            let mut message = if peers.is_empty() {
                 message
             } else {
                 let said: Vec<String> = peers
@@ -209,6 +247,18 @@ impl Group {
                     .collect();
                 format!("{message}; {}", said.join("; "))
             };
+            // Every collective is bounded by the timeout: say which was in force, so a
+            // rank that was only slower than it is told apart from a hung one.
+            message.push_str(&format!(
+                " (collective timeout {} s{}{})",
+                self.timeout.as_secs(),
+                if self.timeout_origin.is_empty() {
+                    ""
+                } else {
+                    ": "
+                },
+                self.timeout_origin
+            ));
             Error::Collective {
                 op,
                 rank: self.rank,
@@ -377,6 +427,20 @@ mod tests {
         pairs: &'a [(&'static str, &'a str)],
     ) -> impl Fn(&'static str) -> Option<String> + 'a {
         move |n| pairs.iter().find(|p| p.0 == n).map(|p| p.1.to_string())
+    }
+
+    /// The CPU wheel has no accelerator: the call runs through the shim and releases
+    /// nothing, after tensors were made and dropped (which a CUDA build would have cached).
+    #[test]
+    fn emptying_the_device_cache_runs_without_an_accelerator() {
+        drop(Tensor::ones([1024, 1024], (Kind::Float, tch::Device::Cpu)));
+        let r = empty_device_cache().unwrap();
+        if tch::Cuda::is_available() {
+            assert!(r.accelerator, "{r:?}");
+        } else {
+            assert_eq!((r.reserved_before, r.reserved_after), (0, 0));
+        }
+        assert!(r.reserved_after <= r.reserved_before);
     }
 
     #[test]

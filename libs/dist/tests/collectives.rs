@@ -49,7 +49,9 @@ fn worker(name: &str) -> (Launch, Group) {
     let l = Launch::from_env()
         .expect("launch variables")
         .expect("torchrun sets WORLD_SIZE = 2");
-    let g = Group::connect(&l, Duration::from_secs(60), false).expect("rendezvous");
+    let g = Group::connect(&l, Duration::from_secs(60), false)
+        .expect("rendezvous")
+        .with_timeout_origin("set by the test");
     (l, g)
 }
 
@@ -144,6 +146,11 @@ fn a_dead_rank_ends_the_others_quickly() {
         "{text}"
     );
     assert!(text.contains("rank 1 failed: out of patience"), "{text}");
+    // The error names the timeout in force and where it came from.
+    assert!(
+        text.contains("(collective timeout 60 s: set by the test)"),
+        "{text}"
+    );
     // Noticed through the closed connections, long before the 60 s collective timeout.
     assert!(
         t0.elapsed() < Duration::from_secs(50),

@@ -156,6 +156,7 @@ pub fn acquire(
     let folder = policy
         .canonicalize()
         .with_context(|| format!("policy folder {}", policy.display()))?;
+    release_device_cache()?;
     if let Some(url) = &s.url {
         return Ok((user(url, folder)?, Acquired::User));
     }
@@ -178,6 +179,25 @@ pub fn acquire(
         serves: folder,
     };
     Ok((v, Acquired::Started { seconds, restarted }))
+}
+
+/// Before a server starts or wakes on this device: the memory libtorch's caching allocator
+/// still holds for tensors the earlier stages of this process dropped (the update's
+/// weights, gradients and optimizer state: tens of GB at 8B) goes back to the device, or
+/// a level-2 wake-up sized by `--gpu-memory-utilization` finds it taken. Nothing happens
+/// without an accelerator (the CPU build).
+fn release_device_cache() -> Result<()> {
+    let r = deltarl_dist::empty_device_cache()
+        .context("releasing the trainer's cached device memory before vLLM takes the device")?;
+    if r.reserved_before > r.reserved_after {
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        eprintln!(
+            "  trainer's cached device memory released for vLLM: {:.2} GiB ({:.2} GiB still held)",
+            gib(r.reserved_before - r.reserved_after),
+            gib(r.reserved_after)
+        );
+    }
+    Ok(())
 }
 
 /// After a successful rollout: keeps the server for the next one (asleep on CUDA, so
