@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use deltarl_model::{Dtype, Qwen3Config};
+use deltarl_schemas::Engine;
 
 use crate::config::Resolved;
 use crate::host_plan::{HostPlan, HostWorkload};
@@ -241,6 +242,7 @@ impl Args {
             )?,
         };
         let wall = host.wall(&hw, rates);
+        let vllm = (cfg.opts.rollout.engine == Engine::Vllm).then(|| vllm_plan(&cfg, &w));
         let peaks = [
             ("update", update_peak),
             ("features", plan.features_peak()),
@@ -324,13 +326,59 @@ impl Args {
             );
         }
         line("features peak", human(plan.features_peak()));
+        // With vLLM these are what the native engine would take (`--set rollout.engine`).
+        let native = if vllm.is_some() {
+            ", native engine"
+        } else {
+            ""
+        };
         line(
-            &format!("KV cache ({} positions)", w.kv_cache_tokens),
+            &format!("KV cache ({} positions{native})", w.kv_cache_tokens),
             human(plan.kv_cache),
         );
         line(
-            "rollout peak (weights, cache, logits)",
+            &format!("rollout peak{native} (weights, cache, logits)"),
             human(plan.rollout_peak()),
+        );
+        match &vllm {
+            None => line(
+                "rollout engine",
+                "native (deltarl's decoder: the KV cache above)".into(),
+            ),
+            Some(v) => {
+                line(
+                    "rollout engine",
+                    "vLLM, a server a rank, kept across iterations".into(),
+                );
+                line(
+                    "  --max-model-len",
+                    format!(
+                        "{} ({} + {} rounded up to a power of two, at most the model's context)",
+                        v.max_model_len, w.prompt_tokens, w.response_tokens
+                    ),
+                );
+                line(
+                    "  --gpu-memory-utilization",
+                    format!(
+                        "{} of the device{}",
+                        v.utilization,
+                        if v.given { "" } else { " (vLLM's default)" }
+                    ),
+                );
+                line(
+                    "  device hand-over",
+                    "asleep (level 2) while the trainer has the device; libtorch's cache \
+                     emptied before it wakes"
+                        .into(),
+                );
+            }
+        }
+        line(
+            "eval",
+            format!(
+                "every {} iterations, on rank 0 alone, with the native engine",
+                cfg.opts.eval.every
+            ),
         );
         line("host, rollout process", human(host.rollout_resident));
         line(
@@ -393,6 +441,31 @@ impl Args {
         if let Some(mem) = self.memory {
             println!("\nagainst {} a device:", human(mem));
             for (stage, peak) in peaks {
+                if let (Some(v), "rollout") = (&vllm, stage) {
+                    // vLLM takes its share of the device whatever the batch; its KV cache
+                    // is what the share leaves after the weights (activations aside).
+                    let share = (v.utilization * mem as f64) as u64;
+                    let kv = share.saturating_sub(plan.weights);
+                    let positions = kv
+                        / shape
+                            .kv_bytes_per_token(if w.dtype == Dtype::F32 { 4 } else { 2 })
+                            .max(1);
+                    let seq = w.prompt_tokens + w.response_tokens;
+                    let verdict = if positions >= seq {
+                        "fits"
+                    } else {
+                        "does NOT fit"
+                    };
+                    println!(
+                        "  {stage:<9} {verdict} (vLLM takes {} = {:.0} % of it: {} of KV cache \
+                         beyond its weights, {positions} positions, {} rows of {seq} at once)",
+                        human(share),
+                        100.0 * v.utilization,
+                        human(kv),
+                        positions / seq
+                    );
+                    continue;
+                }
                 let verdict = if peak <= mem { "fits" } else { "does NOT fit" };
                 println!(
                     "  {stage:<9} {verdict} ({} = {:.0} % of it)",
@@ -413,6 +486,35 @@ impl Args {
             }
         }
         Ok(())
+    }
+}
+
+/// What the plan says of a vLLM rollout.
+struct VllmPlan {
+    max_model_len: u64,
+    utilization: f64,
+    /// Whether `--gpu-memory-utilization` is given in `rollout.vllm.extra_args`.
+    given: bool,
+}
+
+fn vllm_plan(cfg: &Resolved, w: &Workload) -> VllmPlan {
+    let args = &cfg.opts.rollout.vllm.extra_args;
+    let given = crate::vllm::server_arg(args, &["--gpu-memory-utilization"])
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|u| *u > 0.0 && *u <= 1.0);
+    let max_model_len = crate::vllm::server_arg(args, &["--max-model-len"])
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| {
+            crate::vllm::max_model_len(
+                w.prompt_tokens as usize,
+                w.response_tokens as usize,
+                usize::MAX,
+            ) as u64
+        });
+    VllmPlan {
+        max_model_len,
+        utilization: given.unwrap_or(crate::vllm::DEFAULT_GPU_MEMORY_UTILIZATION),
+        given: given.is_some(),
     }
 }
 

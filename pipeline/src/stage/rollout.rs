@@ -148,9 +148,8 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     // serve this very folder.
     let mut vllm_settings = crate::vllm::Settings::new(&s.vllm);
     if r.engine == Engine::Vllm {
-        // The positions one request may use: the longest prompt (cut to max_prompt_tokens
-        // when set) and the response, rounded up to a power of two so that a kept server
-        // restarts only when an iteration's prompts need more.
+        // The positions one request may use (`crate::vllm::max_model_len`), from the
+        // longest prompt, cut to max_prompt_tokens when set.
         let mut longest = 0;
         for p in &drawn {
             let text = deltarl_schemas::render_template(&core.template, &p.problem);
@@ -159,7 +158,12 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
         if let Some(m) = core.max_prompt_tokens {
             longest = longest.min(m);
         }
-        vllm_settings.max_model_len = Some((longest + r.max_new_tokens).next_power_of_two());
+        // Capped at the model's context where the policy's configuration is read.
+        vllm_settings.max_model_len = Some(crate::vllm::max_model_len(
+            longest,
+            r.max_new_tokens,
+            usize::MAX,
+        ));
     }
     let vllm = match r.engine {
         Engine::Native => None,
@@ -322,21 +326,9 @@ fn vllm_server(
 /// The tensor-parallel size above 1 that server arguments ask for, if any
 /// (`--tensor-parallel-size N`, `--tensor-parallel-size=N`, `-tp N`).
 fn parallel_size(args: &[String]) -> Option<usize> {
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let value = match a.split_once('=') {
-            Some(("--tensor-parallel-size" | "-tp", v)) => Some(v.to_string()),
-            None if a == "--tensor-parallel-size" || a == "-tp" => it.next().cloned(),
-            _ => None,
-        };
-        if let Some(n) = value
-            .and_then(|v| v.parse::<usize>().ok())
-            .filter(|&n| n > 1)
-        {
-            return Some(n);
-        }
-    }
-    None
+    crate::vllm::server_arg(args, &["--tensor-parallel-size", "-tp"])
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 1)
 }
 
 /// A prompt longer than the context leaves room for says what fixes it: verl's left

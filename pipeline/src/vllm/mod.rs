@@ -181,6 +181,33 @@ pub fn acquire(
     Ok((v, Acquired::Started { seconds, restarted }))
 }
 
+/// vLLM's own default share of a GPU's memory (`--gpu-memory-utilization`).
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+
+/// The positions one request may use (`--max-model-len`): the longest prompt and the
+/// response, rounded up to a power of two so that a kept server restarts only when an
+/// iteration's prompts need more, and never past the model's context.
+pub fn max_model_len(longest_prompt: usize, max_new_tokens: usize, context: usize) -> usize {
+    (longest_prompt + max_new_tokens)
+        .next_power_of_two()
+        .min(context)
+}
+
+/// The value a server argument is given in `args` (`--name V` or `--name=V`), the last
+/// one when repeated, as vLLM's parser takes it.
+pub fn server_arg<'a>(args: &'a [String], names: &[&str]) -> Option<&'a str> {
+    let mut found = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.split_once('=') {
+            Some((k, v)) if names.contains(&k) => found = Some(v),
+            None if names.contains(&a.as_str()) => found = it.next().map(String::as_str),
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Before a server starts or wakes on this device: the memory libtorch's caching allocator
 /// still holds for tensors the earlier stages of this process dropped (the update's
 /// weights, gradients and optimizer state: tens of GB at 8B) goes back to the device, or
@@ -386,5 +413,28 @@ mod tests {
             .is_nan());
         assert!(max_abs_diff(&[-1.0], &[-1.0, -2.0]).is_err());
         assert!(max_abs_diff(&[], &[]).is_err());
+    }
+
+    #[test]
+    fn server_arguments_and_the_context_by_hand() {
+        let args: Vec<String> = ["--gpu-memory-utilization", "0.85", "-tp=2", "--seed"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        assert_eq!(
+            server_arg(&args, &["--gpu-memory-utilization"]),
+            Some("0.85")
+        );
+        assert_eq!(
+            server_arg(&args, &["--tensor-parallel-size", "-tp"]),
+            Some("2")
+        );
+        // A flag at the end has no value; one never given is None.
+        assert_eq!(server_arg(&args, &["--seed"]), None);
+        assert_eq!(server_arg(&args, &["--max-model-len"]), None);
+        // 2,048 + 20,480 = 22,528 -> 32,768, Qwen3-8B's context; a shorter context caps it.
+        assert_eq!(max_model_len(2048, 20480, 32768), 32768);
+        assert_eq!(max_model_len(2048, 20480, 24576), 24576);
+        assert_eq!(max_model_len(100, 28, 4096), 128);
     }
 }
