@@ -30,7 +30,7 @@ fn both(out: &Output) -> String {
 }
 
 /// The micro configuration with several generation sessions (each through fewer slots than
-/// rows) and features chunks, so both
+/// rows; the evaluation's too, every iteration) and features chunks, so both
 /// ranks have work in every shared stage, and two optimizer steps of two micro-batches.
 ///
 /// What makes the update exactly reproducible: one intra-op thread on both sides
@@ -48,7 +48,7 @@ fn config(dir: &Path) -> PathBuf {
         &micro_config(dir),
         "ranks.toml",
         "[model]\nthreads = 1\n[rollout]\nmax_batch_rows = 4\nsession_rows = 8\n[features]\nchunk_rows = 5\n\
-         [update]\noptimizer_steps = 2\nmicro_batch_rows = 8\n[eval]\nevery = 0\n",
+         [update]\noptimizer_steps = 2\nmicro_batch_rows = 8\n[eval]\nevery = 1\n",
     )
 }
 
@@ -98,9 +98,10 @@ fn two_ranks_give_the_files_of_one_process() {
             assert_eq!(v["processes"], n, "{line}");
         }
     }
-    // Rollouts, scores, features and coefficients: byte for byte.
+    // Rollouts, scores, features, coefficients and the evaluation (each rank its share of
+    // the held-out sessions): byte for byte.
     let a = stage_files(&one, 1);
-    assert_eq!(a.len(), 4, "{:?}", a.keys());
+    assert_eq!(a.len(), 5, "{:?}", a.keys());
     assert_eq!(differing(&a, &stage_files(&two, 1)), Vec::<String>::new());
     // The new weights and the update's rows (loss, gradient norm, ... per step): equal
     // bits, as `config` says why.
@@ -119,6 +120,12 @@ fn two_ranks_give_the_files_of_one_process() {
             processes: 2
         })
     );
+    // The evaluation was shared: 16 held-out problems x 1 sample in sessions of 8, one a
+    // rank, and it still wrote the one process's file (above).
+    let m = deltarl_schemas::Manifest::read(&two.join("iter-0001/manifest/eval.json"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(m.compute.map(|c| c.processes), Some(2));
     // `status` says when a rerun here would not compute as the recorded stages did (the
     // shared stages ran in two processes), and is silent when it would.
     let text = |run: &str| {

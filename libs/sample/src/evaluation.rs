@@ -14,6 +14,11 @@ pub struct Sampling {
     pub max_batch_rows: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_cache_tokens: Option<usize>,
+    /// Samples decoded in sessions of at most this many (None = one session): the rollout's
+    /// `session_rows`, which is what processes share out, so that N processes evaluate with
+    /// the very batches one process does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_rows: Option<usize>,
 }
 
 /// How many answers a problem gets and how each token is drawn.
@@ -54,6 +59,8 @@ impl Sampling {
             stop: self.stop.clone(),
             max_batch_rows: self.max_batch_rows,
             max_cache_tokens: self.max_cache_tokens,
+            session_rows: self.session_rows,
+            shard: deltarl_schemas::Shard::WHOLE,
             // Held-out accuracy is graded as training rewards are: strictly.
             extract: deltarl_verify::Policy::Boxed,
             seed: self.seed,
@@ -76,6 +83,11 @@ pub struct Request {
     pub max_batch_rows: usize,
     /// The KV-cache budget in positions (None = no limit).
     pub max_cache_tokens: Option<usize>,
+    /// Sessions of at most this many samples (None = one session).
+    pub session_rows: Option<usize>,
+    /// This process's share of the sessions (session i to rank i mod N); the others'
+    /// samples are not drawn here.
+    pub shard: deltarl_schemas::Shard,
     /// How answers are extracted from the responses.
     pub extract: deltarl_verify::Policy,
     pub seed: u64,

@@ -87,6 +87,8 @@ impl Args {
             stop: Vec::new(),
             max_batch_rows: self.max_batch_rows,
             max_cache_tokens: None,
+            session_rows: None,
+            shard: deltarl_schemas::Shard::WHOLE,
             extract: self.extract.into(),
             seed: self.seed,
             iter: 0,

@@ -373,10 +373,14 @@ impl Args {
                 );
             }
         }
+        let sessions = match cfg.opts.rollout.session_rows {
+            0 => "on rank 0 alone (rollout.session_rows = 0: one session)".to_string(),
+            s => format!("shared over the ranks in sessions of {s} samples"),
+        };
         line(
             "eval",
             format!(
-                "every {} iterations, on rank 0 alone, with the native engine",
+                "every {} iterations, {sessions}, with the native engine",
                 cfg.opts.eval.every
             ),
         );

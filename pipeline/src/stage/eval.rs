@@ -33,7 +33,7 @@ impl Contract for Eval {
     }
 
     fn run(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> {
-        evaluate_policy(env, s).map(Some)
+        evaluate_policy(env, s)
     }
 
     fn line(s: &EvalSummary) -> String {
@@ -61,6 +61,7 @@ pub fn sampling(cfg: &Resolved) -> Sampling {
         stop: o.rollout.stop.clone(),
         max_batch_rows: o.rollout.max_batch_rows,
         max_cache_tokens: crate::config::zero_is_off(o.rollout.kv_cache_tokens),
+        session_rows: crate::config::zero_is_off(o.rollout.session_rows),
     }
 }
 
@@ -107,23 +108,27 @@ pub fn evaluate(
 
 /// The answers of `policy` (the policy of iteration `iter`; 0 = the base, read from
 /// `dir`) to the built-in dataset's held-out problems, sampled as the eval stage samples
-/// them (in the chat template of the model in `dir` when the settings ask for it).
+/// them (in the chat template of the model in `dir` when the settings ask for it); only
+/// `shard`'s share of the sessions.
 pub fn heldout_rows(
     policy: &deltarl_model::Policy,
     dir: &std::path::Path,
     task: deltarl_data::Builtin,
     s: &Settings,
     iter: u32,
+    shard: deltarl_schemas::Shard,
 ) -> Result<Vec<deltarl_schemas::EvalRow>> {
     let mut prompts = task.test_prompts(s.problems);
     let mut settings = s.request(iter);
+    settings.shard = shard;
     if s.chat_template {
         settings.template = crate::chat::apply(&mut prompts, &settings.template, dir)?;
     }
     evaluate(policy, &task.heldout_name(), &prompts, &settings, &s.code)
 }
 
-fn evaluate_policy(env: &Env, s: &Settings) -> Result<Ran<EvalSummary>> {
+/// The stage's work (None on a rank other than 0, which only samples its share).
+fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> {
     let task = s.data_source.builtin();
     if task.is_none() && s.benchmarks.is_empty() {
         let builtin = deltarl_data::Builtin::sources();
@@ -135,7 +140,23 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Ran<EvalSummary>> {
     }
     let dir = env.this_policy();
     let policy = load_policy(&dir, env.device, s.dtype)?;
-    let settings = s.request(env.iter);
+    let mut settings = s.request(env.iter);
+    settings.shard = env.shard();
+    // Several processes: each sampled its share of a benchmark's sessions; rank 0 gathers
+    // them in the order of one process (problems as listed, then samples).
+    let gather = |part: Vec<EvalRow>, prompts: &[PromptRow]| -> Result<Vec<EvalRow>> {
+        let Some(g) = env.ranks else {
+            return Ok(part);
+        };
+        let at: std::collections::HashMap<&str, usize> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.id.as_str(), i))
+            .collect();
+        crate::ranks::gather_rows(g, part, |r| {
+            (at.get(r.problem_id.as_str()).copied(), r.sample_idx)
+        })
+    };
     let mut rows = Vec::new();
     let mut benchmarks = BTreeMap::new();
     let mut summarise = |name: &str, part: &[EvalRow], skipped: usize| {
@@ -153,7 +174,8 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Ran<EvalSummary>> {
     };
     let heldout = task.map(deltarl_data::Builtin::heldout_name);
     if let (Some(task), Some(name)) = (task, &heldout) {
-        let part = heldout_rows(&policy, &dir, task, s, env.iter)?;
+        let part = heldout_rows(&policy, &dir, task, s, env.iter, settings.shard)?;
+        let part = gather(part, &task.test_prompts(s.problems))?;
         summarise(name, &part, 0);
         rows.extend(part);
     }
@@ -166,9 +188,12 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Ran<EvalSummary>> {
             at.template = crate::chat::apply(&mut prompts, &at.template, &dir)?;
         }
         let (prompts, skipped) = fitting(&policy, &at.template, at.max_new_tokens, prompts)?;
-        let part = evaluate(&policy, &name, &prompts, &at, &s.code)?;
+        let part = gather(evaluate(&policy, &name, &prompts, &at, &s.code)?, &prompts)?;
         summarise(&name, &part, skipped);
         rows.extend(part);
+    }
+    if !env.writes() {
+        return Ok(None);
     }
     // How the answers were drawn, whatever the hash leaves out as a default.
     let drawn = json!({
@@ -192,5 +217,5 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Ran<EvalSummary>> {
             .collect()),
         benchmarks: (!s.benchmarks.is_empty()).then_some(benchmarks),
     };
-    Ok(Ran::new(rows.len(), summary))
+    Ok(Some(Ran::new(rows.len(), summary)))
 }

@@ -143,11 +143,12 @@ contracts! {
 
 /// Whether all processes share the stage (rank 0 alone runs the others while the rest
 /// wait): the rollout (with vLLM each rank serves its share of the prompts from a server of
-/// its own), the features pass and the update.
+/// its own), the features pass, the update and the evaluation (each rank its share of
+/// each benchmark's sessions, as the rollout shares its own).
 pub fn shared(stage: Stage) -> bool {
     match stage {
-        Stage::Rollout | Stage::Features | Stage::Update => true,
-        Stage::Warmstart | Stage::Score | Stage::Coeffs | Stage::Eval => false,
+        Stage::Rollout | Stage::Features | Stage::Update | Stage::Eval => true,
+        Stage::Warmstart | Stage::Score | Stage::Coeffs => false,
     }
 }
 

@@ -38,7 +38,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Generates `samples` answers per problem with the shared sampler (seeds of the `eval`
-/// stage) and grades them: math answers with `s.extract`, code answers by running them
+/// stage; `s.shard`'s share of the sessions only) and grades them: math answers with `s.extract`, code answers by running them
 /// against their tests in `grader`'s sandbox (required when any problem is code).
 /// `progress(responses_done)`.
 pub fn evaluate(
@@ -55,13 +55,13 @@ pub fn evaluate(
         sampling: SampleSettings::plain(s.temperature, s.max_new_tokens, policy.eos_ids())
             .truncated(s.top_p, s.top_k)
             .stopping_at(s.stop.clone())
-            .batched(s.max_batch_rows, s.max_cache_tokens, None),
+            .batched(s.max_batch_rows, s.max_cache_tokens, s.session_rows),
         run_seed: s.seed,
         iter: s.iter,
         policy_iter: s.iter,
         seed_stage: Stage::Eval,
         max_prompt_tokens: None,
-        shard: deltarl_schemas::Shard::WHOLE,
+        shard: s.shard,
     };
     let samples = deltarl_sample::run(&core, policy, prompts, &mut |done, _| progress(done))
         .map_err(|source| Error::Sampling {

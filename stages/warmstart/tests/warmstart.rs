@@ -101,6 +101,7 @@ fn settings(max_positions: usize) -> deltarl_warmstart::Settings {
             stop: Vec::new(),
             max_batch_rows: 8,
             max_cache_tokens: None,
+            session_rows: None,
         },
         task: deltarl_data::Task::Arith,
     }

@@ -67,7 +67,7 @@ pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<Eva
         &s,
         || {
             let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
-            heldout_rows(&policy, base, task, &s, 0)
+            heldout_rows(&policy, base, task, &s, 0, deltarl_schemas::Shard::WHOLE)
         },
     )?;
     Ok(Some(rows))
@@ -107,7 +107,7 @@ pub fn sampled_eval(
         &s,
         || {
             let policy = crate::stage::load_policy(&dir, ctx.device, s.dtype)?;
-            heldout_rows(&policy, &dir, task, &s, iter)
+            heldout_rows(&policy, &dir, task, &s, iter, deltarl_schemas::Shard::WHOLE)
         },
     )
     .with_context(|| format!("the sampled held-out readout of {}", dir.display()))?;
