@@ -200,6 +200,23 @@ pub fn gather_rows<T: Table, K: Ord>(
     Ok(all)
 }
 
+/// Every rank's samples of `prompts` (ids in the order one process lists them), merged on
+/// rank 0 in that process's order: prompt by prompt, then sample. `of(row)` is the row's
+/// (prompt id, sample index).
+pub fn gather_samples<'a, T: Table>(
+    g: &Group,
+    rows: Vec<T>,
+    prompts: impl Iterator<Item = &'a str>,
+    of: impl Fn(&T) -> (&str, u32),
+) -> Result<Vec<T>> {
+    let at: std::collections::HashMap<&str, usize> =
+        prompts.enumerate().map(|(i, id)| (id, i)).collect();
+    gather_rows(g, rows, |r| {
+        let (id, sample) = of(r);
+        (at.get(id).copied(), sample)
+    })
+}
+
 /// One of a rank's pieces of work: its rows, or the same rows already encoded as Parquet
 /// (empty bytes: no rows).
 pub enum Piece<T> {

@@ -3,6 +3,8 @@
 //! problem whose copies disagree on the gold. The output must be what `data.source`
 //! reads, each kept problem once and bare, and a rerun must write the same bytes.
 
+use std::path::Path;
+
 use crate::common::*;
 
 const HUB: &str = r#"
@@ -27,6 +29,22 @@ df = pl.DataFrame({
 df.write_parquet(sys.argv[1])
 "#;
 
+/// `deltarl data prepare --recipe dapo-math --input INPUT --out OUT`.
+fn prepare(runs: &Path, input: &Path, out: &Path) -> std::process::Output {
+    let (input, out) = (input.to_str().unwrap(), out.to_str().unwrap());
+    let args = [
+        "data",
+        "prepare",
+        "--recipe",
+        "dapo-math",
+        "--input",
+        input,
+        "--out",
+        out,
+    ];
+    deltarl(runs, &args)
+}
+
 #[test]
 fn the_hub_layout_becomes_bare_distinct_problems() {
     let dir = tempfile::tempdir().unwrap();
@@ -34,23 +52,7 @@ fn the_hub_layout_becomes_bare_distinct_problems() {
     run_python(HUB, &[&hub]);
     let out = dir.path().join("data/dapo.jsonl");
     let runs = dir.path().join("runs");
-    let prepare = || {
-        let o = ok(deltarl(
-            &runs,
-            &[
-                "data",
-                "prepare",
-                "--recipe",
-                "dapo-math",
-                "--input",
-                hub.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-            ],
-        ));
-        String::from_utf8(o.stdout).unwrap()
-    };
-    let printed = prepare();
+    let printed = String::from_utf8(ok(prepare(&runs, &hub, &out)).stdout).unwrap();
     for line in [
         "recipe dapo-math: 500 rows read",
         "instruction: 500 with prefix and suffix (stripped), 0 prefix only, 0 suffix only, 0 without; 0 still mention it",
@@ -98,7 +100,7 @@ fn the_hub_layout_becomes_bare_distinct_problems() {
         &[&out],
     );
     // A rerun writes the same bytes.
-    prepare();
+    ok(prepare(&runs, &hub, &out));
     assert_eq!(std::fs::read(&out).unwrap(), first);
 }
 
@@ -114,29 +116,14 @@ fn bad_input_is_named_and_destroys_nothing() {
     )
     .unwrap();
     let runs = dir.path().join("runs");
-    let run = |out: &std::path::Path| {
-        deltarl(
-            &runs,
-            &[
-                "data",
-                "prepare",
-                "--recipe",
-                "dapo-math",
-                "--input",
-                input.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-            ],
-        )
-    };
-    let o = run(&out);
+    let o = prepare(&runs, &input, &out);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("in.jsonl:2: missing field `answer`"), "{err}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me\n");
     assert!(!dir.path().join("out.recipe.json").exists());
     // The output must be JSONL, named so.
-    let o = run(&dir.path().join("out.parquet"));
+    let o = prepare(&runs, &input, &dir.path().join("out.parquet"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         !o.status.success() && err.contains("name it *.jsonl"),

@@ -148,14 +148,8 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
         let Some(g) = env.ranks else {
             return Ok(part);
         };
-        let at: std::collections::HashMap<&str, usize> = prompts
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.id.as_str(), i))
-            .collect();
-        crate::ranks::gather_rows(g, part, |r| {
-            (at.get(r.problem_id.as_str()).copied(), r.sample_idx)
-        })
+        let ids = prompts.iter().map(|p| p.id.as_str());
+        crate::ranks::gather_samples(g, part, ids, |r| (r.problem_id.as_str(), r.sample_idx))
     };
     let mut rows = Vec::new();
     let mut benchmarks = BTreeMap::new();

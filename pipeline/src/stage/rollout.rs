@@ -1,7 +1,6 @@
 //! The rollout stage: draw the iteration's prompts, sample G responses to each with the
 //! previous policy, write rollouts.parquet.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -205,14 +204,8 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     // the order of one process (prompts as drawn, then samples).
     let rows = match env.ranks {
         Some(g) => {
-            let at: HashMap<&str, usize> = drawn
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.id.as_str(), i))
-                .collect();
-            crate::ranks::gather_rows(g, rows, |r| {
-                (at.get(r.prompt_id.as_str()).copied(), r.sample_idx)
-            })?
+            let ids = drawn.iter().map(|p| p.id.as_str());
+            crate::ranks::gather_samples(g, rows, ids, |r| (r.prompt_id.as_str(), r.sample_idx))?
         }
         None => rows,
     };
