@@ -212,8 +212,13 @@ pub fn load(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
     // A tied checkpoint may still carry lm_head.weight: kept to compare with the embedding.
     let mut tied_head: Option<(PathBuf, Tensor)> = None;
     for file in weight_files(dir)? {
-        let named = Tensor::read_safetensors(&file).map_err(|e| file_err(&file, e.to_string()))?;
-        for (name, t) in named {
+        // One tensor in host memory at a time (an 8B policy is 16 GB of bf16).
+        let tensors = crate::TensorFile::open(&file)?;
+        for name in tensors.names() {
+            let name = name.to_string();
+            let Some(t) = tensors.read(&name)? else {
+                continue;
+            };
             let Some(var) = vars.get_mut(&name) else {
                 if name == "lm_head.weight" {
                     tied_head = Some((file.clone(), t));

@@ -26,6 +26,7 @@ pub mod slots;
 mod stop;
 pub mod synthetic;
 mod teacher;
+mod tensor_file;
 mod tokenizer;
 
 pub use checkpoint::{
@@ -39,6 +40,7 @@ pub use model::Qwen3;
 pub use recompute::Checkpointed;
 pub use slots::KvCache;
 pub use stop::StopScanner;
+pub use tensor_file::TensorFile;
 pub use tokenizer::Tokenizer;
 
 /// The device to run on: the first CUDA device when present, else the CPU.

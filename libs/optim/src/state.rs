@@ -73,14 +73,16 @@ impl AdamW {
 
     /// Restores state saved by [`AdamW::save`]; every moment must be present. Master
     /// weights are restored when saved (a run that continues in bf16); otherwise they stay
-    /// the working copy upcast (the first bf16 step after an f32 run).
+    /// the working copy upcast (the first bf16 step after an f32 run). Each tensor is read
+    /// from the file when its turn comes, and a process holding a share of the state
+    /// (sharded) reads only the tensors it owns: its host memory is its share plus one
+    /// tensor, not the whole file.
     pub fn load(&mut self, dir: &Path) -> Result<()> {
         let path = dir.join("optimizer.safetensors");
-        let named = Tensor::read_safetensors(&path).map_err(|e| Error::State {
+        let file = deltarl_model::TensorFile::open(&path).map_err(|e| Error::State {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        let map: std::collections::HashMap<String, Tensor> = named.into_iter().collect();
         let rank = self.sharded_rank;
         for s in &mut self.params {
             if rank.is_some_and(|r| r != s.owner) {
@@ -95,7 +97,11 @@ impl AdamW {
             }
             for (prefix, slot, required) in slots {
                 let key = format!("{prefix}.{n}");
-                let Some(t) = map.get(&key) else {
+                let read = file.read(&key).map_err(|e| Error::State {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                let Some(t) = read else {
                     if !required {
                         continue;
                     }
