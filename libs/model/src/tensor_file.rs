@@ -176,6 +176,42 @@ mod tests {
             assert!(got.equal(t), "{name}");
         }
         assert!(f.read("missing").unwrap().is_none());
+        // The canonical readers take the streamed file: the safetensors crate's validation
+        // (offsets contiguous, covering the data exactly) and Python's safetensors, value
+        // for value (bf16 and f16 widen to f64 exactly).
+        let bytes = std::fs::read(&path).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        assert_eq!(st.len(), 3);
+        let py = std::env::var("DELTARL_PYTHON").unwrap_or_else(|_| "python3".into());
+        let out = std::process::Command::new(py)
+            .args(["-c", "import sys, json; from safetensors.torch import load_file\n\
+                 d = load_file(sys.argv[1])\n\
+                 print(json.dumps({k: [str(v.dtype), list(v.shape), v.double().flatten().tolist()] for k, v in d.items()}))"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: BTreeMap<String, (String, Vec<i64>, Vec<f64>)> =
+            serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(got.len(), named.len());
+        for (name, t) in &named {
+            let (dtype, shape, values) = &got[name];
+            let want: Vec<f64> = Vec::try_from(t.to_kind(Kind::Double).flatten(0, -1)).unwrap();
+            let torch_dtype = match t.kind() {
+                Kind::Float => "torch.float32",
+                Kind::BFloat16 => "torch.bfloat16",
+                _ => "torch.float16",
+            };
+            assert_eq!(
+                (dtype.as_str(), shape, values),
+                (torch_dtype, &t.size(), &want),
+                "{name}"
+            );
+        }
         // A header length past the file's end.
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[..8].copy_from_slice(&(1u64 << 40).to_le_bytes());
