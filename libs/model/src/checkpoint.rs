@@ -91,10 +91,7 @@ impl std::fmt::Debug for Policy {
 }
 
 pub(crate) fn file_err(path: &Path, message: impl Into<String>) -> Error {
-    Error::File {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
+    Error::file(path, message)
 }
 
 /// Reads and validates `config.json` in `dir`.

@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Errors of model loading, saving and generation. Each names the file, tensor or value.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +35,16 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An error about a file as a whole (its header, its layout, its contents).
+    pub(crate) fn file(path: &Path, message: impl Into<String>) -> Error {
+        Error::File {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+}
 
 /// Why a generation request failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

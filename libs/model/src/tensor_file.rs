@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use tch::{Kind, Tensor};
 
-use crate::checkpoint::file_err;
 use crate::{Error, Result};
 
 /// The largest header safetensors readers accept (100 MB), so a corrupt length is refused
@@ -46,7 +45,7 @@ impl TensorFile {
     /// Opens `path` and reads its header; every tensor's place is checked against the
     /// file's length, its dtype and its shape.
     pub fn open(path: &Path) -> Result<TensorFile> {
-        let err = |m: String| file_err(path, m);
+        let err = |m: String| Error::file(path, m);
         let file = File::open(path).map_err(|e| err(e.to_string()))?;
         let len = file.metadata().map_err(|e| err(e.to_string()))?.len();
         let mut n = [0u8; 8];
