@@ -74,7 +74,7 @@ impl Stage {
     }
 
     /// The stage's main output, relative to its folder ([`stage_dir`]).
-    pub fn output(self) -> &'static str {
+    pub const fn output(self) -> &'static str {
         match self {
             Stage::Warmstart => "model.safetensors",
             Stage::Rollout => "rollouts.parquet",

@@ -6,62 +6,23 @@
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
-use crate::arrays::{self, list_of, Columns};
+use crate::arrays::{self, Columns};
 use crate::key::ResponseKey;
-use crate::tables::table::{batch, f};
+use crate::tables::table::{batch, f, table};
 use crate::{Precision, Result, Table, VectorLayout};
 
-/// A view of features.parquet with the key and one list column (of `$elem`, Arrow type
-/// `$dt`, built by `arrays::$build` and read by `Columns::$read`): reading it decodes that
+/// A view of features.parquet with the key and one list column: reading it decodes that
 /// column and never the vectors.
 macro_rules! list_column_view {
-    ($(#[$doc:meta])* $name:ident, $table:literal, $column:ident:
-     Vec<$elem:ty> = $dt:expr, $build:ident, $read:ident) => {
-        $(#[$doc])*
-        #[derive(Clone, Debug, PartialEq)]
-        pub struct $name {
-            pub prompt_id: String,
-            pub sample_idx: u32,
-            pub $column: Vec<$elem>,
-        }
-
-        impl Table for $name {
-            const NAME: &'static str = $table;
-
-            fn fields(_: i32) -> Vec<Field> {
-                vec![
-                    f("prompt_id", DataType::Utf8),
-                    f("sample_idx", DataType::UInt32),
-                    f(stringify!($column), list_of($dt)),
-                ]
+    ($(#[$doc:meta])* $name:ident, $table:literal, $column:ident: $ty:ty) => {
+        table! {
+            $(#[$doc])*
+            pub struct $name {
+                pub prompt_id: String,
+                pub sample_idx: u32,
+                pub $column: $ty,
             }
-
-            fn to_batch(rows: &[Self]) -> Result<RecordBatch> {
-                batch(
-                    Self::NAME,
-                    Self::schema(0),
-                    vec![
-                        arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
-                        arrays::u32s(rows.iter().map(|r| r.sample_idx)),
-                        arrays::$build(rows.iter().map(|r| r.$column.as_slice())),
-                    ],
-                )
-            }
-
-            fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
-                let c = Columns { batch, file };
-                let sample_idx = c.u32("sample_idx")?;
-                Ok(c.str("prompt_id")?
-                    .into_iter()
-                    .zip(c.$read(stringify!($column))?)
-                    .zip(sample_idx)
-                    .map(|((prompt_id, $column), sample_idx)| $name {
-                        prompt_id,
-                        sample_idx,
-                        $column,
-                    })
-                    .collect())
-            }
+            name = $table;
         }
     };
 }
@@ -72,14 +33,14 @@ list_column_view!(
     /// old log-probs.
     LogprobRow,
     "features (log-probs)",
-    logprob: Vec<f32> = DataType::Float32, list_f32, list_f32
+    logprob: Vec<f32>
 );
 
 list_column_view!(
     /// A response's per-token entropies (the `entropy` column of features.parquet).
     FeatureScalars,
     "features (entropies)",
-    entropy: Vec<f32> = DataType::Float32, list_f32, list_f32
+    entropy: Vec<f32>
 );
 
 list_column_view!(
@@ -87,7 +48,7 @@ list_column_view!(
     /// features.parquet): `1 - p` is how much gradient the token's log-prob can carry.
     FeatureProbs,
     "features (token probabilities)",
-    token_prob: Vec<f32> = DataType::Float32, list_f32, list_f32
+    token_prob: Vec<f32>
 );
 
 list_column_view!(
@@ -95,7 +56,7 @@ list_column_view!(
     /// values): what DelTA's first centroids need of its vectors.
     FeatureSums,
     "features (vector sums)",
-    vector_sum: Vec<f64> = DataType::Float64, list_f64, list_f64
+    vector_sum: Vec<f64>
 );
 
 /// A response's token vectors (the `features` column of features.parquet).

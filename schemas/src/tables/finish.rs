@@ -1,6 +1,6 @@
 //! Why generation of a response ended (a column of rollouts and eval).
 
-use crate::{Error, Result};
+use super::column::{named_column, Named};
 use serde::{Deserialize, Serialize};
 
 /// Why generation of a response ended.
@@ -20,17 +20,14 @@ impl FinishReason {
             FinishReason::Length => "length",
         }
     }
+}
 
-    pub(crate) fn parse(s: &str, file: &str, row: usize) -> Result<Self> {
-        match s {
-            "stop" => Ok(FinishReason::Stop),
-            "length" => Ok(FinishReason::Length),
-            other => Err(Error::Value {
-                file: file.to_string(),
-                column: "finish_reason".into(),
-                row,
-                message: format!("unknown finish reason {other:?} (expected stop or length)"),
-            }),
-        }
+impl Named for FinishReason {
+    const ALL: &'static [Self] = &[FinishReason::Stop, FinishReason::Length];
+
+    fn as_str(self) -> &'static str {
+        self.as_str()
     }
 }
+
+named_column!(FinishReason);

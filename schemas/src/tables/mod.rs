@@ -1,9 +1,11 @@
 //! The tables of one iteration: one row per response, keyed by (`prompt_id`, `sample_idx`),
 //! except `update` (one row per optimizer step) and `eval` (one row per benchmark sample).
 //!
-//! One file a table; `table.rs` holds the trait and the helpers they share.
+//! One file a table; `table.rs` holds the trait, the `table!` macro that declares a table's
+//! columns once, and the helpers they share; `column.rs` says how each field type is stored.
 
 mod coeff;
+pub(crate) mod column;
 mod eval;
 mod feature;
 mod finish;

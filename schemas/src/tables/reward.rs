@@ -1,7 +1,7 @@
 //! How a response is rewarded (a column of prompts, rollouts and scores), and why a
 //! program failed (scores).
 
-use crate::{Error, Result};
+use super::column::{named_column, Named};
 use serde::{Deserialize, Serialize};
 
 /// Which reward grades a prompt's responses.
@@ -29,19 +29,6 @@ impl RewardKind {
     /// The kind a name (`math`, `code`) means, or `None`.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-
-    /// A column value: null means math (files written before the column existed).
-    pub(crate) fn parse(s: Option<&str>, file: &str, row: usize) -> Result<Self> {
-        match s {
-            None => Ok(RewardKind::Math),
-            Some(name) => Self::from_name(name).ok_or_else(|| Error::Value {
-                file: file.to_string(),
-                column: "reward_kind".into(),
-                row,
-                message: format!("unknown reward kind {name:?} (expected math or code)"),
-            }),
-        }
     }
 }
 
@@ -91,19 +78,30 @@ impl CodeOutcome {
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.as_str() == name)
     }
+}
 
-    pub(crate) fn parse(s: Option<&str>, file: &str, row: usize) -> Result<Option<Self>> {
-        s.map(|name| {
-            Self::from_name(name).ok_or_else(|| Error::Value {
-                file: file.to_string(),
-                column: "outcome".into(),
-                row,
-                message: format!("unknown code outcome {name:?}"),
-            })
-        })
-        .transpose()
+impl Named for RewardKind {
+    const ALL: &'static [Self] = &RewardKind::ALL;
+
+    /// Files written before the column existed hold math prompts.
+    const NULL: Option<Self> = Some(RewardKind::Math);
+
+    fn as_str(self) -> &'static str {
+        self.as_str()
     }
 }
+
+named_column!(RewardKind);
+
+impl Named for CodeOutcome {
+    const ALL: &'static [Self] = &CodeOutcome::ALL;
+
+    fn as_str(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+named_column!(CodeOutcome);
 
 #[cfg(test)]
 mod tests {
@@ -125,10 +123,5 @@ mod tests {
                 format!("\"{}\"", o.as_str())
             );
         }
-        assert_eq!(RewardKind::parse(None, "f", 0).unwrap(), RewardKind::Math);
-        let err = RewardKind::parse(Some("chess"), "f.parquet", 3)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("f.parquet") && err.contains("chess"), "{err}");
     }
 }
