@@ -4,23 +4,177 @@
 
 use crate::plan::Shape;
 
-/// (name, vocab, hidden, intermediate, layers, heads, kv heads, head dim, tied head).
-type Row = (&'static str, u64, u64, u64, u64, u64, u64, u64, bool);
-
-const KNOWN: [Row; 13] = [
-    ("qwen3-0.6b", 151_936, 1024, 3072, 28, 16, 8, 128, true),
-    ("qwen3-1.7b", 151_936, 2048, 6144, 28, 16, 8, 128, true),
-    ("qwen3-4b", 151_936, 2560, 9728, 36, 32, 8, 128, true),
-    ("qwen3-8b", 151_936, 4096, 12_288, 36, 32, 8, 128, false),
-    ("qwen3-14b", 151_936, 5120, 17_408, 40, 40, 8, 128, false),
-    ("qwen2.5-0.5b", 151_936, 896, 4864, 24, 14, 2, 64, true),
-    ("qwen2.5-1.5b", 151_936, 1536, 8960, 28, 12, 2, 128, true),
-    ("qwen2.5-3b", 151_936, 2048, 11_008, 36, 16, 2, 128, true),
-    ("qwen2.5-7b", 152_064, 3584, 18_944, 28, 28, 4, 128, false),
-    ("qwen2.5-14b", 152_064, 5120, 13_824, 48, 40, 8, 128, false),
-    ("llama-3.2-1b", 128_256, 2048, 8192, 16, 32, 8, 64, true),
-    ("llama-3.2-3b", 128_256, 3072, 8192, 28, 24, 8, 128, true),
-    ("llama-3.1-8b", 128_256, 4096, 14_336, 32, 32, 8, 128, false),
+/// The published models, by the name [`shape`] matches.
+const KNOWN: [(&str, Shape); 13] = [
+    (
+        "qwen3-0.6b",
+        Shape {
+            vocab: 151_936,
+            hidden: 1024,
+            intermediate: 3072,
+            layers: 28,
+            heads: 16,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: true,
+        },
+    ),
+    (
+        "qwen3-1.7b",
+        Shape {
+            vocab: 151_936,
+            hidden: 2048,
+            intermediate: 6144,
+            layers: 28,
+            heads: 16,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: true,
+        },
+    ),
+    (
+        "qwen3-4b",
+        Shape {
+            vocab: 151_936,
+            hidden: 2560,
+            intermediate: 9728,
+            layers: 36,
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: true,
+        },
+    ),
+    (
+        "qwen3-8b",
+        Shape {
+            vocab: 151_936,
+            hidden: 4096,
+            intermediate: 12_288,
+            layers: 36,
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: false,
+        },
+    ),
+    (
+        "qwen3-14b",
+        Shape {
+            vocab: 151_936,
+            hidden: 5120,
+            intermediate: 17_408,
+            layers: 40,
+            heads: 40,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: false,
+        },
+    ),
+    (
+        "qwen2.5-0.5b",
+        Shape {
+            vocab: 151_936,
+            hidden: 896,
+            intermediate: 4864,
+            layers: 24,
+            heads: 14,
+            kv_heads: 2,
+            head_dim: 64,
+            tied: true,
+        },
+    ),
+    (
+        "qwen2.5-1.5b",
+        Shape {
+            vocab: 151_936,
+            hidden: 1536,
+            intermediate: 8960,
+            layers: 28,
+            heads: 12,
+            kv_heads: 2,
+            head_dim: 128,
+            tied: true,
+        },
+    ),
+    (
+        "qwen2.5-3b",
+        Shape {
+            vocab: 151_936,
+            hidden: 2048,
+            intermediate: 11_008,
+            layers: 36,
+            heads: 16,
+            kv_heads: 2,
+            head_dim: 128,
+            tied: true,
+        },
+    ),
+    (
+        "qwen2.5-7b",
+        Shape {
+            vocab: 152_064,
+            hidden: 3584,
+            intermediate: 18_944,
+            layers: 28,
+            heads: 28,
+            kv_heads: 4,
+            head_dim: 128,
+            tied: false,
+        },
+    ),
+    (
+        "qwen2.5-14b",
+        Shape {
+            vocab: 152_064,
+            hidden: 5120,
+            intermediate: 13_824,
+            layers: 48,
+            heads: 40,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: false,
+        },
+    ),
+    (
+        "llama-3.2-1b",
+        Shape {
+            vocab: 128_256,
+            hidden: 2048,
+            intermediate: 8192,
+            layers: 16,
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 64,
+            tied: true,
+        },
+    ),
+    (
+        "llama-3.2-3b",
+        Shape {
+            vocab: 128_256,
+            hidden: 3072,
+            intermediate: 8192,
+            layers: 28,
+            heads: 24,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: true,
+        },
+    ),
+    (
+        "llama-3.1-8b",
+        Shape {
+            vocab: 128_256,
+            hidden: 4096,
+            intermediate: 14_336,
+            layers: 32,
+            heads: 32,
+            kv_heads: 8,
+            head_dim: 128,
+            tied: false,
+        },
+    ),
 ];
 
 /// The names [`shape`] knows, for messages.
@@ -38,18 +192,10 @@ pub fn shape(name: &str) -> Option<Shape> {
         .find_map(|s| last.strip_suffix(s))
         .unwrap_or(&last);
     let bare = bare.strip_prefix("meta-").unwrap_or(bare);
-    KNOWN.iter().find(|r| r.0 == bare).map(
-        |&(_, vocab, hidden, intermediate, layers, heads, kv_heads, head_dim, tied)| Shape {
-            vocab,
-            hidden,
-            intermediate,
-            layers,
-            heads,
-            kv_heads,
-            head_dim,
-            tied,
-        },
-    )
+    KNOWN
+        .iter()
+        .find(|r| r.0 == bare)
+        .map(|(_, shape)| shape.clone())
 }
 
 #[cfg(test)]

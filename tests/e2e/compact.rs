@@ -8,15 +8,15 @@
 
 use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response, Settings};
 use deltarl_features::{run, writer, Proxy};
-use deltarl_model::synthetic::{random_checkpoint, Shape};
+use deltarl_model::synthetic::random_checkpoint;
 use deltarl_model::Dtype;
+use deltarl_model::{Family, Shape};
 use deltarl_schemas::{FeatureRow, FileMeta, FinishReason, RolloutRow};
 
 const HIDDEN: usize = 512;
 
 fn shape() -> Shape {
     Shape {
-        vocab_size: 300,
         hidden_size: HIDDEN,
         intermediate_size: 1024,
         num_hidden_layers: 2,
@@ -55,7 +55,7 @@ fn rollouts() -> Vec<RolloutRow> {
 fn features(dtype: Dtype, bf16_vectors: bool) -> Vec<FeatureRow> {
     let dir = tempfile::tempdir().unwrap();
     // The same seed gives the same weights; in bf16 they are those weights rounded.
-    let p = random_checkpoint(dir.path(), &shape(), Dtype::F32, 5).unwrap();
+    let p = random_checkpoint(Family::Qwen3, dir.path(), 300, &shape(), Dtype::F32, 5).unwrap();
     let p = if dtype == Dtype::Bf16 {
         deltarl_model::load(dir.path(), tch::Device::Cpu, Dtype::Bf16).unwrap()
     } else {

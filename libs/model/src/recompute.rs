@@ -92,13 +92,13 @@ impl Checkpointed<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::synthetic::{random_checkpoint, Shape};
+    use crate::synthetic::random_checkpoint;
     use crate::Dtype;
+    use crate::{Family, Shape};
     use tch::Device;
 
     fn shape(tied: bool) -> Shape {
         Shape {
-            vocab_size: 300,
             hidden_size: 32,
             intermediate_size: 48,
             num_hidden_layers: 3,
@@ -116,7 +116,9 @@ mod tests {
     fn checkpointed_gradients_equal_plain_ones() {
         for tied in [false, true] {
             let dir = tempfile::tempdir().unwrap();
-            let policy = random_checkpoint(dir.path(), &shape(tied), Dtype::F32, 7).unwrap();
+            let policy =
+                random_checkpoint(Family::Qwen3, dir.path(), 300, &shape(tied), Dtype::F32, 7)
+                    .unwrap();
             let ids = Tensor::from_slice(&[3i64, 9, 4, 1, 7, 2, 8, 5, 6, 2, 2, 9])
                 .view([2, 6])
                 .to_device(Device::Cpu);
@@ -168,7 +170,8 @@ mod tests {
     #[test]
     fn backward_before_the_loss_is_an_error() {
         let dir = tempfile::tempdir().unwrap();
-        let policy = random_checkpoint(dir.path(), &shape(true), Dtype::F32, 1).unwrap();
+        let policy =
+            random_checkpoint(Family::Qwen3, dir.path(), 300, &shape(true), Dtype::F32, 1).unwrap();
         let ids = Tensor::from_slice(&[1i64, 2, 3]).view([1, 3]);
         let err = policy
             .model

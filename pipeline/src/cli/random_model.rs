@@ -1,7 +1,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use deltarl_model::synthetic::{random_checkpoint_of, Shape};
+use deltarl_model::synthetic::random_checkpoint;
+use deltarl_model::Shape;
 use deltarl_model::{Dtype, Family};
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -60,7 +61,6 @@ impl Args {
             DtypeArg::Bf16 => Dtype::Bf16,
         };
         let shape = Shape {
-            vocab_size: self.vocab,
             hidden_size: self.hidden,
             intermediate_size: self.intermediate,
             num_hidden_layers: self.layers,
@@ -74,9 +74,10 @@ impl Args {
             FamilyArg::Qwen2 => Family::Qwen2,
             FamilyArg::Llama => Family::Llama,
         };
-        let p = random_checkpoint_of(family, &self.out, &shape, dtype, self.seed).with_context(
-            || format!("cannot write a random checkpoint to {}", self.out.display()),
-        )?;
+        let p = random_checkpoint(family, &self.out, self.vocab, &shape, dtype, self.seed)
+            .with_context(|| {
+                format!("cannot write a random checkpoint to {}", self.out.display())
+            })?;
         let params: i64 = p.vs.variables().values().map(|t| t.numel() as i64).sum();
         eprintln!(
             "wrote {} ({params} parameters, vocabulary {}, {:?})",

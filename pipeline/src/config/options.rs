@@ -12,7 +12,7 @@ use deltarl_features::Proxy;
 use super::by_algorithm::ByAlgorithm;
 use super::eval::EvalOptions;
 use deltarl_schemas::skip::{is_zero_f64, is_zero_u32};
-pub use deltarl_warmstart::{TinyOptions, WarmstartOptions};
+pub use deltarl_warmstart::WarmstartOptions;
 
 pub use super::fipo::FipoOptions;
 pub use super::ktae::KtaeOptions;
@@ -140,7 +140,7 @@ pub struct ModelOptions {
     /// CPU threads for libtorch and rayon (0 = all cores).
     pub threads: usize,
     /// Shape of the tiny model (used when source = "tiny").
-    pub tiny: TinyOptions,
+    pub tiny: deltarl_model::Shape,
     /// Most MB (10^6 bytes) of one `[tokens, vocabulary]` f32 buffer of the LM head in the
     /// features and update passes: a pass with more response tokens computes the head
     /// over chunks of tokens, the backward recomputing each chunk, so no buffer of the

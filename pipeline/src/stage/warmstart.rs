@@ -50,7 +50,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
     Settings {
         seed: o.seed,
         warmstart: o.warmstart.clone(),
-        tiny: o.model.tiny.clone(),
+        tiny: o.model.tiny,
         template: o.data.template.clone(),
         dtype: o.model.dtype,
         heldout: super::eval::sampling(cfg),

@@ -21,13 +21,12 @@ use serde::Serialize;
 use tch::Device;
 
 use deltarl_data as tiny;
-use deltarl_model::synthetic::Shape;
-use deltarl_model::{Dtype, Policy, Qwen3Config, Tokenizer};
+use deltarl_model::{Dtype, Family, Policy, Qwen3Config, Shape, Tokenizer};
 use deltarl_sample::Sampling;
 use deltarl_schemas::seed::{seed_for, Rng};
 use deltarl_schemas::Stage;
 
-pub use options::{TinyOptions, WarmstartOptions};
+pub use options::WarmstartOptions;
 
 /// Held-out problems the new base is graded on (for its manifest summary).
 pub const HELDOUT_PROBLEMS: usize = 200;
@@ -63,7 +62,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct Settings {
     pub seed: u64,
     pub warmstart: WarmstartOptions,
-    pub tiny: TinyOptions,
+    pub tiny: Shape,
     /// The prompt template the worked solutions follow.
     pub template: String,
     pub dtype: Dtype,
@@ -80,19 +79,15 @@ fn is_arith(t: &tiny::Task) -> bool {
 }
 
 /// The Qwen3 config of the tiny model of `task`.
-pub fn tiny_config(t: &TinyOptions, task: tiny::Task) -> Result<Qwen3Config> {
-    let shape = Shape {
-        vocab_size: task.vocab_size(),
-        hidden_size: t.hidden_size,
-        intermediate_size: t.intermediate_size,
-        num_hidden_layers: t.num_hidden_layers,
-        num_attention_heads: t.num_attention_heads,
-        num_key_value_heads: t.num_key_value_heads,
-        max_position_embeddings: t.max_position_embeddings,
-        tie_word_embeddings: t.tie_word_embeddings,
-    };
+pub fn tiny_config(shape: &Shape, task: tiny::Task) -> Result<Qwen3Config> {
     shape
-        .config(10_000.0, tiny::EOS_ID, Some(tiny::PAD_ID))
+        .config(
+            Family::Qwen3,
+            task.vocab_size(),
+            10_000.0,
+            tiny::EOS_ID,
+            Some(tiny::PAD_ID),
+        )
         .map_err(Error::Shape)
 }
 

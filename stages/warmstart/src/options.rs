@@ -1,37 +1,8 @@
-//! The warm start's TOML options (`[warmstart]`, `[model.tiny]`): the application's
-//! configuration embeds them as they are, and the stage hashes them as they are.
+//! The warm start's TOML options (`[warmstart]`; `[model.tiny]` is the model's
+//! [`deltarl_model::Shape`]): the application's configuration embeds them as they are, and
+//! the stage hashes them as they are.
 
 use serde::{Deserialize, Serialize};
-
-/// The shape of the tiny model trained from scratch (`[model.tiny]`).
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct TinyOptions {
-    /// Width of the residual stream.
-    pub hidden_size: usize,
-    /// Width of the SwiGLU layer.
-    pub intermediate_size: usize,
-    /// Decoder blocks.
-    pub num_hidden_layers: usize,
-    /// Query heads.
-    pub num_attention_heads: usize,
-    /// Key/value heads (grouped-query attention).
-    pub num_key_value_heads: usize,
-    /// Context length.
-    pub max_position_embeddings: usize,
-    /// The LM head shares the embedding matrix (as the small Qwen3 models do); false = a
-    /// head of its own.
-    #[serde(default = "yes", skip_serializing_if = "is_yes")]
-    pub tie_word_embeddings: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn is_yes(b: &bool) -> bool {
-    *b
-}
 
 /// The supervised warm start's schedule and data (`[warmstart]`).
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -83,7 +83,7 @@ fn settings(max_positions: usize) -> deltarl_warmstart::Settings {
             wrong_frac: 0.3,
             digit_weight: 1.0,
         },
-        tiny: deltarl_warmstart::TinyOptions {
+        tiny: deltarl_model::Shape {
             hidden_size: 16,
             intermediate_size: 32,
             num_hidden_layers: 1,
