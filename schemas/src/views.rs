@@ -6,8 +6,9 @@
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
-use crate::arrays::{self, Columns};
+use crate::arrays::Columns;
 use crate::key::ResponseKey;
+use crate::tables::keyed_vectors;
 use crate::tables::table::{batch, f, table};
 use crate::{Precision, Result, Table, VectorLayout};
 
@@ -101,23 +102,17 @@ impl Table for FeatureVectors {
         };
         let mut fields = Self::fields(layout.dim as i32);
         fields[2] = layout.field("features");
+        let rows = rows.iter().map(|r| {
+            let key = ResponseKey {
+                prompt_id: &r.prompt_id,
+                sample_idx: r.sample_idx,
+            };
+            (key, r.features.as_slice())
+        });
         batch(
             Self::NAME,
             Schema::new(fields),
-            vec![
-                arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
-                arrays::u32s(rows.iter().map(|r| r.sample_idx)),
-                layout.column(
-                    Self::NAME,
-                    rows.iter().map(|r| {
-                        let key = ResponseKey {
-                            prompt_id: &r.prompt_id,
-                            sample_idx: r.sample_idx,
-                        };
-                        (r.features.as_slice(), key)
-                    }),
-                )?,
-            ],
+            keyed_vectors(Self::NAME, layout, rows)?,
         )
     }
 

@@ -118,9 +118,8 @@ fn raw_file(batch: &RecordBatch) -> Vec<u8> {
     buf
 }
 
-/// Three rollouts with one column replaced (nullable where `values` holds a null).
-fn with_column(name: &str, values: Vec<Option<&str>>) -> Vec<u8> {
-    let batch = RolloutRow::to_batch(&[rollout(0), rollout(1), rollout(2)]).unwrap();
+/// `batch` with column `name` replaced by `column` (nullable as said) as a Parquet file.
+fn replaced(batch: &RecordBatch, name: &str, column: ArrayRef, nullable: bool) -> Vec<u8> {
     let at = batch.schema().index_of(name).unwrap();
     let mut fields: Vec<Field> = batch
         .schema()
@@ -129,9 +128,15 @@ fn with_column(name: &str, values: Vec<Option<&str>>) -> Vec<u8> {
         .map(|f| (**f).clone())
         .collect();
     let mut cols = batch.columns().to_vec();
-    fields[at] = Field::new(name, fields[at].data_type().clone(), true);
-    cols[at] = Arc::new(StringArray::from(values)) as ArrayRef;
+    fields[at] = Field::new(name, column.data_type().clone(), nullable);
+    cols[at] = column;
     raw_file(&RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap())
+}
+
+/// Three rollouts with one text column replaced (nullable: `values` may hold a null).
+fn with_column(name: &str, values: Vec<Option<&str>>) -> Vec<u8> {
+    let batch = RolloutRow::to_batch(&[rollout(0), rollout(1), rollout(2)]).unwrap();
+    replaced(&batch, name, Arc::new(StringArray::from(values)), true)
 }
 
 #[test]
@@ -217,18 +222,11 @@ fn a_rollout_with_a_log_prob_per_token_is_checked_when_written_and_read() {
         Some(vec![Some(-0.5), Some(-0.25), Some(-1.0)]),
         Some(vec![Some(-0.5), Some(-0.25)]),
     ]));
-    let at = good.schema().index_of("old_logprobs").unwrap();
-    let mut cols = good.columns().to_vec();
-    cols[at] = logprobs;
-    let mut fields: Vec<Field> = good
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| (**f).clone())
-        .collect();
-    fields[at] = Field::new("old_logprobs", cols[at].data_type().clone(), false);
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
-    let err = read_table::<RolloutRow, _>(raw_file(&batch).as_slice(), "r.parquet").unwrap_err();
+    let err = read_table::<RolloutRow, _>(
+        replaced(&good, "old_logprobs", logprobs, false).as_slice(),
+        "r.parquet",
+    )
+    .unwrap_err();
     assert!(
         matches!(&err, Error::Value { column, row: 1, .. } if column == "old_logprobs"),
         "{err}"

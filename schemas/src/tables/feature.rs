@@ -4,6 +4,7 @@ use super::table::{batch, f, Table};
 use crate::arrays::{self, list_of, Columns};
 use crate::key::ResponseKey;
 use crate::{Error, Precision, Result, VectorLayout};
+use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 
@@ -41,6 +42,28 @@ impl FeatureRow {
         let d = self.dim as usize;
         &self.features[t * d..(t + 1) * d]
     }
+
+    fn keyed(&self) -> (ResponseKey<'_>, &[f32]) {
+        let key = ResponseKey {
+            prompt_id: &self.prompt_id,
+            sample_idx: self.sample_idx,
+        };
+        (key, &self.features)
+    }
+}
+
+/// The key columns and the vector column (at `layout`) of rows given as each response's key
+/// and vectors: the first three columns of features.parquet and of its vectors' view.
+pub(crate) fn keyed_vectors<'a>(
+    table: &str,
+    layout: VectorLayout,
+    rows: impl Iterator<Item = (ResponseKey<'a>, &'a [f32])> + Clone,
+) -> Result<Vec<ArrayRef>> {
+    Ok(vec![
+        arrays::strings(rows.clone().map(|(key, _)| key.prompt_id)),
+        arrays::u32s(rows.clone().map(|(key, _)| key.sample_idx)),
+        layout.column(table, rows.map(|(key, v)| (v, key)))?,
+    ])
 }
 
 impl Table for FeatureRow {
@@ -111,28 +134,14 @@ impl Table for FeatureRow {
             .iter()
             .map(|r| crate::vector_sum(layout.dim, &r.features))
             .collect();
-        batch(
-            Self::NAME,
-            Schema::new(fields),
-            vec![
-                arrays::strings(rows.iter().map(|r| r.prompt_id.as_str())),
-                arrays::u32s(rows.iter().map(|r| r.sample_idx)),
-                layout.column(
-                    Self::NAME,
-                    rows.iter().map(|r| {
-                        let key = ResponseKey {
-                            prompt_id: &r.prompt_id,
-                            sample_idx: r.sample_idx,
-                        };
-                        (r.features.as_slice(), key)
-                    }),
-                )?,
-                arrays::list_f32(rows.iter().map(|r| r.token_prob.as_slice())),
-                arrays::list_f32(rows.iter().map(|r| r.logprob.as_slice())),
-                arrays::list_f32(rows.iter().map(|r| r.entropy.as_slice())),
-                arrays::list_f64(sums.iter().map(Vec::as_slice)),
-            ],
-        )
+        let mut columns = keyed_vectors(Self::NAME, layout, rows.iter().map(FeatureRow::keyed))?;
+        columns.extend([
+            arrays::list_f32(rows.iter().map(|r| r.token_prob.as_slice())),
+            arrays::list_f32(rows.iter().map(|r| r.logprob.as_slice())),
+            arrays::list_f32(rows.iter().map(|r| r.entropy.as_slice())),
+            arrays::list_f64(sums.iter().map(Vec::as_slice)),
+        ]);
+        batch(Self::NAME, Schema::new(fields), columns)
     }
 
     fn from_batch(batch: &RecordBatch, file: &str) -> Result<Vec<Self>> {
