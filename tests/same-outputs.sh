@@ -4,7 +4,9 @@
 # then every file compared byte for byte (Parquet, safetensors, run.hash, run.toml, the
 # tokenizer and config files) and every manifest's config hash, settings, inputs,
 # outputs, rows and summary (timings left out). The hash cache (.hash-cache.json) holds
-# modification times and is left out.
+# modification times and is left out. With DELTARL_VLLM_PYTHON set (vLLM's interpreter,
+# `make vllm`), tiny-arith also runs with vLLM rollouts (`tiny-arith-vllm`: head size 32,
+# as vLLM's CPU attention needs).
 #
 #   tests/same-outputs.sh OLD_BINARY NEW_BINARY [WORK_DIR]
 #
@@ -14,22 +16,33 @@
 set -u
 old=$1 new=$2 work=${3:-$(mktemp -d)}
 configs="tiny-arith tiny-steps tiny-steps-varied tiny-code"
+[ -n "${DELTARL_VLLM_PYTHON:-}" ] && configs="$configs tiny-arith-vllm"
+# The configuration file and the extra settings of a run.
+config_of() { echo "configs/${1%-vllm}.toml"; }
+extra_of() {
+  case $1 in
+    *-vllm) echo "--set rollout.engine=\"vllm\" --set rollout.vllm.python=\"$DELTARL_VLLM_PYTHON\"
+      --set model.tiny.hidden_size=64 --set model.tiny.intermediate_size=128
+      --set model.tiny.num_attention_heads=2 --set model.tiny.num_key_value_heads=1" ;;
+  esac
+}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 status=0
 for which in old new; do
   bin=$old; [ $which = new ] && bin=$new
   rm -rf "$work/$which"; mkdir -p "$work/$which"
   for c in $configs; do
-    (cd "$repo" && "$bin" iterate --config configs/$c.toml --runs-dir "$work/$which" --run $c \
+    # shellcheck disable=SC2046 # the extra settings split into words on purpose
+    (cd "$repo" && "$bin" iterate --config "$(config_of $c)" --runs-dir "$work/$which" --run $c \
       --iters 2 --set warmstart.steps=20 --set rollout.prompts_per_iter=4 \
-      --set eval.every=1 --set eval.problems=8) > "$work/$which-$c.log" 2>&1 \
+      --set eval.every=1 --set eval.problems=8 $(extra_of $c)) > "$work/$which-$c.log" 2>&1 \
       || { echo "FAIL $which $c (log: $work/$which-$c.log)"; status=1; }
   done
 done
 for c in $configs; do
   for which in old new; do
     (cd "$work/$which/$c" && find . -type f ! -path '*/manifest/*' ! -name manifest.json \
-      ! -name metrics.jsonl ! -path './tb/*' ! -name '.hash-cache.json' \
+      ! -name metrics.jsonl ! -path './tb/*' ! -name '.hash-cache.json' ! -name 'vllm*.log' \
       -exec sha256sum {} + | sort -k2) > "$work/$c.$which"
   done
   if cmp -s "$work/$c.old" "$work/$c.new"; then
