@@ -64,6 +64,9 @@ for p in sorted(glob.glob(a + "/iter-*/manifest/*.json") + glob.glob(a + "/base/
     for d in (sx, sy):
         for k in ("tokens_per_s", "train_seconds", "engine_startup_s"):
             d.pop(k, None)
+        # How long vLLM's server took to start or wake: a timing.
+        if isinstance(d.get("engine_server"), dict):
+            d["engine_server"] = {k: v for k, v in d["engine_server"].items() if k != "seconds"}
     if sx != sy:
         print("  manifest", p[len(a):], "summary differs"); bad += 1
 print(("same" if bad == 0 else "DIFFERENT") + " manifests", a.rsplit("/", 1)[-1] + ":", n)
