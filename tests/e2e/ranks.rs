@@ -15,8 +15,14 @@ fn torchrun() -> PathBuf {
 /// `torchrun --standalone --nproc-per-node 2 --no-python -- deltarl ARGS` (the `--` keeps
 /// torchrun's parser from reading `--run` as its `--run-path`).
 fn torchrun_cmd(runs: &Path, args: &[&str]) -> Command {
+    torchrun_n(runs, 2, args)
+}
+
+/// [`torchrun_cmd`] with `n` processes.
+fn torchrun_n(runs: &Path, n: usize, args: &[&str]) -> Command {
     let mut c = Command::new(torchrun());
-    c.args(["--standalone", "--nproc-per-node", "2", "--no-python", "--"])
+    let n = n.to_string();
+    c.args(["--standalone", "--nproc-per-node", &n, "--no-python", "--"])
         .arg(bin())
         .args(args)
         .env("DELTARL_RUNS", runs)
@@ -171,6 +177,95 @@ fn sharded_optimizer_state_gives_the_unsharded_step() {
         .keys()
         .any(|k| k.ends_with("optimizer/optimizer.safetensors")));
     assert_eq!(differing(&a, &b), Vec::<String>::new());
+}
+
+/// The optimizer's state file does not depend on how many processes wrote it, so a run
+/// resumes with another number: iteration 1 in two sharded processes and iteration 2 in
+/// one, or the other way round, give the files of one process running both (two ranks
+/// equal one process bit for bit: `config`). Four sharded processes write a state one
+/// process and two resume from.
+#[test]
+fn a_run_resumes_with_another_number_of_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let runs = dir.path().join("runs");
+    let c = cfg.to_str().unwrap();
+    let sharded = "update.shard_optimizer=true";
+    let iterate = |run: &str, iters: &str| {
+        vec![
+            "iterate", "--config", c, "--run", run, "--iters", iters, "--set", sharded,
+        ]
+        .into_iter()
+        .map(str::to_string)
+        .collect::<Vec<_>>()
+    };
+    let torchrun = |n: usize, args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = torchrun_n(&runs, n, &args).output().unwrap();
+        assert!(out.status.success(), "{}", both(&out));
+    };
+    let one = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ok(deltarl(&runs, &args));
+    };
+    one(iterate("one", "2"));
+    torchrun(2, iterate("two-then-one", "1"));
+    one(iterate("two-then-one", "2"));
+    one(iterate("one-then-two", "1"));
+    torchrun(2, iterate("one-then-two", "2"));
+    let files = [
+        "iter-0001/optimizer/optimizer.safetensors",
+        "iter-0001/optimizer/optimizer.json",
+        "iter-0002/optimizer/optimizer.safetensors",
+        "iter-0002/optimizer/optimizer.json",
+        "iter-0002/policy/model.safetensors",
+    ];
+    for run in ["two-then-one", "one-then-two"] {
+        for f in files {
+            same_bytes(&runs.join(run).join(f), &runs.join("one").join(f));
+        }
+        let u = "iter-0002/update.parquet";
+        same_update_rows(&runs.join(run).join(u), &runs.join("one").join(u));
+    }
+    // Four processes (their sums grouped otherwise, so not the same bits): the state they
+    // write is read by two and by one.
+    torchrun(4, iterate("four", "1"));
+    let four = runs.join("four");
+    // Its file has the one process's tensors, and every one was written by its owner: a
+    // tensor no process wrote reads as zeros, while every second moment of a trained
+    // parameter is positive somewhere.
+    let t = deltarl_model::TensorFile::open(&four.join(files[0])).unwrap();
+    let o = deltarl_model::TensorFile::open(&runs.join("one").join(files[0])).unwrap();
+    assert_eq!(t.names().collect::<Vec<_>>(), o.names().collect::<Vec<_>>());
+    let second: Vec<&str> = t.names().filter(|n| n.starts_with("exp_avg_sq.")).collect();
+    assert!(second.len() >= 4, "{second:?}");
+    for name in second {
+        let v = t.read(name).unwrap().unwrap();
+        assert!(
+            v.sum(tch::Kind::Double).double_value(&[]) > 0.0,
+            "{name} was not written"
+        );
+    }
+    for (n, to) in [(2, "four-then-two"), (1, "four-then-one")] {
+        copy_dir(&four, &runs.join(to));
+        if n == 1 {
+            one(iterate(to, "2"));
+        } else {
+            torchrun(n, iterate(to, "2"));
+        }
+        assert!(runs.join(to).join(files[2]).exists(), "{to}");
+    }
+}
+
+/// Copies folder `from` to `to` (a run resumed under another name).
+fn copy_dir(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
 
 /// The process of `rank` among deltarl processes working on run `run`.

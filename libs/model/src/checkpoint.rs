@@ -3,12 +3,11 @@
 //! shape; saving writes the same layout atomically, so transformers opens it.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use safetensors::tensor::Dtype as StDtype;
 use tch::{nn, Device, Kind, Tensor};
 
+use crate::tensor_layout::TensorLayout;
 use crate::{Dtype, Error, Qwen3, Qwen3Config, Result, Tokenizer};
 
 /// A loaded policy: variables, model, config and tokenizer.
@@ -297,61 +296,18 @@ fn check_tied_head(file: &Path, head: &Tensor, embed: &Tensor) -> Result<()> {
     Ok(())
 }
 
-fn st_dtype(kind: Kind) -> Result<StDtype> {
-    match kind {
-        Kind::Float => Ok(StDtype::F32),
-        Kind::BFloat16 => Ok(StDtype::BF16),
-        Kind::Half => Ok(StDtype::F16),
-        k => Err(Error::Config(format!("cannot save dtype {k:?}"))),
-    }
-}
-
 /// Writes named tensors as one safetensors file with `format = pt` metadata, atomically,
 /// in name order. The header is computed from the tensors' shapes first; then each
 /// tensor's bytes are copied to the host and written in turn, so the writer holds one
 /// tensor's copy at a time, not the file (an 8B run's optimizer state is ~98 GB).
 pub fn write_tensors(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
-    // 1. Names in order, each once.
-    let mut order: BTreeMap<&str, &Tensor> = BTreeMap::new();
-    for (name, t) in tensors {
-        if order.insert(name.as_str(), t).is_some() {
-            return Err(file_err(path, format!("tensor `{name}` given twice")));
-        }
-    }
-    // 2. The header: dtype, shape and byte range of each, then spaces to a multiple of 8
-    // bytes, as safetensors' own writer pads it.
-    let mut header = serde_json::Map::new();
-    header.insert("__metadata__".into(), serde_json::json!({"format": "pt"}));
-    let mut offset = 0u64;
-    for (name, t) in &order {
-        let bytes = (t.numel() * t.kind().elt_size_in_bytes()) as u64;
-        let dtype = serde_json::to_value(st_dtype(t.kind())?)
-            .map_err(|e| file_err(path, format!("tensor {name}: {e}")))?;
-        header.insert(
-            (*name).to_string(),
-            serde_json::json!({"dtype": dtype, "shape": t.size(), "data_offsets": [offset, offset + bytes]}),
-        );
-        offset += bytes;
-    }
-    let mut head = serde_json::to_vec(&header).map_err(|e| file_err(path, e.to_string()))?;
-    head.resize(head.len().next_multiple_of(8), b' ');
-    // 3. The data, one tensor at a time.
-    let io = |e: std::io::Error| deltarl_schemas::Error::Io {
-        file: path.display().to_string(),
-        source: e,
-    };
-    deltarl_schemas::atomic_write(path, |w| -> Result<()> {
-        w.write_all(&(head.len() as u64).to_le_bytes())
-            .map_err(io)?;
-        w.write_all(&head).map_err(io)?;
-        for t in order.values() {
-            let t = t.to_device(Device::Cpu).contiguous();
-            let mut buf = vec![0u8; t.numel() * t.kind().elt_size_in_bytes()];
-            t.f_copy_data_u8(&mut buf, t.numel())?;
-            w.write_all(&buf).map_err(io)?;
-        }
-        Ok(())
-    })
+    let layout = TensorLayout::new(
+        path,
+        tensors.iter().map(|(n, t)| (n.clone(), t.kind(), t.size())),
+    )?;
+    let by_name: BTreeMap<&str, &Tensor> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let find = |name: &str| by_name.get(name).map(|t| t.shallow_clone());
+    deltarl_schemas::atomic_write(path, |w| layout.write_in_order(w, find))
 }
 
 /// Writes `bytes` atomically through the one crash-safe writer (temporary name, fsync,

@@ -28,6 +28,7 @@ mod stop;
 pub mod synthetic;
 mod teacher;
 mod tensor_file;
+mod tensor_layout;
 mod tokenizer;
 
 pub use checkpoint::{
@@ -43,6 +44,7 @@ pub use shape::Shape;
 pub use slots::KvCache;
 pub use stop::StopScanner;
 pub use tensor_file::TensorFile;
+pub use tensor_layout::TensorLayout;
 pub use tokenizer::Tokenizer;
 
 /// The device to run on: the first CUDA device when present, else the CPU.

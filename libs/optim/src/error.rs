@@ -12,7 +12,7 @@ pub enum Error {
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
     /// Sharded state saved without its process group: each process holds only its part.
-    #[error("sharded optimizer state is consolidated through its process group")]
+    #[error("sharded optimizer state is saved by every process of its group, each its part")]
     Unconsolidated,
     /// The saved state does not fit the policy (or cannot be read).
     #[error("{}: {message}", path.display())]

@@ -108,5 +108,8 @@ fn each_owner_takes_the_unsharded_step_and_the_state_is_divided() {
     assert_eq!(r0 + r1, whole.state_elements());
     assert_eq!((r0, r1), (3 * 2048, 3 * (1024 + 64 + 15)));
     // Sharded state is saved through its process group, never half by one process.
-    assert!(ranks[0].1.consolidated(None).is_err());
+    let dir = tempfile::tempdir().unwrap();
+    let e = ranks[0].1.save(dir.path(), None).unwrap_err();
+    assert!(matches!(e, deltarl_optim::Error::Unconsolidated), "{e}");
+    assert!(!dir.path().join("optimizer.safetensors").exists());
 }

@@ -12,9 +12,14 @@ pub struct TempFolder {
 }
 
 impl TempFolder {
-    /// `.NAME.tmp-PID` in `parent`, emptied first.
+    /// The folder process `pid` writes as `name` in `parent`: `.NAME.tmp-PID`.
+    pub fn path_for(parent: &Path, name: &str, pid: u32) -> PathBuf {
+        parent.join(format!(".{name}.tmp-{pid}"))
+    }
+
+    /// [`TempFolder::path_for`] this process, emptied first.
     pub fn new(parent: &Path, name: &str) -> Result<Self> {
-        let path = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+        let path = Self::path_for(parent, name, std::process::id());
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path)
             .with_context(|| format!("cannot create {}", path.display()))?;

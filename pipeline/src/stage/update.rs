@@ -165,19 +165,34 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
     progress.finish();
     // Refused before anything is written: no finite step, or non-finite weights.
     let skipped = check_steps(&metrics, &policy, s)?;
-    // Every process holds the same weights now; sharded optimizer state comes to rank 0,
-    // which alone writes.
-    let opt_state = opt.consolidated(env.ranks)?;
-    if !env.writes() {
-        return Ok(None);
+    // The optimizer's state goes to a temporary folder of rank 0's, into which every
+    // process writes the part it owns (the file one process writes); renamed into place
+    // with the policy when both are complete.
+    let iter_dir = env.run.iter_dir(env.iter);
+    let tmp_opt = if env.writes() {
+        Some(TempFolder::new(&iter_dir, "optimizer")?)
+    } else {
+        None
+    };
+    // Rank 0's process id names the folder; the other processes learn it from rank 0.
+    let mut pid = std::process::id();
+    if let Some(g) = env.ranks {
+        let mut t = tch::Tensor::from_slice(&[i64::from(pid)]);
+        g.broadcast(&mut t, 0)?;
+        pid = u32::try_from(t.int64_value(&[0])).context("rank 0's process id")?;
     }
-    // The new policy goes to a temporary folder, renamed into place when complete.
+    let opt_tmp_path = TempFolder::path_for(&iter_dir, "optimizer", pid);
+    opt.save(&opt_tmp_path, env.ranks)
+        .with_context(|| format!("saving the optimizer state in {}", opt_tmp_path.display()))?;
+    let Some(tmp_opt) = tmp_opt else {
+        return Ok(None);
+    };
+    // Every process holds the same weights now: rank 0 writes the new policy to a
+    // temporary folder, renamed into place when complete.
     let final_dir = env.this_policy();
-    let tmp = TempFolder::new(&env.run.iter_dir(env.iter), "policy")?;
+    let tmp = TempFolder::new(&iter_dir, "policy")?;
     let weights = deltarl_model::save_sharded(&policy, tmp.path(), s.shard_bytes)?;
     let opt_dir = optimizer_dir(&final_dir);
-    let tmp_opt = TempFolder::new(&env.run.iter_dir(env.iter), "optimizer")?;
-    opt.save_named(tmp_opt.path(), &opt_state)?;
     tmp.commit(&final_dir)?;
     tmp_opt.commit(&opt_dir)?;
     env.write_output(Stage::Update, |w| -> Result<()> {

@@ -355,7 +355,7 @@ fn optimizer_state_round_trips() {
     let s = token_mean_settings(1);
     train(&s, &p, &mut opt, &coeffs);
     let dir = tempfile::tempdir().unwrap();
-    opt.save(dir.path()).unwrap();
+    opt.save(dir.path(), None).unwrap();
     let mut again = AdamW::new(&p.vs, adam);
     again.load(dir.path()).unwrap();
     assert_eq!(again.step, 1);

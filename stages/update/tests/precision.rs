@@ -101,7 +101,7 @@ fn the_master_round_trips_through_the_optimizer_state() {
     set_grad(&w, &Tensor::ones([8, 8], (Kind::Float, Device::Cpu)));
     opt.step(LR);
     let dir = tempfile::tempdir().unwrap();
-    opt.save(dir.path()).unwrap();
+    opt.save(dir.path(), None).unwrap();
     // A fresh optimizer over a fresh bf16 copy of the saved working weights.
     let (vs2, w2) = store(&w.to_kind(Kind::Float), Kind::BFloat16);
     let mut again = AdamW::new(&vs2, ADAM);
