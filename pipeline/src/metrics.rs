@@ -60,13 +60,15 @@ fn append_line(path: &Path, line: &str) -> Result<()> {
 }
 
 /// Appends one stage's metrics to both logs of the run in `root`, with the process's
-/// resident memory at the stage's start and peak when it was measured, and the number of
-/// processes (torchrun ranks) that ran it.
+/// resident memory at the stage's start and peak when it was measured, what else the run
+/// measured (`measured`, by name under the stage's), and the number of processes (torchrun
+/// ranks) that ran it.
 pub fn record(
     root: &Path,
     stage: Stage,
     m: &Manifest,
     mem: Option<Usage>,
+    measured: &[(String, f64)],
     processes: usize,
 ) -> Result<()> {
     let mut scalars = Vec::new();
@@ -75,6 +77,9 @@ pub fn record(
     if let Some(u) = mem {
         scalars.push((format!("{}/rss_start_bytes", stage.name()), u.start as f64));
         scalars.push((format!("{}/rss_peak_bytes", stage.name()), u.peak as f64));
+    }
+    for (name, x) in measured {
+        scalars.push((format!("{}/{name}", stage.name()), *x));
     }
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)

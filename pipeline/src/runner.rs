@@ -263,6 +263,7 @@ impl<'a> Runner<'a> {
                     where_(iter, stage)
                 )
             })?;
+        let measured = ran.measured;
         let mut outputs = ran.outputs;
         outputs.push(run.output(iter, stage));
         let mut out_hashes = std::collections::BTreeMap::new();
@@ -293,7 +294,7 @@ impl<'a> Runner<'a> {
         // The stage is done; its metrics are a log beside it, so failing to append them
         // (a full disk) is reported, not fatal.
         let mem = crate::memory::finish(mem);
-        if let Err(e) = crate::metrics::record(&run.root, stage, &m, mem, processes) {
+        if let Err(e) = crate::metrics::record(&run.root, stage, &m, mem, &measured, processes) {
             eprintln!("warning: metrics of stage {stage} not recorded: {e:#}");
         }
         let _ = std::fs::remove_file(run.stale_path(iter, stage));

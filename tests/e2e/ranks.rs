@@ -227,6 +227,36 @@ fn a_run_resumes_with_another_number_of_processes() {
         let u = "iter-0002/update.parquet";
         same_update_rows(&runs.join(run).join(u), &runs.join("one").join(u));
     }
+    // Each process logs its memory while it loaded and saved the state (metrics.jsonl):
+    // sharded, the two processes' shares make the one process's state, and neither held
+    // more than its share and one tensor past 64 MB of buffers.
+    let logged = |run: &str, iter: u64| -> serde_json::Value {
+        let log = std::fs::read_to_string(runs.join(run).join("metrics.jsonl")).unwrap();
+        log.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["stage"] == "update" && v["iter"] == iter)
+            .unwrap()["metrics"]
+            .clone()
+    };
+    let (whole, split) = (logged("one", 2), logged("one-then-two", 2));
+    let get = |m: &serde_json::Value, rank: usize, what: &str| {
+        let key = format!("update/optimizer/rank{rank}/{what}");
+        m[&key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} not in {m}"))
+    };
+    let owned = |m: &serde_json::Value, r| get(m, r, "owned_state_bytes");
+    assert!(owned(&split, 0) > 0.0 && owned(&split, 1) > 0.0, "{split}");
+    assert_eq!(owned(&split, 0) + owned(&split, 1), owned(&whole, 0));
+    for rank in 0..2 {
+        let bound = owned(&split, rank) + get(&split, rank, "largest_state_tensor_bytes") + 64e6;
+        for phase in ["load_rss_over_start_bytes", "save_rss_over_start_bytes"] {
+            assert!(
+                get(&split, rank, phase) <= bound,
+                "rank {rank} {phase}: {split}"
+            );
+        }
+    }
     // Four processes (their sums grouped otherwise, so not the same bits): the state they
     // write is read by two and by one.
     torchrun(4, iterate("four", "1"));

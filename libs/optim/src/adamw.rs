@@ -160,6 +160,16 @@ impl AdamW {
             .sum()
     }
 
+    /// f32 elements of the largest parameter: the most a state tensor (a moment or master
+    /// copy) holds, whoever owns it.
+    pub fn largest_param_elements(&self) -> usize {
+        self.params
+            .iter()
+            .map(|s| s.param.numel())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Adds the gradients the last backward left in non-f32 parameters to their f32 sums and
     /// clears them. Call it after every micro-batch's backward; the norm, clipping, the
     /// all-reduce and the step call it too, so a pending gradient is never lost.

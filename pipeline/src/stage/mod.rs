@@ -77,6 +77,7 @@ fn recorded<S: StageSummary>(ran: Option<Ran<S>>) -> Result<Option<Ran<serde_jso
         summary: serde_json::to_value(&r.summary)
             .with_context(|| format!("cannot serialise the summary of stage {}", S::STAGE))?,
         outputs: r.outputs,
+        measured: r.measured,
     }))
 }
 

@@ -11,6 +11,10 @@ pub struct Ran<S> {
     pub summary: S,
     /// Outputs besides the stage's main file (a policy folder's weights).
     pub outputs: Vec<PathBuf>,
+    /// What this run measured that is not a result (a phase's resident memory on each
+    /// rank), by metric name: logged in metrics.jsonl, never in the manifest, which
+    /// reruns reproduce byte for byte.
+    pub measured: Vec<(String, f64)>,
 }
 
 impl<S> Ran<S> {
@@ -20,6 +24,7 @@ impl<S> Ran<S> {
             rows,
             summary,
             outputs: Vec::new(),
+            measured: Vec::new(),
         }
     }
 }

@@ -16,6 +16,7 @@ use super::env::{load_policy, Env};
 use super::ran::Ran;
 use super::temp_folder::TempFolder;
 use crate::config::Resolved;
+use crate::memory::{Phase, Usage};
 use crate::progress::Progress;
 
 /// The update stage's contract.
@@ -142,9 +143,11 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
         _ => deltarl_schemas::Shard::WHOLE,
     };
     let mut opt = AdamW::sharded(&policy.vs, s.adamw(), shard);
+    let load = Phase::start();
     if let Some(dir) = optimizer_state(env)?.as_deref().and_then(Path::parent) {
         opt.load(dir)?;
     }
+    let load = load.finish();
     let reference = if s.loss.kl_coef != 0.0 {
         Some(load_policy(env.base, env.device, s.dtype)?)
     } else {
@@ -182,8 +185,10 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
         pid = u32::try_from(t.int64_value(&[0])).context("rank 0's process id")?;
     }
     let opt_tmp_path = TempFolder::path_for(&iter_dir, "optimizer", pid);
+    let save = Phase::start();
     opt.save(&opt_tmp_path, env.ranks)
         .with_context(|| format!("saving the optimizer state in {}", opt_tmp_path.display()))?;
+    let measured = state_memory(env, &opt, load, save.finish())?;
     let Some(tmp_opt) = tmp_opt else {
         return Ok(None);
     };
@@ -219,5 +224,50 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
             .map(|f| final_dir.join(f))
             .chain([opt_dir.join("optimizer.safetensors")])
             .collect(),
+        measured,
     }))
+}
+
+/// Each process's resident memory while it loaded and saved the optimizer's state, beside
+/// its share of the state and the largest state tensor (what the two should stay within,
+/// plus buffers), gathered on rank 0 for metrics.jsonl as `optimizer/rankR/...` (every
+/// process calls it).
+fn state_memory(
+    env: &Env,
+    opt: &AdamW,
+    load: Option<Usage>,
+    save: Option<Usage>,
+) -> Result<Vec<(String, f64)>> {
+    let over = |u: Option<Usage>| u.map_or(f64::NAN, |u| u.peak.saturating_sub(u.start) as f64);
+    let mine = [
+        over(load),
+        over(save),
+        (4 * opt.state_elements()) as f64,
+        (4 * opt.largest_param_elements()) as f64,
+    ];
+    let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let all = match env.ranks {
+        Some(g) => g.all_gather_bytes(&bytes)?,
+        None => vec![bytes],
+    };
+    const NAMES: [&str; 4] = [
+        "load_rss_over_start_bytes",
+        "save_rss_over_start_bytes",
+        "owned_state_bytes",
+        "largest_state_tensor_bytes",
+    ];
+    let mut out = Vec::new();
+    for (rank, b) in all.iter().enumerate() {
+        if b.len() != 8 * NAMES.len() {
+            anyhow::bail!("rank {rank} sent {} bytes of measurements", b.len());
+        }
+        for (name, x) in NAMES.iter().zip(b.chunks_exact(8)) {
+            let x = f64::from_le_bytes(x.try_into().context("a rank's measurement")?);
+            // Where /proc cannot be read nothing was measured, and nothing is logged.
+            if x.is_finite() {
+                out.push((format!("optimizer/rank{rank}/{name}"), x));
+            }
+        }
+    }
+    Ok(out)
 }
