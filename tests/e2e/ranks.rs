@@ -168,7 +168,7 @@ fn sharded_optimizer_state_gives_the_unsharded_step() {
         assert!(out.status.success(), "{}", both(&out));
     }
     // Each parameter's owner takes the very step every rank takes unsharded: equal bits,
-    // weights and consolidated optimizer state included.
+    // weights and the optimizer state's file included.
     let (a, b) = (
         parquet_files(&runs.join("plain")),
         parquet_files(&runs.join("zero")),

@@ -18,8 +18,8 @@
 //! and every process takes the same step. Sharded state (ZeRO-1, as torch's
 //! `ZeroRedundancyOptimizer` partitions): each parameter has one owner process, which
 //! alone keeps its f32 master and moments and steps it; the owner then broadcasts the new
-//! weights ([`AdamW::share_weights`]). Saving consolidates the state on rank 0 one
-//! parameter at a time, so the file is the one a single process writes.
+//! weights ([`AdamW::share_weights`]). Each process saves and loads the state it owns, in
+//! the one file a single process writes ([`AdamW::save`]).
 
 use deltarl_dist::Group;
 use deltarl_schemas::Shard;

@@ -13,7 +13,7 @@ pub enum Error {
     Table(#[from] deltarl_schemas::Error),
     /// Sharded state saved without its process group: each process holds only its part.
     #[error("sharded optimizer state is saved by every process of its group, each its part")]
-    Unconsolidated,
+    WithoutGroup,
     /// The saved state does not fit the policy (or cannot be read).
     #[error("{}: {message}", path.display())]
     State {

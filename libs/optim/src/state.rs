@@ -100,7 +100,7 @@ impl AdamW {
     /// between processes. Sharded state without its process group is refused.
     pub fn save(&self, dir: &Path, ranks: Option<&Group>) -> Result<()> {
         if ranks.is_none() && self.sharded_rank.is_some() {
-            return Err(Error::Unconsolidated);
+            return Err(Error::WithoutGroup);
         }
         let path = dir.join("optimizer.safetensors");
         let tensors = self.state_tensors();
