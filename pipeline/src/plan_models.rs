@@ -232,4 +232,15 @@ mod tests {
         }
         assert!(shape("qwen3-9b").is_none());
     }
+
+    #[test]
+    fn qwen3_8b_has_its_published_parameter_count() {
+        // Qwen3-8B: 8.19 B parameters (6.95 B without embeddings) per its model card.
+        let s = shape("Qwen/Qwen3-8B-Base").unwrap();
+        let p = s.parameters();
+        assert_eq!(p, 8_190_735_360);
+        assert_eq!(p - 2 * s.vocab * s.hidden, 6_946_075_648);
+        // Key and value per position: 36 layers x 2 x 8 heads x 128 x 2 bytes.
+        assert_eq!(s.kv_bytes_per_token(2), 147_456);
+    }
 }
