@@ -47,7 +47,7 @@ pub trait Table: Sized + Send + Sync + Clone {
 /// ([`Column`]: the Arrow type, nullability, builder and reader), so a column's name, type
 /// and value are one field and two columns cannot be swapped between writer and reader.
 ///
-/// ```ignore
+/// ```text
 /// table! {
 ///     /// One thing (things.parquet).
 ///     pub struct ThingRow {
