@@ -166,7 +166,22 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     }
     let vllm = match r.engine {
         Engine::Native => None,
-        Engine::Vllm => Some(vllm_server(env, s, &mut vllm_settings, &dir, tokenizer)?),
+        Engine::Vllm => {
+            let site = crate::vllm::Site {
+                launch: env.launch,
+                device: env.device,
+                iter_dir: env.run.iter_dir(env.iter),
+                kept: env.kept,
+                dtype: s.dtype,
+                seed: s.seed,
+            };
+            Some(crate::vllm::for_policy(
+                &site,
+                &mut vllm_settings,
+                &dir,
+                tokenizer,
+            )?)
+        }
     };
     let engine = match (&policy, &vllm) {
         (Some(p), _) => deltarl_rollout::Engine::Native(&p.model),
@@ -241,89 +256,6 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     Ok(Some(Ran::new(rows.len(), summary)))
 }
 
-/// This rank's vLLM server for the policy in `dir` (see [`crate::vllm::acquire`]): its log
-/// in this iteration's folder (one per rank among several processes, each pinned to the
-/// rank's device or cores), said on stderr when started or reloaded. A policy whose LM head
-/// is tied to its embeddings is not kept on a CPU (`vs.keep_alive` turned off): vLLM's CPU
-/// backend serves the head from a packed copy of the embeddings made at load time, which
-/// an in-place reload does not refresh (the probe fails on it, measured).
-fn vllm_server(
-    env: &Env,
-    s: &Settings,
-    vs: &mut crate::vllm::Settings,
-    dir: &std::path::Path,
-    tokenizer: &deltarl_model::Tokenizer,
-) -> Result<(crate::vllm::Vllm, crate::vllm::Acquired)> {
-    let cfg = deltarl_model::read_config(dir)?;
-    if env.launch.is_some_and(|l| l.world > 1) {
-        if let Some(tp) = parallel_size(&vs.extra_args) {
-            anyhow::bail!(
-                "rollout.vllm.extra_args asks for {tp}-way tensor parallelism, but under \
-                 torchrun every rank serves from a vLLM server on its own device: drop \
-                 --tensor-parallel-size, or run one process (one server over all devices)"
-            );
-        }
-    }
-    let (log, pin) = match env.launch {
-        Some(l) => (
-            format!("vllm-rank{}.log", l.rank),
-            crate::vllm::rank_env(env.device, l.local_rank, l.local_world),
-        ),
-        None => ("vllm.log".to_string(), Vec::new()),
-    };
-    let at = crate::vllm::Placement {
-        log: env.run.iter_dir(env.iter).join(log),
-        cpu: env.device == tch::Device::Cpu,
-        dtype: s.dtype,
-        seed: s.seed,
-        env: pin,
-    };
-    if vs.keep_alive && at.cpu && cfg.tie_word_embeddings {
-        vs.keep_alive = false;
-        eprintln!(
-            "  vLLM server not kept: the policy ties its LM head to its embeddings, which \
-             vLLM's CPU backend cannot reload in place"
-        );
-    }
-    // Loaded only when a kept server is reloaded: the trainer's own numbers for the probe.
-    let reference = |ids: &[u32]| crate::vllm::trainer_logprobs(dir, env.device, s.dtype, ids);
-    let probe = crate::vllm::Probe {
-        ids: crate::vllm::probe_ids(tokenizer, cfg.max_position_embeddings)?,
-        reference: &reference,
-    };
-    // Never past the model's own context.
-    vs.max_model_len = vs.max_model_len.map(|n| n.min(cfg.max_position_embeddings));
-    let (v, acquired) = crate::vllm::acquire(vs, dir, &at, env.kept, &probe)?;
-    match &acquired {
-        crate::vllm::Acquired::User => {}
-        crate::vllm::Acquired::Started { seconds, restarted } => eprintln!(
-            "  vLLM server started on {} in {seconds:.1} s{} (log {})",
-            dir.display(),
-            restarted
-                .as_ref()
-                .map_or(String::new(), |why| format!(" ({why})")),
-            at.log.display()
-        ),
-        crate::vllm::Acquired::Reloaded {
-            seconds,
-            probe_max_abs,
-            ..
-        } => eprintln!(
-            "  vLLM server reloaded with {} in {seconds:.1} s (probe max |d| {probe_max_abs:.1e})",
-            dir.display()
-        ),
-    }
-    Ok((v, acquired))
-}
-
-/// The tensor-parallel size above 1 that server arguments ask for, if any
-/// (`--tensor-parallel-size N`, `--tensor-parallel-size=N`, `-tp N`).
-fn parallel_size(args: &[String]) -> Option<usize> {
-    crate::vllm::server_arg(args, &["--tensor-parallel-size", "-tp"])
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&n| n > 1)
-}
-
 /// A prompt longer than the context leaves room for says what fixes it: verl's left
 /// truncation (`rollout.max_prompt_tokens`), and `--force` to change a recorded run.
 fn too_long_hint(e: deltarl_rollout::Error) -> anyhow::Error {
@@ -344,26 +276,5 @@ fn too_long_hint(e: deltarl_rollout::Error) -> anyhow::Error {
         )
     } else {
         e
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parallel_size;
-
-    #[test]
-    fn tensor_parallel_sizes_are_read_in_every_spelling() {
-        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            parallel_size(&args(&["--tensor-parallel-size", "4"])),
-            Some(4)
-        );
-        assert_eq!(
-            parallel_size(&args(&["--max-model-len", "9", "-tp=2"])),
-            Some(2)
-        );
-        assert_eq!(parallel_size(&args(&["-tp", "1", "--seed", "3"])), None);
-        assert_eq!(parallel_size(&args(&["--tensor-parallel-size"])), None);
-        assert_eq!(parallel_size(&args(&["--max-model-len", "4096"])), None);
     }
 }

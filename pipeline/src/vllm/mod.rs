@@ -1,4 +1,4 @@
-//! The rollout stage's vLLM engine: a server started on the policy folder (its log in the
+//! The vLLM engine of the stages that sample: a server started on the policy folder (its log in the
 //! iteration folder where it started, stopped when dropped) or one the user runs, which must
 //! serve that very folder.
 //!
@@ -18,8 +18,12 @@ use deltarl_vllm::{Client, Server, ServerSettings};
 
 use crate::config::VllmOptions;
 
+mod args;
 mod placement;
+mod probe;
+pub use args::{max_model_len, parallel_size, server_arg};
 pub use placement::rank_env;
+pub use probe::{max_abs_diff, probe_ids, trainer_logprobs, PROBE_TEXT};
 
 /// The `[rollout.vllm]` options resolved once.
 #[derive(Clone, Debug)]
@@ -117,33 +121,6 @@ pub struct Probe<'a> {
     pub reference: &'a dyn Fn(&[u32]) -> Result<Vec<f32>>,
 }
 
-/// A fixed text whose tokens the probe scores: words, digits and LaTeX, as responses have.
-pub const PROBE_TEXT: &str =
-    "Question: what is 12 + 30? Let's think step by step. 12 + 30 = 42, so the answer is \\boxed{42}.";
-
-/// The probe's length in tokens (short: the trainer scores it once per reload).
-const PROBE_TOKENS: usize = 32;
-
-/// The probe's token ids: the first [`PROBE_TOKENS`] tokens of [`PROBE_TEXT`], at most
-/// `context` (the model's context length).
-pub fn probe_ids(tokenizer: &deltarl_model::Tokenizer, context: usize) -> Result<Vec<u32>> {
-    let mut ids = tokenizer.encode(PROBE_TEXT)?;
-    ids.truncate(PROBE_TOKENS.min(context));
-    Ok(ids)
-}
-
-/// The trainer's log-probs of `ids` under the policy in `folder`, loaded for this only.
-pub fn trainer_logprobs(
-    folder: &Path,
-    device: tch::Device,
-    dtype: Dtype,
-    ids: &[u32],
-) -> Result<Vec<f32>> {
-    let p = deltarl_model::load(folder, device, dtype)
-        .with_context(|| format!("cannot load the policy in {}", folder.display()))?;
-    Ok(p.model.sequence_logprobs(ids, device)?)
-}
-
 /// The server for `policy`: the user's (which must serve it), the kept one with `policy`
 /// loaded in place, or a new one.
 pub fn acquire(
@@ -184,28 +161,90 @@ pub fn acquire(
 /// vLLM's own default share of a GPU's memory (`--gpu-memory-utilization`).
 pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
 
-/// The positions one request may use (`--max-model-len`): the longest prompt and the
-/// response, rounded up to a power of two so that a kept server restarts only when an
-/// iteration's prompts need more, and never past the model's context.
-pub fn max_model_len(longest_prompt: usize, max_new_tokens: usize, context: usize) -> usize {
-    (longest_prompt + max_new_tokens)
-        .next_power_of_two()
-        .min(context)
+/// Where a stage's server runs: the launch (one server a rank), the device, the iteration
+/// folder its log goes to, the server kept between this process's stages, and the
+/// policy's dtype and the run's seed.
+pub struct Site<'a> {
+    pub launch: Option<&'a deltarl_dist::Launch>,
+    pub device: tch::Device,
+    pub iter_dir: PathBuf,
+    pub kept: &'a Kept,
+    pub dtype: Dtype,
+    pub seed: u64,
 }
 
-/// The value a server argument is given in `args` (`--name V` or `--name=V`), the last
-/// one when repeated, as vLLM's parser takes it.
-pub fn server_arg<'a>(args: &'a [String], names: &[&str]) -> Option<&'a str> {
-    let mut found = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.split_once('=') {
-            Some((k, v)) if names.contains(&k) => found = Some(v),
-            None if names.contains(&a.as_str()) => found = it.next().map(String::as_str),
-            _ => {}
+/// This rank's vLLM server for the policy in `dir` (see [`acquire`]): its log in the
+/// iteration's folder (one per rank among several processes, each pinned to the
+/// rank's device or cores), said on stderr when started or reloaded. A policy whose LM head
+/// is tied to its embeddings is not kept on a CPU (`vs.keep_alive` turned off): vLLM's CPU
+/// backend serves the head from a packed copy of the embeddings made at load time, which
+/// an in-place reload does not refresh (the probe fails on it, measured).
+pub fn for_policy(
+    site: &Site,
+    vs: &mut Settings,
+    dir: &Path,
+    tokenizer: &deltarl_model::Tokenizer,
+) -> Result<(Vllm, Acquired)> {
+    let cfg = deltarl_model::read_config(dir)?;
+    if site.launch.is_some_and(|l| l.world > 1) {
+        if let Some(tp) = parallel_size(&vs.extra_args) {
+            anyhow::bail!(
+                "rollout.vllm.extra_args asks for {tp}-way tensor parallelism, but under \
+                 torchrun every rank serves from a vLLM server on its own device: drop \
+                 --tensor-parallel-size, or run one process (one server over all devices)"
+            );
         }
     }
-    found
+    let (log, pin) = match site.launch {
+        Some(l) => (
+            format!("vllm-rank{}.log", l.rank),
+            rank_env(site.device, l.local_rank, l.local_world),
+        ),
+        None => ("vllm.log".to_string(), Vec::new()),
+    };
+    let at = Placement {
+        log: site.iter_dir.join(log),
+        cpu: site.device == tch::Device::Cpu,
+        dtype: site.dtype,
+        seed: site.seed,
+        env: pin,
+    };
+    if vs.keep_alive && at.cpu && cfg.tie_word_embeddings {
+        vs.keep_alive = false;
+        eprintln!(
+            "  vLLM server not kept: the policy ties its LM head to its embeddings, which \
+             vLLM's CPU backend cannot reload in place"
+        );
+    }
+    // Loaded only when a kept server is reloaded: the trainer's own numbers for the probe.
+    let reference = |ids: &[u32]| trainer_logprobs(dir, site.device, site.dtype, ids);
+    let probe = Probe {
+        ids: probe_ids(tokenizer, cfg.max_position_embeddings)?,
+        reference: &reference,
+    };
+    // Never past the model's own context.
+    vs.max_model_len = vs.max_model_len.map(|n| n.min(cfg.max_position_embeddings));
+    let (v, acquired) = acquire(vs, dir, &at, site.kept, &probe)?;
+    match &acquired {
+        Acquired::User => {}
+        Acquired::Started { seconds, restarted } => eprintln!(
+            "  vLLM server started on {} in {seconds:.1} s{} (log {})",
+            dir.display(),
+            restarted
+                .as_ref()
+                .map_or(String::new(), |why| format!(" ({why})")),
+            at.log.display()
+        ),
+        Acquired::Reloaded {
+            seconds,
+            probe_max_abs,
+            ..
+        } => eprintln!(
+            "  vLLM server reloaded with {} in {seconds:.1} s (probe max |d| {probe_max_abs:.1e})",
+            dir.display()
+        ),
+    }
+    Ok((v, acquired))
 }
 
 /// Before a server starts or wakes on this device: the memory libtorch's caching allocator
@@ -365,21 +404,6 @@ fn reload(
     Ok((v, acquired))
 }
 
-/// max |a - b| over two equally long lists (an error when they are not).
-fn max_abs_diff(a: &[f32], b: &[f32]) -> Result<f64> {
-    if a.len() != b.len() || a.is_empty() {
-        bail!(
-            "the server scored {} probe tokens, the trainer {}",
-            a.len(),
-            b.len()
-        );
-    }
-    Ok(a.iter()
-        .zip(b)
-        .map(|(x, y)| f64::from((x - y).abs()))
-        .fold(0.0, |m, d| if d.is_nan() || d > m { d } else { m }))
-}
-
 impl Vllm {
     /// The policy folder it serves.
     pub fn serves(&self) -> &Path {
@@ -397,44 +421,5 @@ impl Vllm {
             Some(died) => e.context(died.to_string()),
             None => e,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn the_probe_difference_is_the_largest_and_nan_counts_as_a_mismatch() {
-        assert_eq!(max_abs_diff(&[-1.0, -2.5], &[-1.25, -2.0]).unwrap(), 0.5);
-        assert!(max_abs_diff(&[f32::NAN, -1.0], &[-1.0, -1.0])
-            .unwrap()
-            .is_nan());
-        assert!(max_abs_diff(&[-1.0], &[-1.0, -2.0]).is_err());
-        assert!(max_abs_diff(&[], &[]).is_err());
-    }
-
-    #[test]
-    fn server_arguments_and_the_context_by_hand() {
-        let args: Vec<String> = ["--gpu-memory-utilization", "0.85", "-tp=2", "--seed"]
-            .iter()
-            .map(|a| a.to_string())
-            .collect();
-        assert_eq!(
-            server_arg(&args, &["--gpu-memory-utilization"]),
-            Some("0.85")
-        );
-        assert_eq!(
-            server_arg(&args, &["--tensor-parallel-size", "-tp"]),
-            Some("2")
-        );
-        // A flag at the end has no value; one never given is None.
-        assert_eq!(server_arg(&args, &["--seed"]), None);
-        assert_eq!(server_arg(&args, &["--max-model-len"]), None);
-        // 2,048 + 20,480 = 22,528 -> 32,768, Qwen3-8B's context; a shorter context caps it.
-        assert_eq!(max_model_len(2048, 20480, 32768), 32768);
-        assert_eq!(max_model_len(2048, 20480, 24576), 24576);
-        assert_eq!(max_model_len(100, 28, 4096), 128);
     }
 }
