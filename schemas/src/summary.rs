@@ -298,6 +298,12 @@ pub struct EvalSummary {
     pub accuracy: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub benchmarks: Option<BTreeMap<String, BenchmarkSummary>>,
+    /// The engine that drew the answers (the rollout's).
+    #[serde(default, skip_serializing_if = "Engine::is_native")]
+    pub engine: Engine,
+    /// How the vLLM server was had (none for the native engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_server: Option<Acquired>,
 }
 
 impl StageSummary for EvalSummary {

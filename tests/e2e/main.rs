@@ -25,5 +25,6 @@ mod runs;
 mod scale;
 mod tasks;
 mod vllm;
+mod vllm_eval;
 mod vllm_kept;
 mod wheel;

@@ -16,7 +16,7 @@ use crate::common::*;
 use crate::vllm::{config, servers_of, vllm_python};
 
 /// The vLLM micro configuration with an untied head.
-fn untied(dir: &Path, extra: &str) -> PathBuf {
+pub fn untied(dir: &Path, extra: &str) -> PathBuf {
     let base = config(dir, "vllm", extra);
     variant(
         &base,
@@ -27,7 +27,7 @@ fn untied(dir: &Path, extra: &str) -> PathBuf {
     )
 }
 
-fn stderr_of(out: &std::process::Output) -> String {
+pub fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).to_string()
 }
 
@@ -108,16 +108,16 @@ fn a_wedged_kept_server_is_replaced() {
 
 /// Sends `sig` to the kept server between iterations 1 and 2 of a run and checks that
 /// iteration 2 started a new server for the reason `why`. deltarl itself is stopped
-/// (SIGSTOP) meanwhile, after iteration 1's rollout and before its evaluation ends; a stop
-/// that came too late (the evaluation done, iteration 2 maybe begun) is not counted and is
-/// tried on a new run.
+/// (SIGSTOP) meanwhile, after iteration 1's rollout and before its update ends (no
+/// evaluation runs: it would draw through the server); a stop that came too late (the
+/// update done, iteration 2 maybe begun) is not counted and is tried on a new run.
 fn between_iterations(sig: &str, why: &str) {
     let dir = tempfile::tempdir().unwrap();
-    // The held-out evaluation after iteration 1 leaves time to stop deltarl in between.
+    // Four optimizer steps leave the update time to be caught.
     let cfg = variant(
         &untied(dir.path(), ""),
         "kill.toml",
-        "[eval]\nevery = 1\nproblems = 64\n",
+        "[update]\noptimizer_steps = 4\n",
     );
     let runs = dir.path().join("runs");
     let c = cfg.to_str().unwrap();
@@ -140,8 +140,8 @@ fn between_iterations(sig: &str, why: &str) {
         }
         let pid = child.id().to_string();
         signal("-STOP", &pid);
-        // Iteration 1 ends with its evaluation: until then the kept server idles.
-        let begun = root.join("iter-0001/manifest/eval.json").exists();
+        // Until iteration 1's update ends the kept server idles.
+        let begun = root.join("iter-0001/manifest/update.json").exists();
         let servers = servers_of(&root);
         if !begun {
             assert!(!servers.is_empty(), "no kept server between iterations");
@@ -253,8 +253,9 @@ fn a_server_serving_other_weights_is_refused() {
 }
 
 /// Two ranks under torchrun each start a server of their own on their own core and serve
-/// their half of the prompts; over two iterations (the second reloads both) the files are
-/// one process's, byte for byte. Both sides compute with one libtorch thread a process
+/// their half of the prompts and of the held-out problems; over two iterations (each
+/// evaluation and the second rollout reload both) the files are one process's, byte for
+/// byte, the evaluations' included. Both sides compute with one libtorch thread a process
 /// (`model.threads = 1`): the second iteration samples from the first's update, whose
 /// reductions libtorch splits by thread. (The update's one micro-batch a step is then
 /// the same arithmetic in both; see `ranks::config`.)
@@ -264,7 +265,7 @@ fn two_ranks_serve_from_a_server_each_and_write_one_process_files() {
     let cfg = variant(
         &untied(dir.path(), "concurrency = 1"),
         "one-thread.toml",
-        "[model]\nthreads = 1\n",
+        "[model]\nthreads = 1\n[eval]\nevery = 1\n",
     );
     let runs = dir.path().join("runs");
     let c = cfg.to_str().unwrap();
@@ -282,16 +283,17 @@ fn two_ranks_serve_from_a_server_each_and_write_one_process_files() {
     let err = stderr_of(&out);
     assert!(out.status.success(), "{err}");
     assert_eq!(err.matches("vLLM server started").count(), 2, "{err}");
-    assert_eq!(err.matches("vLLM server reloaded").count(), 2, "{err}");
+    assert_eq!(err.matches("vLLM server reloaded").count(), 6, "{err}");
     let two = runs.join("two");
     let mut binds = Vec::new();
     for rank in 0..2 {
         let log =
             std::fs::read_to_string(two.join(format!("iter-0001/vllm-rank{rank}.log"))).unwrap();
-        // 4 of the 8 prompts in each iteration, and the probe of the reload.
+        // In each iteration 4 of the 8 prompts and 8 of the 16 held-out problems, and the
+        // probes of the three reloads.
         assert_eq!(
             log.matches("POST /v1/completions").count(),
-            9,
+            2 * (4 + 8) + 3,
             "rank {rank}"
         );
         let bind = log
@@ -302,7 +304,12 @@ fn two_ranks_serve_from_a_server_each_and_write_one_process_files() {
     }
     assert!(binds[0] != binds[1] && !binds[0].is_empty(), "{binds:?}");
     for it in 1..=2 {
-        for f in ["rollouts.parquet", "scores.parquet", "features.parquet"] {
+        for f in [
+            "rollouts.parquet",
+            "scores.parquet",
+            "features.parquet",
+            "eval.parquet",
+        ] {
             let name = format!("iter-{it:04}/{f}");
             assert!(
                 std::fs::read(runs.join("one").join(&name)).unwrap()

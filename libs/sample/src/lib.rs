@@ -45,6 +45,7 @@ pub struct Plan {
 }
 
 /// Who generates the responses.
+#[derive(Clone, Copy)]
 pub enum Engine<'a> {
     /// Our KV-cache decoder on the policy's weights: per-sample seeds, byte-identical reruns.
     Native(&'a Qwen3),

@@ -12,8 +12,10 @@
 mod client;
 mod dev;
 mod error;
+mod options;
 mod server;
 
 pub use client::{generate, Client, Completion, Prompt, Sampling};
 pub use error::{Error, Result};
+pub use options::VllmOptions;
 pub use server::{Server, ServerSettings};

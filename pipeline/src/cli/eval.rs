@@ -2,7 +2,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use deltarl_eval::{fitting, summarize, Request, Summary};
+use deltarl_eval::{fitting, summarize, Request, Sampler, Summary};
 
 use crate::config::CodeOptions;
 use crate::stage::eval::evaluate;
@@ -132,7 +132,13 @@ impl Args {
             }
             let ctx = policy.model.max_positions() as usize;
             let total = prompts.len();
-            let (prompts, skipped) = fitting(&policy, &s.template, self.max_new_tokens, prompts)?;
+            let (prompts, skipped) = fitting(
+                &policy.tokenizer,
+                ctx,
+                &s.template,
+                self.max_new_tokens,
+                prompts,
+            )?;
             if prompts.is_empty() {
                 println!(
                     "{:<16} {:>8} skipped: all {total} prompts + {} new tokens exceed the context of {ctx}",
@@ -142,7 +148,13 @@ impl Args {
                 );
                 continue;
             }
-            let rows = evaluate(&policy, &name, &prompts, &s, &CodeOptions::default())?;
+            let rows = evaluate(
+                &Sampler::native(&policy),
+                &name,
+                &prompts,
+                &s,
+                &CodeOptions::default(),
+            )?;
             print_row(&summarize(&name, &rows));
             // A benchmark that mixes sources (verl's `data_source`) gets a line per source.
             let mut sources: Vec<&str> = rows

@@ -373,16 +373,24 @@ impl Args {
                 );
             }
         }
-        let sessions = match cfg.opts.rollout.session_rows {
-            0 => "on rank 0 alone (rollout.session_rows = 0: one session)".to_string(),
-            s => format!("shared over the ranks in sessions of {s} samples"),
+        let how = match (cfg.opts.rollout.engine, cfg.opts.rollout.session_rows) {
+            (Engine::Vllm, _) => {
+                "through each rank's vLLM server (the rollout's, reloaded with the new \
+                 policy and probed), the problems shared over the ranks"
+                    .to_string()
+            }
+            (Engine::Native, 0) => {
+                "on rank 0 alone (rollout.session_rows = 0: one session), with the native \
+                 engine"
+                    .to_string()
+            }
+            (Engine::Native, s) => {
+                format!("shared over the ranks in sessions of {s} samples, with the native engine")
+            }
         };
         line(
             "eval",
-            format!(
-                "every {} iterations, {sessions}, with the native engine",
-                cfg.opts.eval.every
-            ),
+            format!("every {} iterations, {how}", cfg.opts.eval.every),
         );
         line("host, rollout process", human(host.rollout_resident));
         line(

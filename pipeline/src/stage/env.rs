@@ -99,6 +99,28 @@ pub fn policy_before(run: &RunDir, base: &Path, iter: u32) -> PathBuf {
     }
 }
 
+/// What sampling through vLLM needs of a policy folder, its weights left unloaded (the
+/// server loads them): the tokenizer, the end tokens and the context.
+pub struct Vocabulary {
+    pub tokenizer: deltarl_model::Tokenizer,
+    pub eos_ids: Vec<u32>,
+    /// Positions the policy has (prompt and response together).
+    pub context: usize,
+}
+
+impl Vocabulary {
+    /// The policy folder `dir`'s.
+    pub fn of(dir: &Path) -> Result<Self> {
+        let tokenizer = deltarl_model::Tokenizer::from_file(&dir.join("tokenizer.json"))?;
+        let cfg = deltarl_model::read_config(dir)?;
+        Ok(Vocabulary {
+            eos_ids: deltarl_model::eos_ids(&cfg, &tokenizer),
+            context: cfg.max_position_embeddings,
+            tokenizer,
+        })
+    }
+}
+
 /// Loads a policy folder.
 pub fn load_policy(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
     deltarl_model::load(dir, device, dtype)

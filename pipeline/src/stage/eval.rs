@@ -3,16 +3,19 @@
 //! eval.parquet (one row per answer, `benchmark` naming where it comes from).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use deltarl_eval::{accuracy_by_source, fitting, summarize, Request, Sampling};
-use deltarl_schemas::{write_table, BenchmarkSummary, EvalRow, EvalSummary, PromptRow, Stage};
+use deltarl_eval::{accuracy_by_source, fitting, summarize, Request, Sampler, Sampling};
+use deltarl_model::Tokenizer;
+use deltarl_schemas::{
+    write_table, BenchmarkSummary, Engine, EvalRow, EvalSummary, PromptRow, Stage,
+};
 
 use super::contract::Contract;
-use super::env::{load_policy, Env};
+use super::env::{load_policy, Env, Vocabulary};
 use super::ran::Ran;
 use crate::config::{CodeOptions, Resolved};
 
@@ -83,13 +86,19 @@ pub fn settings(cfg: &Resolved) -> Settings {
         benchmarks: o.eval.benchmarks.clone(),
         chat_template: o.data.chat_template,
         code: o.score.code.clone(),
+        engine: o.rollout.engine,
+        // Only with vLLM: our engine's hash has no server arguments.
+        vllm: match o.rollout.engine {
+            Engine::Native => Default::default(),
+            Engine::Vllm => o.rollout.vllm.clone(),
+        },
     }
 }
 
 /// [`deltarl_eval::evaluate`] with a progress line (responses sampled), code problems run
 /// in a sandbox with `code`'s settings.
 pub fn evaluate(
-    policy: &deltarl_model::Policy,
+    sampler: &Sampler,
     bench: &str,
     prompts: &[PromptRow],
     s: &Request,
@@ -99,32 +108,92 @@ pub fn evaluate(
         .with_context(|| format!("benchmark {bench} has code problems"))?;
     let progress =
         crate::progress::Progress::new("eval", prompts.len() as u64 * u64::from(s.samples));
-    let rows = deltarl_eval::evaluate(policy, bench, prompts, s, grader.as_ref(), &mut |done| {
+    let rows = deltarl_eval::evaluate(sampler, bench, prompts, s, grader.as_ref(), &mut |done| {
         progress.set_position(done as u64)
     })?;
     progress.finish();
     Ok(rows)
 }
 
+/// The built-in task's held-out problems as the eval stage asks for them: the first
+/// `s.problems`, and `request` with its template in the chat template of the model in `dir`
+/// when the settings ask for it.
+fn heldout_prompts(
+    task: deltarl_data::Builtin,
+    s: &Settings,
+    dir: &Path,
+    mut request: Request,
+) -> Result<(Vec<PromptRow>, Request)> {
+    let mut prompts = task.test_prompts(s.problems);
+    if s.chat_template {
+        request.template = crate::chat::apply(&mut prompts, &request.template, dir)?;
+    }
+    Ok((prompts, request))
+}
+
 /// The answers of `policy` (the policy of iteration `iter`; 0 = the base, read from
-/// `dir`) to the built-in dataset's held-out problems, sampled as the eval stage samples
-/// them (in the chat template of the model in `dir` when the settings ask for it); only
-/// `shard`'s share of the sessions.
+/// `dir`) to the built-in dataset's held-out problems, sampled by our engine as the eval
+/// stage samples them; only `shard`'s share of the sessions.
 pub fn heldout_rows(
     policy: &deltarl_model::Policy,
-    dir: &std::path::Path,
+    dir: &Path,
     task: deltarl_data::Builtin,
     s: &Settings,
     iter: u32,
     shard: deltarl_schemas::Shard,
 ) -> Result<Vec<deltarl_schemas::EvalRow>> {
-    let mut prompts = task.test_prompts(s.problems);
-    let mut settings = s.request(iter);
-    settings.shard = shard;
-    if s.chat_template {
-        settings.template = crate::chat::apply(&mut prompts, &settings.template, dir)?;
+    let mut request = s.request(iter);
+    request.shard = shard;
+    let (prompts, request) = heldout_prompts(task, s, dir, request)?;
+    let sampler = Sampler::native(policy);
+    evaluate(&sampler, &task.heldout_name(), &prompts, &request, &s.code)
+}
+
+/// One benchmark as the stage samples it: its problems that fit the context, how they are
+/// asked, and how many did not fit.
+struct Bench {
+    name: String,
+    prompts: Vec<PromptRow>,
+    request: Request,
+    skipped: usize,
+}
+
+/// The stage's benchmarks in the order of its file: the task's held-out problems, then
+/// each file of `eval.benchmarks`.
+fn benches(
+    s: &Settings,
+    dir: &Path,
+    request: &Request,
+    (tokenizer, context): (&Tokenizer, usize),
+) -> Result<Vec<Bench>> {
+    let mut out = Vec::new();
+    if let Some(task) = s.data_source.builtin() {
+        let (prompts, request) = heldout_prompts(task, s, dir, request.clone())?;
+        out.push(Bench {
+            name: task.heldout_name(),
+            prompts,
+            request,
+            skipped: 0,
+        });
     }
-    evaluate(policy, &task.heldout_name(), &prompts, &settings, &s.code)
+    for file in s.files() {
+        let name = crate::data::benchmark_name(&file);
+        let mut prompts = crate::data::read_benchmark(&file)
+            .with_context(|| format!("benchmark {name} of eval.benchmarks"))?;
+        let mut at = request.clone();
+        if s.chat_template {
+            at.template = crate::chat::apply(&mut prompts, &at.template, dir)?;
+        }
+        let (prompts, skipped) =
+            fitting(tokenizer, context, &at.template, at.max_new_tokens, prompts)?;
+        out.push(Bench {
+            name,
+            prompts,
+            request: at,
+            skipped,
+        });
+    }
+    Ok(out)
 }
 
 /// The stage's work (None on a rank other than 0, which only samples its share).
@@ -139,11 +208,74 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
         );
     }
     let dir = env.this_policy();
-    let policy = load_policy(&dir, env.device, s.dtype)?;
-    let mut settings = s.request(env.iter);
-    settings.shard = env.shard();
-    // Several processes: each sampled its share of a benchmark's sessions; rank 0 gathers
-    // them in the order of one process (problems as listed, then samples).
+    // vLLM loads the folder itself: here only the tokenizer, end tokens and context.
+    let policy = match s.engine {
+        Engine::Native => Some(load_policy(&dir, env.device, s.dtype)?),
+        Engine::Vllm => None,
+    };
+    let vocabulary = match &policy {
+        Some(_) => None,
+        None => Some(Vocabulary::of(&dir)?),
+    };
+    let (tokenizer, eos_ids, context) = match (&policy, &vocabulary) {
+        (Some(p), _) => (&p.tokenizer, p.eos_ids(), p.model.max_positions() as usize),
+        (None, Some(v)) => (&v.tokenizer, v.eos_ids.clone(), v.context),
+        (None, None) => bail!("no policy to evaluate"),
+    };
+    let mut request = s.request(env.iter);
+    request.shard = env.shard();
+    let benches = benches(s, &dir, &request, (tokenizer, context))?;
+    // With vLLM: the server kept from this process's rollout, reloaded with this policy
+    // (and probed), or a new one; sized for the longest prompt of every benchmark.
+    let mut vllm_settings = crate::vllm::Settings::new(&s.vllm);
+    let vllm = match s.engine {
+        Engine::Native => None,
+        Engine::Vllm => {
+            let mut longest = 0;
+            for b in &benches {
+                for p in &b.prompts {
+                    let text = deltarl_schemas::render_template(&b.request.template, &p.problem);
+                    longest = longest.max(tokenizer.encode(&text)?.len());
+                }
+            }
+            vllm_settings.max_model_len = Some(crate::vllm::max_model_len(
+                longest,
+                request.max_new_tokens,
+                usize::MAX,
+            ));
+            let site = crate::vllm::Site {
+                launch: env.launch,
+                device: env.device,
+                iter_dir: env.run.iter_dir(env.iter),
+                log: "vllm-eval",
+                kept: env.kept,
+                dtype: s.dtype,
+                seed: request.seed,
+            };
+            Some(crate::vllm::for_policy(
+                &site,
+                &mut vllm_settings,
+                &dir,
+                tokenizer,
+            )?)
+        }
+    };
+    let engine = match (&policy, &vllm) {
+        (Some(p), _) => deltarl_eval::Engine::Native(&p.model),
+        (None, Some((v, _))) => deltarl_eval::Engine::Vllm {
+            client: &v.client,
+            concurrency: vllm_settings.concurrency,
+        },
+        (None, None) => bail!("no engine to evaluate with"),
+    };
+    let sampler = Sampler {
+        engine,
+        tokenizer,
+        eos_ids,
+        context,
+    };
+    // Several processes: each sampled its share of a benchmark; rank 0 gathers them in the
+    // order of one process (problems as listed, then samples).
     let gather = |part: Vec<EvalRow>, prompts: &[PromptRow]| -> Result<Vec<EvalRow>> {
         let Some(g) = env.ranks else {
             return Ok(part);
@@ -153,39 +285,34 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
     };
     let mut rows = Vec::new();
     let mut benchmarks = BTreeMap::new();
-    let mut summarise = |name: &str, part: &[EvalRow], skipped: usize| {
-        let m = summarize(name, part);
+    for b in &benches {
+        let part = evaluate(&sampler, &b.name, &b.prompts, &b.request, &s.code);
+        // A failed request usually means the server died: say so, with its log.
+        let part = match (part, &vllm) {
+            (Err(e), Some((v, _))) => return Err(v.explain(e)),
+            (part, _) => part?,
+        };
+        let part = gather(part, &b.prompts)?;
+        let m = summarize(&b.name, &part);
         let by = accuracy_by_source(part.iter().map(|r| (r.data_source.as_deref(), r.correct)));
-        let b = BenchmarkSummary {
+        let summary = BenchmarkSummary {
             problems: m.problems,
             k: m.k,
             avg_at_k: m.avg.mean,
             pass_at_k: m.pass.mean,
-            skipped,
+            skipped: b.skipped,
             by_source: (by.len() > 1).then_some(by),
         };
-        benchmarks.insert(name.to_string(), b);
-    };
-    let heldout = task.map(deltarl_data::Builtin::heldout_name);
-    if let (Some(task), Some(name)) = (task, &heldout) {
-        let part = heldout_rows(&policy, &dir, task, s, env.iter, settings.shard)?;
-        let part = gather(part, &task.test_prompts(s.problems))?;
-        summarise(name, &part, 0);
+        benchmarks.insert(b.name.clone(), summary);
         rows.extend(part);
     }
-    for file in s.files() {
-        let name = crate::data::benchmark_name(&file);
-        let mut prompts = crate::data::read_benchmark(&file)
-            .with_context(|| format!("benchmark {name} of eval.benchmarks"))?;
-        let mut at = settings.clone();
-        if s.chat_template {
-            at.template = crate::chat::apply(&mut prompts, &at.template, &dir)?;
+    let engine_server = match vllm {
+        Some((v, acquired)) => {
+            crate::vllm::release(v, &vllm_settings, env.kept)?;
+            Some(acquired)
         }
-        let (prompts, skipped) = fitting(&policy, &at.template, at.max_new_tokens, prompts)?;
-        let part = gather(evaluate(&policy, &name, &prompts, &at, &s.code)?, &prompts)?;
-        summarise(&name, &part, skipped);
-        rows.extend(part);
-    }
+        None => None,
+    };
     if !env.writes() {
         return Ok(None);
     }
@@ -203,6 +330,7 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
     env.write_output(Stage::Eval, |w| write_table(w, &rows, &meta))?;
     let acc =
         |part: Vec<bool>| part.iter().filter(|&&c| c).count() as f64 / part.len().max(1) as f64;
+    let heldout = task.map(deltarl_data::Builtin::heldout_name);
     let summary = EvalSummary {
         accuracy: acc(rows
             .iter()
@@ -210,6 +338,8 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
             .map(|r| r.correct)
             .collect()),
         benchmarks: (!s.benchmarks.is_empty()).then_some(benchmarks),
+        engine: s.engine,
+        engine_server,
     };
     Ok(Some(Ran::new(rows.len(), summary)))
 }

@@ -10,7 +10,7 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_schemas::{FinishReason, RolloutSummary, Stage};
 
 use super::contract::Contract;
-use super::env::{load_policy, Env};
+use super::env::{load_policy, Env, Vocabulary};
 use super::ran::Ran;
 use crate::config::{Engine, Resolved, RolloutOptions};
 use crate::data;
@@ -94,14 +94,12 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
         Engine::Native => Some(load_policy(&dir, env.device, s.dtype)?),
         Engine::Vllm => None,
     };
-    let own_tokenizer;
+    let vocabulary;
     let (tokenizer, eos_ids) = match &policy {
         Some(p) => (&p.tokenizer, p.eos_ids()),
         None => {
-            own_tokenizer = deltarl_model::Tokenizer::from_file(&dir.join("tokenizer.json"))?;
-            let cfg = deltarl_model::read_config(&dir)?;
-            let eos = deltarl_model::eos_ids(&cfg, &own_tokenizer);
-            (&own_tokenizer, eos)
+            vocabulary = Vocabulary::of(&dir)?;
+            (&vocabulary.tokenizer, vocabulary.eos_ids.clone())
         }
     };
     let template = if s.data.chat_template {
@@ -171,6 +169,7 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
                 launch: env.launch,
                 device: env.device,
                 iter_dir: env.run.iter_dir(env.iter),
+                log: "vllm",
                 kept: env.kept,
                 dtype: s.dtype,
                 seed: s.seed,

@@ -114,7 +114,7 @@ fn heldout_accuracy(
 ) -> Result<f64> {
     let prompts = s.task.test_prompts(HELDOUT_PROBLEMS);
     let rows = deltarl_eval::evaluate(
-        policy,
+        &deltarl_eval::Sampler::native(policy),
         &s.task.heldout_name(),
         &prompts,
         &s.heldout.at(deltarl_eval::Draw::plain(1, temperature), 0),

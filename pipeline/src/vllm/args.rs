@@ -10,6 +10,16 @@ pub fn max_model_len(longest_prompt: usize, max_new_tokens: usize, context: usiz
         .min(context)
 }
 
+/// Whether a server started with `--max-model-len` `started` (None: the model's context)
+/// takes every request that one asked for `wanted` would.
+pub fn covers(started: Option<usize>, wanted: Option<usize>) -> bool {
+    match (started, wanted) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(s), Some(w)) => s >= w,
+    }
+}
+
 /// The value a server argument is given in `args` (`--name V` or `--name=V`), the last
 /// one when repeated, as vLLM's parser takes it.
 pub fn server_arg<'a>(args: &'a [String], names: &[&str]) -> Option<&'a str> {
@@ -36,6 +46,16 @@ pub fn parallel_size(args: &[String]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_longer_context_covers_a_shorter_one() {
+        assert!(covers(None, None));
+        assert!(covers(None, Some(64)));
+        assert!(covers(Some(128), Some(64)));
+        assert!(covers(Some(64), Some(64)));
+        assert!(!covers(Some(32), Some(64)));
+        assert!(!covers(Some(4096), None));
+    }
 
     #[test]
     fn server_arguments_and_the_context_by_hand() {

@@ -21,7 +21,7 @@ use crate::config::VllmOptions;
 mod args;
 mod placement;
 mod probe;
-pub use args::{max_model_len, parallel_size, server_arg};
+pub use args::{covers, max_model_len, parallel_size, server_arg};
 pub use placement::rank_env;
 pub use probe::{max_abs_diff, probe_ids, trainer_logprobs, PROBE_TEXT};
 
@@ -162,12 +162,15 @@ pub fn acquire(
 pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
 
 /// Where a stage's server runs: the launch (one server a rank), the device, the iteration
-/// folder its log goes to, the server kept between this process's stages, and the
-/// policy's dtype and the run's seed.
+/// folder its log goes to and the log's name, the server kept between this process's
+/// stages, and the policy's dtype and the run's seed.
 pub struct Site<'a> {
     pub launch: Option<&'a deltarl_dist::Launch>,
     pub device: tch::Device,
     pub iter_dir: PathBuf,
+    /// The log of a server started here: `{log}.log`, `{log}-rank{R}.log` among several
+    /// processes (a kept server goes on writing to the log it started with).
+    pub log: &'static str,
     pub kept: &'a Kept,
     pub dtype: Dtype,
     pub seed: u64,
@@ -197,10 +200,10 @@ pub fn for_policy(
     }
     let (log, pin) = match site.launch {
         Some(l) => (
-            format!("vllm-rank{}.log", l.rank),
+            format!("{}-rank{}.log", site.log, l.rank),
             rank_env(site.device, l.local_rank, l.local_world),
         ),
-        None => ("vllm.log".to_string(), Vec::new()),
+        None => (format!("{}.log", site.log), Vec::new()),
     };
     let at = Placement {
         log: site.iter_dir.join(log),
@@ -324,7 +327,9 @@ fn server_settings(s: &Settings, folder: PathBuf, at: &Placement) -> ServerSetti
 }
 
 /// The kept server when it still runs and was started as `wish` asks (the folder, log and
-/// time-out aside); otherwise why not (it is stopped when dropped here).
+/// time-out aside, and with at least the positions a request may use that `wish` asks:
+/// a server with room for longer requests serves shorter ones alike); otherwise why not
+/// (it is stopped when dropped here).
 fn reuse(v: Vllm, wish: &ServerSettings) -> Result<Vllm, String> {
     let Some(server) = &v.server else {
         return Err("the kept server was not started here".into());
@@ -339,12 +344,25 @@ fn reuse(v: Vllm, wish: &ServerSettings) -> Result<Vllm, String> {
         model: PathBuf::new(),
         log: PathBuf::new(),
         start_timeout: Duration::ZERO,
+        max_model_len: None,
         ..w.clone()
     };
-    match &v.started {
-        Some(started) if comparable(started) == comparable(wish) => Ok(v),
-        _ => Err("the kept server was started with other settings".into()),
+    let Some(started) = &v.started else {
+        return Err("the kept server was not started here".into());
+    };
+    if comparable(started) != comparable(wish) {
+        return Err("the kept server was started with other settings".into());
     }
+    if !covers(started.max_model_len, wish.max_model_len) {
+        let wanted = wish
+            .max_model_len
+            .map_or("the model's whole context".to_string(), |w| w.to_string());
+        return Err(format!(
+            "the kept server takes requests of up to {} positions, {wanted} are needed",
+            started.max_model_len.unwrap_or(0),
+        ));
+    }
+    Ok(v)
 }
 
 /// Loads `folder` into the kept server and checks the probe before any request.

@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 
 use deltarl_code::{CodeOutcome, Grader};
 use deltarl_model::generate::SampleSettings;
-use deltarl_model::Policy;
+use deltarl_model::{Policy, Tokenizer};
 use deltarl_schemas::{EvalRow, FinishReason, PromptRow, SourceAccuracy, Stage};
 
 pub use deltarl_sample::evaluation::{Draw, Request, Sampling};
+pub use deltarl_sample::Engine;
 pub use settings::Settings;
 pub use stats::{bootstrap, Estimate};
 
@@ -37,12 +38,35 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What answers are drawn with: the engine (our decoder on the loaded policy, or a vLLM
+/// server serving the policy's folder), the policy's tokenizer, end tokens and context.
+#[derive(Clone)]
+pub struct Sampler<'a> {
+    pub engine: Engine<'a>,
+    pub tokenizer: &'a Tokenizer,
+    pub eos_ids: Vec<u32>,
+    /// Positions the policy has (prompt and response together).
+    pub context: usize,
+}
+
+impl<'a> Sampler<'a> {
+    /// Our decoder on a loaded policy.
+    pub fn native(policy: &'a Policy) -> Self {
+        Sampler {
+            engine: Engine::Native(&policy.model),
+            tokenizer: &policy.tokenizer,
+            eos_ids: policy.eos_ids(),
+            context: policy.model.max_positions() as usize,
+        }
+    }
+}
+
 /// Generates `samples` answers per problem with the shared sampler (seeds of the `eval`
-/// stage; `s.shard`'s share of the sessions only) and grades them: math answers with `s.extract`, code answers by running them
+/// stage; `s.shard`'s share only: our engine's sessions, vLLM's prompts) and grades them: math answers with `s.extract`, code answers by running them
 /// against their tests in `grader`'s sandbox (required when any problem is code).
 /// `progress(responses_done)`.
 pub fn evaluate(
-    policy: &Policy,
+    sampler: &Sampler,
     bench: &str,
     prompts: &[PromptRow],
     s: &Request,
@@ -52,7 +76,7 @@ pub fn evaluate(
     let core = deltarl_sample::Plan {
         samples_per_prompt: s.samples,
         template: s.template.clone(),
-        sampling: SampleSettings::plain(s.temperature, s.max_new_tokens, policy.eos_ids())
+        sampling: SampleSettings::plain(s.temperature, s.max_new_tokens, sampler.eos_ids.clone())
             .truncated(s.top_p, s.top_k)
             .stopping_at(s.stop.clone())
             .batched(s.max_batch_rows, s.max_cache_tokens, s.session_rows),
@@ -63,11 +87,17 @@ pub fn evaluate(
         max_prompt_tokens: None,
         shard: s.shard,
     };
-    let samples = deltarl_sample::run(&core, policy, prompts, &mut |done, _| progress(done))
-        .map_err(|source| Error::Sampling {
-            bench: bench.to_string(),
-            source: Box::new(source),
-        })?;
+    let samples = deltarl_sample::run_with(
+        &core,
+        sampler.tokenizer,
+        sampler.engine,
+        prompts,
+        &mut |done, _| progress(done),
+    )
+    .map_err(|source| Error::Sampling {
+        bench: bench.to_string(),
+        source: Box::new(source),
+    })?;
     let code =
         deltarl_code::grade_rows(&samples, grader, &|_| {}).map_err(|source| Error::Code {
             bench: bench.to_string(),
@@ -104,17 +134,17 @@ pub fn evaluate(
 /// in the policy's context, and how many did not: those are skipped and counted, not
 /// silently truncated.
 pub fn fitting(
-    policy: &Policy,
+    tokenizer: &Tokenizer,
+    context: usize,
     template: &str,
     max_new_tokens: usize,
     prompts: Vec<PromptRow>,
 ) -> Result<(Vec<PromptRow>, usize)> {
-    let ctx = policy.model.max_positions() as usize;
     let total = prompts.len();
     let mut fits = Vec::with_capacity(total);
     for p in prompts {
         let text = deltarl_schemas::render_template(template, &p.problem);
-        if policy.tokenizer.encode(&text)?.len() + max_new_tokens <= ctx {
+        if tokenizer.encode(&text)?.len() + max_new_tokens <= context {
             fits.push(p);
         }
     }

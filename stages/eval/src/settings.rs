@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use deltarl_code::CodeOptions;
 use deltarl_model::Dtype;
 use deltarl_schemas::skip::{is_one, is_zero};
-use serde::Serialize;
+use deltarl_schemas::Engine;
+use deltarl_vllm::VllmOptions;
+use serde::{Serialize, Serializer};
 
 use crate::{Draw, Request, Sampling};
 
@@ -34,6 +36,26 @@ pub struct Settings {
     /// How code problems run (only in the hash when set: math runs keep theirs).
     #[serde(skip_serializing_if = "CodeOptions::is_default")]
     pub code: CodeOptions,
+    /// The engine that draws the answers: the rollout's (`rollout.engine`). vLLM draws
+    /// other answers than our engine from the same seeds, so it is hashed (when not native).
+    #[serde(skip_serializing_if = "Engine::is_native")]
+    pub engine: Engine,
+    /// How vLLM is reached (`[rollout.vllm]`; the default with our engine). Only its extra
+    /// server arguments can change answers, so only they are hashed (when any).
+    #[serde(
+        rename = "vllm_extra_args",
+        skip_serializing_if = "no_extra_args",
+        serialize_with = "extra_args"
+    )]
+    pub vllm: VllmOptions,
+}
+
+fn no_extra_args(v: &VllmOptions) -> bool {
+    v.extra_args.is_empty()
+}
+
+fn extra_args<S: Serializer>(v: &VllmOptions, s: S) -> Result<S::Ok, S::Error> {
+    v.extra_args.serialize(s)
 }
 
 impl Settings {
@@ -55,5 +77,63 @@ impl Settings {
     /// The benchmark files, as inputs of the stage.
     pub fn files(&self) -> Vec<PathBuf> {
         self.benchmarks.iter().map(PathBuf::from).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn settings(engine: Engine, vllm: VllmOptions) -> Settings {
+        Settings {
+            data_source: deltarl_data::Source::parse("tiny-arith"),
+            problems: 8,
+            samples: 1,
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+            sampling: Sampling {
+                seed: 1,
+                template: "Q: {question}\nA: ".into(),
+                max_new_tokens: 16,
+                stop: Vec::new(),
+                max_batch_rows: 8,
+                max_cache_tokens: None,
+                session_rows: None,
+            },
+            dtype: Dtype::F32,
+            benchmarks: Vec::new(),
+            chat_template: false,
+            code: CodeOptions::default(),
+            engine,
+            vllm,
+        }
+    }
+
+    /// Our engine's settings hash as they did before the engine was a setting; vLLM's add
+    /// the engine and the server arguments that can change answers, and nothing else of
+    /// `[rollout.vllm]`.
+    #[test]
+    fn only_what_changes_answers_is_hashed() {
+        let native = serde_json::to_value(settings(Engine::Native, VllmOptions::default()));
+        let native = native.unwrap();
+        assert!(native.get("engine").is_none(), "{native}");
+        assert!(native.get("vllm_extra_args").is_none(), "{native}");
+        let vllm = VllmOptions {
+            python: "/somewhere/python".into(),
+            extra_args: vec!["--enforce-eager".into()],
+            port: 8123,
+            ..VllmOptions::default()
+        };
+        let v = serde_json::to_value(settings(Engine::Vllm, vllm)).unwrap();
+        assert_eq!(v["engine"], "vllm");
+        assert_eq!(v["vllm_extra_args"], serde_json::json!(["--enforce-eager"]));
+        assert!(!v.to_string().contains("somewhere"), "{v}");
+        assert!(!v.to_string().contains("8123"), "{v}");
+        let mut rest = v.as_object().unwrap().clone();
+        rest.remove("engine");
+        rest.remove("vllm_extra_args");
+        assert_eq!(serde_json::Value::Object(rest), native);
     }
 }

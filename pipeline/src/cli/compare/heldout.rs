@@ -16,6 +16,16 @@ use crate::stage::eval::{heldout_rows, settings, Settings};
 /// not a coin, at four times a greedy evaluation's cost.
 pub const SAMPLED_ANSWERS: u32 = 4;
 
+/// The eval stage's settings under `cfg`, drawn by our engine whatever the rollout's:
+/// `compare` loads each policy and samples it itself.
+fn native_settings(cfg: &crate::config::Resolved) -> Settings {
+    Settings {
+        engine: deltarl_schemas::Engine::Native,
+        vllm: Default::default(),
+        ..settings(cfg)
+    }
+}
+
 /// The weights a stage wrote, by the hashes its manifest records ("" when it has none).
 fn weights(manifest: &Path) -> Result<String> {
     Ok(Manifest::read(manifest)?
@@ -56,7 +66,7 @@ fn cached(
 /// The held-out answers of the shared base, graded as the eval stage grades, kept as
 /// `base-eval.parquet`. None when the runs have no built-in task.
 pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
-    let s = settings(&ctx.cfg);
+    let s = native_settings(&ctx.cfg);
     let Some(task) = s.data_source.builtin() else {
         return Ok(None);
     };
@@ -82,7 +92,7 @@ pub fn sampled_settings(ctx: &Ctx) -> Settings {
         temperature: r.temperature,
         top_p: r.top_p,
         top_k: r.top_k,
-        ..settings(&ctx.cfg)
+        ..native_settings(&ctx.cfg)
     }
 }
 
