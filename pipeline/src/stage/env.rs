@@ -32,7 +32,22 @@ pub struct Env<'a> {
     pub kept: &'a crate::vllm::Kept,
 }
 
-impl Env<'_> {
+impl<'a> Env<'a> {
+    /// Where this stage's vLLM server runs ([`crate::vllm::for_policy`]): this rank's
+    /// device, the log named `log` in this iteration's folder, the server kept between the
+    /// process's stages, the policy's `dtype` and the run's `seed`.
+    pub fn vllm_site(&self, log: &'static str, dtype: Dtype, seed: u64) -> crate::vllm::Site<'a> {
+        crate::vllm::Site {
+            launch: self.launch,
+            device: self.device,
+            iter_dir: self.run.iter_dir(self.iter),
+            log,
+            kept: self.kept,
+            dtype,
+            seed,
+        }
+    }
+
     /// This process's share of the stage's work.
     pub fn shard(&self) -> Shard {
         crate::ranks::shard(self.ranks)
@@ -118,6 +133,23 @@ impl Vocabulary {
             context: cfg.max_position_embeddings,
             tokenizer,
         })
+    }
+}
+
+/// The engine a stage that samples draws with: our decoder on the policy it loaded, or
+/// the vLLM server it got (`concurrency` requests in flight), whichever it has.
+pub fn sampling_engine<'p>(
+    policy: Option<&'p Policy>,
+    server: Option<&'p crate::vllm::Vllm>,
+    concurrency: Option<usize>,
+) -> Result<deltarl_sample::Engine<'p>> {
+    match (policy, server) {
+        (Some(p), _) => Ok(deltarl_sample::Engine::Native(&p.model)),
+        (None, Some(v)) => Ok(deltarl_sample::Engine::Vllm {
+            client: &v.client,
+            concurrency,
+        }),
+        (None, None) => anyhow::bail!("no engine to sample with: neither a policy nor a server"),
     }
 }
 

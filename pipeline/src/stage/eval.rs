@@ -15,7 +15,7 @@ use deltarl_schemas::{
 };
 
 use super::contract::Contract;
-use super::env::{load_policy, Env, Vocabulary};
+use super::env::{load_policy, sampling_engine, Env, Vocabulary};
 use super::ran::Ran;
 use crate::config::{CodeOptions, Resolved};
 
@@ -243,15 +243,7 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
                 request.max_new_tokens,
                 usize::MAX,
             ));
-            let site = crate::vllm::Site {
-                launch: env.launch,
-                device: env.device,
-                iter_dir: env.run.iter_dir(env.iter),
-                log: "vllm-eval",
-                kept: env.kept,
-                dtype: s.dtype,
-                seed: request.seed,
-            };
+            let site = env.vllm_site("vllm-eval", s.dtype, request.seed);
             Some(crate::vllm::for_policy(
                 &site,
                 &mut vllm_settings,
@@ -260,14 +252,11 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
             )?)
         }
     };
-    let engine = match (&policy, &vllm) {
-        (Some(p), _) => deltarl_eval::Engine::Native(&p.model),
-        (None, Some((v, _))) => deltarl_eval::Engine::Vllm {
-            client: &v.client,
-            concurrency: vllm_settings.concurrency,
-        },
-        (None, None) => bail!("no engine to evaluate with"),
-    };
+    let engine = sampling_engine(
+        policy.as_ref(),
+        vllm.as_ref().map(|(v, _)| v),
+        vllm_settings.concurrency,
+    )?;
     let sampler = Sampler {
         engine,
         tokenizer,

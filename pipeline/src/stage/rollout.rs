@@ -10,7 +10,7 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_schemas::{FinishReason, RolloutSummary, Stage};
 
 use super::contract::Contract;
-use super::env::{load_policy, Env, Vocabulary};
+use super::env::{load_policy, sampling_engine, Env, Vocabulary};
 use super::ran::Ran;
 use crate::config::{Engine, Resolved, RolloutOptions};
 use crate::data;
@@ -165,15 +165,7 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     let vllm = match r.engine {
         Engine::Native => None,
         Engine::Vllm => {
-            let site = crate::vllm::Site {
-                launch: env.launch,
-                device: env.device,
-                iter_dir: env.run.iter_dir(env.iter),
-                log: "vllm",
-                kept: env.kept,
-                dtype: s.dtype,
-                seed: s.seed,
-            };
+            let site = env.vllm_site("vllm", s.dtype, s.seed);
             Some(crate::vllm::for_policy(
                 &site,
                 &mut vllm_settings,
@@ -182,14 +174,11 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
             )?)
         }
     };
-    let engine = match (&policy, &vllm) {
-        (Some(p), _) => deltarl_rollout::Engine::Native(&p.model),
-        (None, Some((v, _))) => deltarl_rollout::Engine::Vllm {
-            client: &v.client,
-            concurrency: vllm_settings.concurrency,
-        },
-        (None, None) => anyhow::bail!("no rollout engine"),
-    };
+    let engine = sampling_engine(
+        policy.as_ref(),
+        vllm.as_ref().map(|(v, _)| v),
+        vllm_settings.concurrency,
+    )?;
     let t0 = Instant::now();
     let ran = deltarl_rollout::run_with(&core, tokenizer, engine, &drawn, &mut |done, toks| {
         progress.set_message(format!(
