@@ -61,11 +61,21 @@ impl Shape {
     /// Parameters: embeddings, per layer the four projections, the MLP and three norms
     /// (two of width H, q/k of width head_dim), the final norm, and an untied head.
     pub fn parameters(&self) -> u64 {
+        let h = self.hidden;
+        let head = if self.tied { 0 } else { self.vocab * h };
+        self.vocab * h + self.layers * self.layer_parameters() + h + head
+    }
+
+    /// Parameters of one decoder layer.
+    pub fn layer_parameters(&self) -> u64 {
         let (h, i, d) = (self.hidden, self.intermediate, self.head_dim);
         let (hq, hkv) = (self.heads * d, self.kv_heads * d);
-        let layer = h * hq + 2 * h * hkv + hq * h + 3 * h * i + 2 * h + 2 * d;
-        let head = if self.tied { 0 } else { self.vocab * h };
-        self.vocab * h + self.layers * layer + h + head
+        h * hq + 2 * h * hkv + hq * h + 3 * h * i + 2 * h + 2 * d
+    }
+
+    /// Elements of the largest parameter tensor: the embeddings (or an MLP projection).
+    pub fn largest_parameter(&self) -> u64 {
+        (self.vocab * self.hidden).max(self.hidden * self.intermediate)
     }
 
     /// Bytes autograd keeps per token for one decoder layer (the table above).
@@ -109,6 +119,11 @@ pub struct Workload {
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Plan {
     pub parameters: u64,
+    /// Of which one decoder layer's, those outside the layers (embeddings, final norm,
+    /// head), and the largest tensor's.
+    pub layer_parameters: u64,
+    pub outside_layers: u64,
+    pub largest_parameter: u64,
     /// The model in the compute dtype.
     pub weights: u64,
     /// f32 master copy (bf16 only).
@@ -165,6 +180,9 @@ impl Plan {
         let features = b * h * ft + block.max(features_head);
         Plan {
             parameters: p,
+            layer_parameters: s.layer_parameters(),
+            outside_layers: p - s.layers * s.layer_parameters(),
+            largest_parameter: s.largest_parameter(),
             weights: b * p,
             master: if w.dtype == Dtype::F32 { 0 } else { 4 * p },
             grads: if w.dtype == Dtype::F32 {
@@ -189,6 +207,32 @@ impl Plan {
             self.activations_full
         };
         self.weights + self.master + self.grads + self.moments + act
+    }
+
+    /// The update's peak on each of `n` devices under ZeRO-2 (`update.shard_gradients`):
+    /// the weights whole; master weights, moments and f32 gradient sums divided; a pass's
+    /// own gradients, in the parameters' dtype, only until they reach their owners (with
+    /// checkpointing one layer's at a time beside the embeddings', final norm's and head's,
+    /// which go last; without, all of them); in flight, f32 copies of at most two tensors
+    /// (a chunked head's sum moved out of its bf16 gradient, and the one being reduced).
+    pub fn update_peak_zero2(&self, n: u64, checkpointing: bool) -> u64 {
+        let b = self.weights / self.parameters.max(1);
+        let pass_grads = if checkpointing {
+            b * (self.layer_parameters + self.outside_layers)
+        } else {
+            b * self.parameters
+        };
+        let act = if checkpointing {
+            self.activations_checkpointed
+        } else {
+            self.activations_full
+        };
+        let sums = 4 * self.parameters;
+        self.weights
+            + (self.master + self.moments + sums).div_ceil(n.max(1))
+            + pass_grads
+            + 2 * 4 * self.largest_parameter
+            + act
     }
 
     /// The rollout's peak: weights, the full cache and one step's logits.

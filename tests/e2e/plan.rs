@@ -126,8 +126,8 @@ every = 0
 }
 
 /// The authors' 8B setting on 141 GB devices: the rollout fits, the replicated update
-/// does not, and with its optimizer state sharded over 8 devices (ZeRO-1, the config's
-/// choice) it does.
+/// does not, with its optimizer state sharded over 8 devices (ZeRO-1) it does, and with
+/// its gradient sums sharded too (ZeRO-2, the config's choice) in at most 60 GB.
 #[test]
 fn the_8b_plan_names_what_does_not_fit() {
     let dir = tempfile::tempdir().unwrap();
@@ -161,10 +161,20 @@ fn the_8b_plan_names_what_does_not_fit() {
         args.extend_from_slice(extra);
         String::from_utf8_lossy(&ok(deltarl(Path::new("unused"), &args)).stdout).to_string()
     };
-    // weights 16.38 + gradients 16.38 and their f32 sums 32.76 + (master 32.76 + moments
-    // 65.53) / 8 + activations 12.41 GB (checkpointed, the LM head in chunks of 421 tokens).
+    // ZeRO-2: weights 16.38 + (master 32.76 + moments 65.53 + f32 gradient sums 32.76) / 8
+    // + bf16 gradients of one layer (193.0 M parameters: 0.39) and of the embeddings and
+    // head (2 x 622.3 M: 2.49) + two f32 copies of the embeddings in flight 4.98 +
+    // activations 12.41 GB (checkpointed, the LM head in chunks of 421 tokens) = 53.03 GB.
     let text = plan(&[]);
     eprintln!("{text}");
+    assert!(text.contains("update    fits (53.03 GB"), "{text}");
+    assert!(
+        text.contains("update peak, ZeRO-2 sharded gradients too    53.03 GB"),
+        "{text}"
+    );
+    // ZeRO-1: weights 16.38 + gradients 16.38 and their f32 sums 32.76 + (master 32.76 +
+    // moments 65.53) / 8 + activations 12.41 GB.
+    let text = plan(&["--set", "update.shard_gradients=false"]);
     assert!(text.contains("update    fits (90.23 GB"), "{text}");
     assert!(
         text.contains("update peak, ZeRO-1 sharded optimizer        90.23 GB"),
@@ -189,7 +199,12 @@ fn the_8b_plan_names_what_does_not_fit() {
         text.contains("features peak                                104."),
         "{text}"
     );
-    let text = plan(&["--set", "update.shard_optimizer=false"]);
+    let text = plan(&[
+        "--set",
+        "update.shard_optimizer=false",
+        "--set",
+        "update.shard_gradients=false",
+    ]);
     eprintln!("{text}");
     assert!(text.contains("8.19 B parameters, bf16"), "{text}");
     assert!(

@@ -158,12 +158,18 @@ fn sharded_optimizer_state_gives_the_unsharded_step() {
     let runs = dir.path().join("runs");
     let c = cfg.to_str().unwrap();
     // Two iterations each, so the second loads optimizer state the first saved.
-    for (run, shard) in [("plain", "false"), ("zero", "true")] {
-        let set = format!("update.shard_optimizer={shard}");
+    for (run, optimizer, gradients) in [
+        ("plain", "false", "false"),
+        ("zero", "true", "false"),
+        ("zero2", "true", "true"),
+    ] {
+        let opt = format!("update.shard_optimizer={optimizer}");
+        let grads = format!("update.shard_gradients={gradients}");
         let out = torchrun_cmd(
             &runs,
             &[
-                "iterate", "--config", c, "--run", run, "--iters", "2", "--set", &set,
+                "iterate", "--config", c, "--run", run, "--iters", "2", "--set", &opt, "--set",
+                &grads,
             ],
         )
         .output()
@@ -171,15 +177,45 @@ fn sharded_optimizer_state_gives_the_unsharded_step() {
         assert!(out.status.success(), "{}", both(&out));
     }
     // Each parameter's owner takes the very step every rank takes unsharded: equal bits,
-    // weights and the optimizer state's file included.
-    let (a, b) = (
-        parquet_files(&runs.join("plain")),
-        parquet_files(&runs.join("zero")),
-    );
-    assert!(a
+    // weights and the optimizer state's file included. ZeRO-2 too: with one micro-batch a
+    // rank a step, the owner's gradient sum is the all-reduce's (see `config`).
+    let plain = parquet_files(&runs.join("plain"));
+    assert!(plain
         .keys()
         .any(|k| k.ends_with("optimizer/optimizer.safetensors")));
-    assert_eq!(differing(&a, &b), Vec::<String>::new());
+    for run in ["zero", "zero2"] {
+        let b = parquet_files(&runs.join(run));
+        assert_eq!(differing(&plain, &b), Vec::<String>::new(), "{run}");
+    }
+    // Under ZeRO-2 each rank kept the gradient sums of its own parameters only (f32
+    // weights: 4 bytes a parameter, the two shares the whole model).
+    let log = std::fs::read_to_string(runs.join("zero2/metrics.jsonl")).unwrap();
+    let m = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["stage"] == "update")
+        .unwrap()["metrics"]
+        .clone();
+    let sums: Vec<f64> = (0..2)
+        .map(|r| {
+            m[&format!("update/optimizer/rank{r}/gradient_sum_bytes")]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    let params = deltarl_model::load(
+        &runs.join("zero2/iter-0001/policy"),
+        tch::Device::Cpu,
+        deltarl_model::Dtype::F32,
+    )
+    .unwrap()
+    .vs
+    .variables()
+    .values()
+    .map(|t| t.numel())
+    .sum::<usize>();
+    assert!(sums.iter().all(|&b| b > 0.0), "{m}");
+    assert_eq!(sums[0] + sums[1], 4.0 * params as f64, "{m}");
 }
 
 /// The process of `rank` among deltarl processes working on run `run`.

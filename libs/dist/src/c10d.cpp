@@ -187,6 +187,20 @@ char* deltarl_c10d_broadcast(void* gp, void* tensor, int root) {
   });
 }
 
+// Sums `tensor` over the ranks into rank `dst`'s copy (the others' are left undefined).
+char* deltarl_c10d_reduce_sum(void* gp, void* tensor, int dst) {
+  return guarded([&] {
+    auto* g = static_cast<Group*>(gp);
+    std::vector<at::Tensor> ts{*static_cast<at::Tensor*>(tensor)};
+    c10d::ReduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.rootRank = dst;
+    o.rootTensor = 0;
+    o.timeout = g->timeout;
+    wait(g, backend_for(g, ts[0]).reduce(ts, o));
+  });
+}
+
 // Sends `tensor` to rank `dst` alone (it must post the matching receive).
 char* deltarl_c10d_send(void* gp, void* tensor, int dst) {
   return guarded([&] {
@@ -296,6 +310,12 @@ char* deltarl_device_empty_cache(int* has_accelerator, int64_t* before, int64_t*
     alloc->emptyCache();
     *after = reserved();
   });
+}
+
+// Drops a tensor's gradient (`.grad` becomes undefined and its memory is released), which
+// tch's `zero_grad` cannot: it only zeroes the buffer in place.
+char* deltarl_tensor_free_grad(void* tensor) {
+  return guarded([&] { static_cast<at::Tensor*>(tensor)->mutable_grad().reset(); });
 }
 
 }  // extern "C"

@@ -31,6 +31,8 @@ extern "C" {
     fn deltarl_c10d_abort(g: *mut c_void) -> *mut c_char;
     fn deltarl_c10d_all_reduce_sum(g: *mut c_void, t: *mut c_void) -> *mut c_char;
     fn deltarl_c10d_broadcast(g: *mut c_void, t: *mut c_void, root: c_int) -> *mut c_char;
+    fn deltarl_c10d_reduce_sum(g: *mut c_void, t: *mut c_void, dst: c_int) -> *mut c_char;
+    fn deltarl_tensor_free_grad(t: *mut c_void) -> *mut c_char;
     fn deltarl_c10d_all_gather(
         g: *mut c_void,
         input: *mut c_void,
@@ -150,6 +152,17 @@ pub fn all_reduce_sum(g: &Raw, t: &mut Tensor) -> Result<()> {
 pub fn broadcast(g: &Raw, t: &mut Tensor, root: usize) -> Result<()> {
     // SAFETY: as above.
     check(unsafe { deltarl_c10d_broadcast(g.0, handle(t), root as c_int) })
+}
+
+pub fn reduce_sum(g: &Raw, t: &mut Tensor, dst: usize) -> Result<()> {
+    // SAFETY: as above.
+    check(unsafe { deltarl_c10d_reduce_sum(g.0, handle(t), dst as c_int) })
+}
+
+/// Makes `t.grad()` undefined, releasing its buffer.
+pub fn free_grad(t: &mut Tensor) -> Result<()> {
+    // SAFETY: `t` is a live tch tensor; the shim only resets its gradient handle.
+    check(unsafe { deltarl_tensor_free_grad(handle(t)) })
 }
 
 pub fn send(g: &Raw, t: &mut Tensor, dst: usize) -> Result<()> {

@@ -1,15 +1,19 @@
 //! Many processes, one iteration: the launch environment `torchrun` (or `srun` around it)
 //! gives each process, and a process group on libtorch's c10d with the four collectives
-//! deltarl needs (sum all-reduce, broadcast, all-gather of bytes, barrier) plus the store's
+//! deltarl needs (sum all-reduce and reduce, broadcast, all-gather of bytes, barrier) plus the store's
 //! key/value pairs for failure reports.
 //!
 //! Tensors on the CPU go through gloo, CUDA tensors through NCCL (with the `nccl` feature).
 //! Without `WORLD_SIZE` (or with `WORLD_SIZE=1`) there is no group and nothing changes.
 //!
-//! The same C++ shim also empties libtorch's device memory cache ([`empty_device_cache`]),
-//! which tch does not expose, for the hand-over of the device to a vLLM server.
+//! The same C++ shim also reaches two things of libtorch's that tch does not expose
+//! ([`device`]): emptying the device memory cache, and dropping a tensor's gradient.
 
+mod device;
 mod ffi;
+pub mod testing;
+
+pub use device::{empty_device_cache, free_grad, CacheRelease};
 
 use std::time::Duration;
 
@@ -36,7 +40,7 @@ pub enum Error {
          (its headers were missing: apt-get install libgloo-dev, then rebuild)"
     )]
     NoGloo(usize),
-    #[error("emptying the device's memory cache failed: {0}")]
+    #[error("a device call of libtorch failed: {0}")]
     Device(String),
 }
 
@@ -57,29 +61,6 @@ pub struct Launch {
     pub agent_store: bool,
     /// torchrun's restart count: keys of an earlier attempt are not seen by this one.
     pub attempt: u32,
-}
-
-/// What [`empty_device_cache`] released.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CacheRelease {
-    /// Whether this libtorch has an accelerator (CUDA, …); without one nothing is cached.
-    pub accelerator: bool,
-    /// The current device's bytes reserved by libtorch's caching allocator, before and after.
-    pub reserved_before: u64,
-    pub reserved_after: u64,
-}
-
-/// Hands the memory libtorch's caching allocator holds for reuse back to the device, so
-/// that another process (a vLLM server waking beside the trainer) can take it: the memory
-/// of tensors a finished stage dropped stays reserved by this process until then.
-/// Tensors still alive keep theirs. On a build without an accelerator it does nothing.
-pub fn empty_device_cache() -> Result<CacheRelease> {
-    let (accelerator, before, after) = ffi::empty_device_cache().map_err(Error::Device)?;
-    Ok(CacheRelease {
-        accelerator,
-        reserved_before: u64::try_from(before).unwrap_or(0),
-        reserved_after: u64::try_from(after).unwrap_or(0),
-    })
 }
 
 fn var(name: &'static str) -> Option<String> {
@@ -274,6 +255,13 @@ impl Group {
         ffi::all_reduce_sum(&self.raw, t).map_err(self.err("all-reduce"))
     }
 
+    /// Sums `t` over the ranks into rank `dst`'s copy; the others' copies are left with
+    /// partial sums, to be discarded. Half an all-reduce's traffic: what ZeRO-2 uses to
+    /// hand each gradient to the one rank that keeps it.
+    pub fn reduce_sum(&self, t: &mut Tensor, dst: usize) -> Result<()> {
+        ffi::reduce_sum(&self.raw, t, dst).map_err(self.err("reduce"))
+    }
+
     /// Overwrites `t` with rank `root`'s.
     pub fn broadcast(&self, t: &mut Tensor, root: usize) -> Result<()> {
         ffi::broadcast(&self.raw, t, root).map_err(self.err("broadcast"))
@@ -427,20 +415,6 @@ mod tests {
         pairs: &'a [(&'static str, &'a str)],
     ) -> impl Fn(&'static str) -> Option<String> + 'a {
         move |n| pairs.iter().find(|p| p.0 == n).map(|p| p.1.to_string())
-    }
-
-    /// The CPU wheel has no accelerator: the call runs through the shim and releases
-    /// nothing, after tensors were made and dropped (which a CUDA build would have cached).
-    #[test]
-    fn emptying_the_device_cache_runs_without_an_accelerator() {
-        drop(Tensor::ones([1024, 1024], (Kind::Float, tch::Device::Cpu)));
-        let r = empty_device_cache().unwrap();
-        if tch::Cuda::is_available() {
-            assert!(r.accelerator, "{r:?}");
-        } else {
-            assert_eq!((r.reserved_before, r.reserved_after), (0, 0));
-        }
-        assert!(r.reserved_after <= r.reserved_before);
     }
 
     #[test]

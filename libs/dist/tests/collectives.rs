@@ -1,59 +1,11 @@
 //! The collectives across two real processes under the venv's `torchrun`: the test binary
-//! relaunches itself as the two ranks. The ranks' own functions (`*_worker`) are ignored
-//! tests: a plain `cargo test` lists them as ignored, never as passed, and the launching
-//! test runs them with `--ignored` under torchrun.
+//! relaunches itself as the two ranks (`deltarl_dist::testing`). The ranks' own functions
+//! (`*_worker`) are ignored tests, run by the launching test under torchrun.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use deltarl_dist::{Group, Launch};
+use deltarl_dist::testing::{launch, output_text, worker};
 use tch::{Kind, Tensor};
-
-/// torchrun from the environment deltarl builds against (`DELTARL_PYTHON`'s folder).
-fn torchrun() -> Option<std::path::PathBuf> {
-    let py = std::env::var_os("DELTARL_PYTHON")?;
-    let t = std::path::Path::new(&py).parent()?.join("torchrun");
-    t.exists().then_some(t)
-}
-
-fn launch(test: &str, extra: &[(&str, &str)]) -> std::process::Output {
-    let Some(torchrun) = torchrun() else {
-        panic!("torchrun not found next to DELTARL_PYTHON (make venv)");
-    };
-    let exe = std::env::current_exe().expect("test binary");
-    let mut c = Command::new(torchrun);
-    c.args(["--standalone", "--nproc-per-node", "2", "--no-python", "--"])
-        .arg(exe)
-        .args([
-            test,
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env("DELTARL_DIST_WORKER", test);
-    for (k, v) in extra {
-        c.env(k, v);
-    }
-    c.output().expect("torchrun runs")
-}
-
-/// The group of this worker; it is only ever run by `launch`, under torchrun.
-fn worker(name: &str) -> (Launch, Group) {
-    assert_eq!(
-        std::env::var("DELTARL_DIST_WORKER").ok().as_deref(),
-        Some(name),
-        "a worker runs only under torchrun, launched by the test that names it"
-    );
-    let l = Launch::from_env()
-        .expect("launch variables")
-        .expect("torchrun sets WORLD_SIZE = 2");
-    let g = Group::connect(&l, Duration::from_secs(60), false)
-        .expect("rendezvous")
-        .with_timeout_origin("set by the test");
-    (l, g)
-}
 
 #[test]
 #[ignore = "a rank of collectives_across_two_processes, run by it under torchrun"]
@@ -73,6 +25,12 @@ fn collectives_worker() {
     let mut t = Tensor::from_slice(&[r; 4]);
     g.broadcast(&mut t, 1).unwrap();
     assert_eq!(Vec::<f32>::try_from(&t).unwrap(), vec![1.0; 4]);
+    // Reduce into rank 1 alone (rank 0's copy holds a partial sum, not read).
+    let mut t = Tensor::from_slice(&[r + 1.0, 0.25]);
+    g.reduce_sum(&mut t, 1).unwrap();
+    if g.rank() == 1 {
+        assert_eq!(Vec::<f32>::try_from(&t).unwrap(), vec![3.0, 0.5]);
+    }
     // Bytes of different lengths, in rank order.
     let mine: Vec<u8> = (0..=(g.rank() as u8 * 3)).collect();
     let all = g.all_gather_bytes(&mine).unwrap();
@@ -100,9 +58,8 @@ fn collectives_worker() {
 
 #[test]
 fn collectives_across_two_processes() {
-    let out = launch("collectives_worker", &[]);
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let out = launch("collectives_worker", 2, &[]);
+    let text = output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(
         text.contains("rank 0 ok") && text.contains("rank 1 ok"),
@@ -136,9 +93,8 @@ fn failure_worker() {
 #[test]
 fn a_dead_rank_ends_the_others_quickly() {
     let t0 = Instant::now();
-    let out = launch("failure_worker", &[]);
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let out = launch("failure_worker", 2, &[]);
+    let text = output_text(&out);
     assert!(!out.status.success(), "{text}");
     // Rank 0's collective failed and named rank 1 with its reason.
     assert!(

@@ -38,7 +38,7 @@ pub use checkpoint::{
 pub use config::{Dtype, Family, Llama3Rope, Qwen3Config};
 pub use error::{Error, RequestProblem, Result};
 pub use folder::check_folder;
-pub use model::Qwen3;
+pub use model::{layer_of, Qwen3};
 pub use recompute::Checkpointed;
 pub use shape::Shape;
 pub use slots::KvCache;

@@ -78,12 +78,30 @@ pub struct Qwen3 {
     pub config: Qwen3Config,
 }
 
+/// The variables' path roots (transformers' names): `model.layers.{i}.…` for decoder
+/// layer `i`, `model.embed_tokens`, `model.norm` and `lm_head` besides.
+const MODEL: &str = "model";
+const LAYERS: &str = "layers";
+
+/// The decoder layer a variable of [`Qwen3::new`]'s belongs to (by its name in the var
+/// store), or None for the embeddings, the final norm and the head.
+pub fn layer_of(var: &str) -> Option<usize> {
+    var.strip_prefix(MODEL)?
+        .strip_prefix('.')?
+        .strip_prefix(LAYERS)?
+        .strip_prefix('.')?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
 impl Qwen3 {
     /// Builds the model's variables under `root` with transformers' names, for the
     /// config's family (Qwen3, or Qwen2 / Qwen2.5).
     pub fn new(root: &nn::Path, c: &Qwen3Config, device: Device) -> Result<Self> {
         let family = c.family()?;
-        let m = root / "model";
+        let m = root / MODEL;
         let embed_tokens = nn::embedding(
             &m / "embed_tokens",
             c.vocab_size as i64,
@@ -91,7 +109,7 @@ impl Qwen3 {
             Default::default(),
         );
         let layers = (0..c.num_hidden_layers)
-            .map(|i| Block::new(&m / "layers" / i, c, family))
+            .map(|i| Block::new(&m / LAYERS / i, c, family))
             .collect();
         let norm = RmsNorm::new(&m / "norm", c.hidden_size as i64, c.rms_norm_eps);
         let lm_head = (!c.tie_word_embeddings).then(|| {

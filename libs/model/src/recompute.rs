@@ -64,22 +64,35 @@ impl Checkpointed<'_> {
     /// [`Checkpointed::hidden`] has been back-propagated; gradients accumulate into the
     /// parameters like a plain `backward` does.
     pub fn backward(self) -> Result<()> {
+        self.backward_each(|_| Ok(()))
+    }
+
+    /// [`Checkpointed::backward`], calling `after_layer(i)` as soon as decoder layer `i`'s
+    /// parameters hold their whole gradient of this pass (layers last to first, before the
+    /// embeddings'): ZeRO-2 hands each layer's gradient to its owner there and frees it.
+    pub fn backward_each<E: From<Error>>(
+        self,
+        mut after_layer: impl FnMut(usize) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         let mut grad = self.top.grad();
         if !grad.defined() {
             return Err(Error::Generate(
                 "checkpointed backward: the loss did not reach the hidden states (call backward on it first)"
                     .into(),
-            ));
+            )
+            .into());
         }
         let kind = self.top.kind();
         let table = self.model.rope.at(0, self.ids.size()[1], kind);
         // 1. Blocks, last first: recompute with a graph from the saved input, then
         //    back-propagate sum(y * g), whose gradient at y is exactly g.
-        for (block, x) in self.model.layers.iter().zip(self.inputs).rev() {
+        let layers = self.model.layers.iter().zip(self.inputs).enumerate();
+        for (i, (block, x)) in layers.rev() {
             let x = x.set_requires_grad(true);
             let y = block.forward(&x, &table, None);
             (y * &grad).sum(Kind::Float).backward();
             grad = x.grad();
+            after_layer(i)?;
         }
         // 2. Token embeddings (with tied embeddings this adds to the LM head's gradient).
         let e = self.model.embed_tokens.forward(&self.ids);
@@ -94,7 +107,7 @@ mod tests {
     use super::*;
     use crate::synthetic::random_checkpoint;
     use crate::Dtype;
-    use crate::{Family, Shape};
+    use crate::{layer_of, Family, Shape};
     use tch::Device;
 
     fn shape(tied: bool) -> Shape {
@@ -163,6 +176,59 @@ mod tests {
                 } else {
                     assert_eq!(diff, 0.0, "{name}");
                 }
+            }
+        }
+    }
+
+    /// `backward_each` reports layers last to first, each once its parameters hold their
+    /// whole gradient: the layer's gradients seen in the callback are final (equal to
+    /// those after the pass), and no layer below it has one yet. `layer_of` maps every
+    /// variable to its layer, the embeddings, norm and head to none.
+    #[test]
+    fn each_layer_is_reported_when_its_gradient_is_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy =
+            random_checkpoint(Family::Qwen3, dir.path(), 300, &shape(false), Dtype::F32, 3)
+                .unwrap();
+        let vars = policy.vs.variables();
+        let per_layer = |i: usize| -> Vec<(&String, &Tensor)> {
+            vars.iter()
+                .filter(|(n, _)| layer_of(n) == Some(i))
+                .collect()
+        };
+        assert_eq!(
+            vars.keys().filter(|n| layer_of(n).is_none()).count(),
+            3,
+            "embeddings, final norm, head: {:?}",
+            vars.keys().collect::<Vec<_>>()
+        );
+        let ids = Tensor::from_slice(&[3i64, 9, 4, 1, 7, 2]).view([1, 6]);
+        let pass = policy.model.hidden_checkpointed(&ids);
+        policy
+            .model
+            .logits(&pass.hidden())
+            .sum(Kind::Float)
+            .backward();
+        let mut seen = Vec::new();
+        let mut at_report = Vec::new();
+        pass.backward_each(|i| -> Result<()> {
+            for later in 0..i {
+                assert!(per_layer(later).iter().all(|(_, t)| !t.grad().defined()));
+            }
+            let grads: Vec<Tensor> = per_layer(i).iter().map(|(_, t)| t.grad().copy()).collect();
+            assert!(!grads.is_empty() && grads.iter().all(Tensor::defined));
+            at_report.push((i, grads));
+            seen.push(i);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![2, 1, 0]);
+        for (i, grads) in at_report {
+            for ((name, t), g) in per_layer(i).iter().zip(&grads) {
+                assert!(
+                    t.grad().equal(g),
+                    "{name} changed after its layer was reported"
+                );
             }
         }
     }

@@ -15,11 +15,13 @@
 //! all-reduce and the step read the f32 sum (as FSDP reduces f32 gradients of f32 masters).
 //!
 //! With several processes the gradients are summed over them ([`AdamW::all_reduce_grads`])
-//! and every process takes the same step. Sharded state (ZeRO-1, as torch's
+//! and every process takes the same step. Sharded state ([`Sharding`]; ZeRO-1, as torch's
 //! `ZeroRedundancyOptimizer` partitions): each parameter has one owner process, which
 //! alone keeps its f32 master and moments and steps it; the owner then broadcasts the new
 //! weights ([`AdamW::share_weights`]). Each process saves and loads the state it owns, in
-//! the one file a single process writes ([`AdamW::save`]).
+//! the one file a single process writes ([`AdamW::save`]). ZeRO-2 shards the f32 gradient
+//! sums too: each pass's gradients go to their owners as soon as they are complete
+//! ([`AdamW::reduce_grads`], in `zero2.rs`), and only the owner keeps a sum.
 
 use deltarl_dist::Group;
 use deltarl_schemas::Shard;
@@ -36,6 +38,20 @@ pub struct AdamWSettings {
     pub weight_decay: f64,
 }
 
+/// What the processes of a group divide among themselves (each parameter has one owner).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Sharding {
+    /// Nothing: every process keeps all the state and takes the whole step.
+    #[default]
+    Replicated,
+    /// ZeRO-1: the f32 master weights and moments; every process keeps whole f32
+    /// gradient sums, summed over the processes before the step.
+    Optimizer,
+    /// ZeRO-2: the optimizer state and the f32 gradient sums. Each pass's gradients are
+    /// summed into their owner's alone ([`AdamW::reduce_grads`]) and freed elsewhere.
+    Gradients,
+}
+
 /// The optimizer's state of one parameter.
 pub(crate) struct Slot {
     pub(crate) name: String,
@@ -45,8 +61,13 @@ pub(crate) struct Slot {
     pub(crate) master: Option<Tensor>,
     /// The f32 sum of the micro-batch gradients when the parameter is not f32 (every
     /// process holds it whole: each accumulates its own micro-batches before the sum over
-    /// processes). An f32 parameter accumulates in its own `.grad`.
+    /// processes). An f32 parameter accumulates in its own `.grad`. Under ZeRO-2 only
+    /// the owner has one, for a parameter of any dtype: the sum over the processes.
     pub(crate) grad32: Option<Tensor>,
+    /// ZeRO-2: the f32 sum of the partial gradients this process moved out of a non-f32
+    /// `.grad` during the current pass (a chunked LM head's, chunk by chunk), handed to
+    /// the owner with the rest of the pass's gradient and then dropped.
+    pub(crate) pending: Option<Tensor>,
     pub(crate) exp_avg: Tensor,
     pub(crate) exp_avg_sq: Tensor,
     /// The process that keeps this parameter's state and steps it (0 unsharded).
@@ -61,8 +82,20 @@ impl Slot {
 
     /// Moves a pending bf16 gradient into the f32 sum (exactly: bf16 widens to f32 without
     /// rounding; only the f32 addition rounds) and clears it.
-    fn accumulate(&mut self) {
-        let Some(sum) = &mut self.grad32 else { return };
+    fn accumulate(&mut self, sharding: Sharding) {
+        if sharding == Sharding::Gradients {
+            // Autograd sums an f32 gradient in place, exactly as here; the rest waits for
+            // a gradient to move.
+            if self.param.kind() == Kind::Float || !self.param.grad().defined() {
+                return;
+            }
+            let param = &self.param;
+            self.pending
+                .get_or_insert_with(|| Tensor::zeros(param.size(), (Kind::Float, param.device())));
+        }
+        let Some(sum) = self.pending.as_mut().or(self.grad32.as_mut()) else {
+            return;
+        };
         let mut g = self.param.grad();
         if g.defined() {
             tch::no_grad(|| {
@@ -72,11 +105,13 @@ impl Slot {
         }
     }
 
-    /// The f32 gradient (undefined when an f32 parameter has none yet).
-    fn grad(&self) -> Tensor {
-        match &self.grad32 {
-            Some(sum) => sum.shallow_clone(),
-            None => self.param.grad(),
+    /// The f32 gradient the step reads (undefined when an f32 parameter has none yet, and
+    /// under ZeRO-2 where another process owns the parameter).
+    fn grad(&self, sharding: Sharding) -> Tensor {
+        match (&self.grad32, sharding) {
+            (Some(sum), _) => sum.shallow_clone(),
+            (None, Sharding::Gradients) => Tensor::new(),
+            (None, Sharding::Replicated | Sharding::Optimizer) => self.param.grad(),
         }
     }
 }
@@ -89,19 +124,37 @@ pub struct AdamW {
     pub step: u64,
     /// This process's rank when the state is sharded (ZeRO-1); None = every slot here.
     pub(crate) sharded_rank: Option<usize>,
+    /// What is sharded ([`Sharding::Replicated`] with one process).
+    pub(crate) sharding: Sharding,
 }
 
 impl AdamW {
     pub fn new(vs: &tch::nn::VarStore, settings: AdamWSettings) -> Self {
-        Self::sharded(vs, settings, Shard::WHOLE)
+        Self::sharded(vs, settings, Shard::WHOLE, Sharding::Replicated)
     }
 
-    /// The optimizer of process `shard.rank` of `shard.world`, its state sharded (ZeRO-1):
-    /// parameters go, largest first, to the process holding the fewest elements so far
-    /// (ties to the lower rank, so every process computes the same owners), and this
-    /// process allocates master weights and moments for its own parameters only. With
-    /// [`Shard::WHOLE`] every parameter is this process's.
-    pub fn sharded(vs: &tch::nn::VarStore, settings: AdamWSettings, shard: Shard) -> Self {
+    /// The optimizer of process `shard.rank` of `shard.world`, its state sharded as
+    /// `sharding` says: parameters go, largest first, to the process holding the fewest
+    /// elements so far (ties to the lower rank, so every process computes the same
+    /// owners), and this process allocates master weights and moments (and, ZeRO-2,
+    /// gradient sums) for its own parameters only. With [`Shard::WHOLE`] or
+    /// [`Sharding::Replicated`] every parameter is this process's.
+    pub fn sharded(
+        vs: &tch::nn::VarStore,
+        settings: AdamWSettings,
+        shard: Shard,
+        sharding: Sharding,
+    ) -> Self {
+        let shard = if sharding == Sharding::Replicated {
+            Shard::WHOLE
+        } else {
+            shard
+        };
+        let sharding = if shard.is_whole() {
+            Sharding::Replicated
+        } else {
+            sharding
+        };
         let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
         vars.sort_by(|a, b| a.0.cmp(&b.0));
         let mut owners = vec![0usize; vars.len()];
@@ -127,10 +180,14 @@ impl AdamW {
                 };
                 let master = (mine && param.kind() != Kind::Float)
                     .then(|| tch::no_grad(|| param.detach().to_kind(Kind::Float)));
-                let grad32 =
-                    (param.kind() != Kind::Float).then(|| param.zeros_like().to_kind(Kind::Float));
+                let grad32 = match sharding {
+                    Sharding::Gradients => mine,
+                    Sharding::Replicated | Sharding::Optimizer => param.kind() != Kind::Float,
+                }
+                .then(|| param.zeros_like().to_kind(Kind::Float));
                 Slot {
                     grad32,
+                    pending: None,
                     exp_avg: f32_zeros(),
                     exp_avg_sq: f32_zeros(),
                     master,
@@ -145,6 +202,7 @@ impl AdamW {
             params,
             step: 0,
             sharded_rank: (!shard.is_whole()).then_some(shard.rank),
+            sharding,
         }
     }
 
@@ -175,7 +233,7 @@ impl AdamW {
     /// all-reduce and the step call it too, so a pending gradient is never lost.
     pub fn accumulate(&mut self) {
         for s in &mut self.params {
-            s.accumulate();
+            s.accumulate(self.sharding);
         }
     }
 
@@ -184,11 +242,17 @@ impl AdamW {
     pub fn accumulate_param(&mut self, param: &Tensor) {
         let ptr = param.data_ptr();
         if let Some(s) = self.params.iter_mut().find(|s| s.param.data_ptr() == ptr) {
-            s.accumulate();
+            s.accumulate(self.sharding);
         }
     }
 
-    /// f32 elements of gradient sums this process holds (non-f32 parameters only).
+    /// What this optimizer's processes divide among themselves.
+    pub fn sharding(&self) -> Sharding {
+        self.sharding
+    }
+
+    /// f32 elements of gradient sums this process holds (non-f32 parameters only; under
+    /// ZeRO-2 its own parameters only).
     pub fn grad_sum_elements(&self) -> usize {
         self.params
             .iter()
@@ -200,7 +264,13 @@ impl AdamW {
     /// already divides by the whole mini-batch's token count (or response count), so the
     /// sum is the gradient one process computes over the whole mini-batch. A parameter
     /// this process gave no gradient (no micro-batch of this mini-batch was its) adds zeros.
+    /// Under ZeRO-2 the gradients went to their owners already: refused.
     pub fn all_reduce_grads(&mut self, g: &Group) -> Result<()> {
+        if self.sharding == Sharding::Gradients {
+            return Err(crate::Error::Sharding(
+                "all_reduce_grads under ZeRO-2: the gradient sums are by owner (reduce_grads)",
+            ));
+        }
         self.accumulate();
         let missing: Vec<&Tensor> = self
             .params
@@ -219,7 +289,7 @@ impl AdamW {
             }
         }
         for s in &self.params {
-            let mut grad = s.grad();
+            let mut grad = s.grad(self.sharding);
             g.all_reduce_sum(&mut grad)?;
         }
         Ok(())
@@ -240,44 +310,59 @@ impl AdamW {
     pub fn zero_grad(&mut self) {
         for s in &mut self.params {
             s.param.zero_grad();
+            s.pending = None;
             if let Some(sum) = &mut s.grad32 {
                 let _ = tch::no_grad(|| sum.zero_());
             }
         }
     }
 
-    /// L2 norm of all gradients (the f32 sums).
-    pub fn grad_norm(&mut self) -> f64 {
+    /// Each parameter's squared gradient norm (0 where there is none here), in order.
+    pub(crate) fn squared_norms(&mut self) -> Vec<f64> {
         self.accumulate();
-        let mut sq = 0.0;
-        for s in &self.params {
-            let g = s.grad();
-            if g.defined() {
-                sq += g
-                    .to_kind(Kind::Double)
-                    .pow_tensor_scalar(2)
-                    .sum(Kind::Double)
-                    .double_value(&[]);
-            }
-        }
-        sq.sqrt()
+        self.params
+            .iter()
+            .map(|s| {
+                let g = s.grad(self.sharding);
+                if g.defined() {
+                    g.to_kind(Kind::Double)
+                        .pow_tensor_scalar(2)
+                        .sum(Kind::Double)
+                        .double_value(&[])
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+
+    /// L2 norm of all gradients (the f32 sums) this process holds.
+    pub fn grad_norm(&mut self) -> f64 {
+        self.squared_norms().iter().sum::<f64>().sqrt()
     }
 
     /// Clips gradients to `max_norm` (no-op when max_norm <= 0) and returns the norm before.
     pub fn clip_grad_norm(&mut self, max_norm: f64) -> f64 {
         let norm = self.grad_norm();
+        self.clip_to(norm, max_norm);
+        norm
+    }
+
+    /// Scales the gradients this process holds by `max_norm / norm` when the global norm
+    /// is above `max_norm` (> 0).
+    pub(crate) fn clip_to(&mut self, norm: f64, max_norm: f64) {
         if max_norm > 0.0 && norm > max_norm {
             let scale = max_norm / (norm + 1e-6);
+            let sharding = self.sharding;
             tch::no_grad(|| {
                 for s in &mut self.params {
-                    let mut g = s.grad();
+                    let mut g = s.grad(sharding);
                     if g.defined() {
                         let _ = g.g_mul_scalar_(scale);
                     }
                 }
             });
         }
-        norm
     }
 
     /// One step at learning rate `lr`, on the f32 master weights where there are any; the
@@ -289,10 +374,10 @@ impl AdamW {
         let t = self.step as i32;
         let bc1 = 1.0 - s.beta1.powi(t);
         let bc2 = 1.0 - s.beta2.powi(t);
-        let rank = self.sharded_rank;
+        let (rank, sharding) = (self.sharded_rank, self.sharding);
         tch::no_grad(|| {
             for slot in &mut self.params {
-                let g = slot.grad();
+                let g = slot.grad(sharding);
                 if !g.defined() || rank.is_some_and(|r| r != slot.owner) {
                     continue;
                 }
@@ -321,7 +406,7 @@ impl AdamW {
         self.params
             .iter()
             .find(|s| s.name == name)
-            .map(|s| s.grad())
+            .map(|s| s.grad(self.sharding))
             .filter(Tensor::defined)
     }
 

@@ -14,6 +14,9 @@ pub enum Error {
     /// Sharded state saved without its process group: each process holds only its part.
     #[error("sharded optimizer state is saved by every process of its group, each its part")]
     WithoutGroup,
+    /// A call that does not fit how the state is sharded.
+    #[error("{0}")]
+    Sharding(&'static str),
     /// The saved state does not fit the policy (or cannot be read).
     #[error("{}: {message}", path.display())]
     State {

@@ -3,7 +3,7 @@
 //! the owner's weights is what `share_weights` adds; two processes: tests/e2e/ranks.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use deltarl_optim::{AdamW, AdamWSettings};
+use deltarl_optim::{AdamW, AdamWSettings, Sharding};
 use deltarl_schemas::Shard;
 use tch::{nn, Device, Kind, Tensor};
 
@@ -64,7 +64,7 @@ fn each_owner_takes_the_unsharded_step_and_the_state_is_divided() {
     let ranks: Vec<(nn::VarStore, AdamW)> = (0..2)
         .map(|rank| {
             let vs = store();
-            let opt = AdamW::sharded(&vs, ADAM, Shard { rank, world: 2 });
+            let opt = AdamW::sharded(&vs, ADAM, Shard { rank, world: 2 }, Sharding::Optimizer);
             (vs, opt)
         })
         .collect();

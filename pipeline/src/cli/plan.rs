@@ -225,10 +225,13 @@ impl Args {
         // gradients whole on every device, master weights and moments divided.
         let zero1 = plan.weights + plan.grads + (plan.master + plan.moments).div_ceil(n) + act;
         let zero1_on = n > 1 && cfg.opts.update.shard_optimizer;
-        let update_peak = if zero1_on {
-            zero1
-        } else {
-            plan.update_peak(ckpt)
+        // ZeRO-2 (`update.shard_gradients` as well): the f32 gradient sums divided too.
+        let zero2 = plan.update_peak_zero2(n, ckpt);
+        let zero2_on = zero1_on && cfg.opts.update.shard_gradients;
+        let update_peak = match (zero1_on, zero2_on) {
+            (_, true) => zero2,
+            (true, false) => zero1,
+            (false, false) => plan.update_peak(ckpt),
         };
         let hw = host_workload(&cfg, &shape, &w, n);
         let host = HostPlan::new(&hw);
@@ -261,6 +264,7 @@ impl Args {
                     "rollout": plan.rollout_peak(),
                     "update_sharded": sharded_state + act,
                     "update_zero1": zero1,
+                    "update_zero2": zero2,
                 },
                 "host": host,
                 "host_workload": hw,
@@ -318,6 +322,14 @@ impl Args {
                     "{} (update.shard_optimizer = {})",
                     human(zero1),
                     cfg.opts.update.shard_optimizer
+                ),
+            );
+            line(
+                "update peak, ZeRO-2 sharded gradients too",
+                format!(
+                    "{} (update.shard_gradients = {})",
+                    human(zero2),
+                    cfg.opts.update.shard_gradients
                 ),
             );
             line(
@@ -489,6 +501,11 @@ impl Args {
                 println!(
                     "  the update would fit with its optimizer state sharded over {n} devices \
                      (update.shard_optimizer = true)"
+                );
+            } else if n > 1 && !zero2_on && zero2 <= mem && update_peak > mem {
+                println!(
+                    "  the update would fit with its optimizer state and gradient sums sharded \
+                     over {n} devices (update.shard_optimizer = true, update.shard_gradients = true)"
                 );
             } else if n > 1 && sharded_state + act <= mem && update_peak > mem {
                 println!(

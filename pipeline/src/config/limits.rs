@@ -128,7 +128,7 @@ fn rollout(o: &Options) -> Result<()> {
     )
 }
 
-/// `[update]`: which old log-probs the ratio uses.
+/// `[update]`: which old log-probs the ratio uses; what is sharded.
 fn update(o: &Options) -> Result<()> {
     let u = &o.update;
     if u.tis_cap > 0.0 && u.old_logprobs == deltarl_update::OldLogprobs::Rollout {
@@ -136,6 +136,12 @@ fn update(o: &Options) -> Result<()> {
             "config key `update.tis_cap` = {}: needs update.old_logprobs = \"recompute\" \
              (with the sampler's own log-probs there is no mismatch to correct)",
             u.tis_cap
+        );
+    }
+    if u.shard_gradients && !u.shard_optimizer {
+        bail!(
+            "config key `update.shard_gradients` = true: needs update.shard_optimizer = true \
+             (ZeRO-2 keeps each gradient sum with the parameter's optimizer state, on its owner)"
         );
     }
     // vLLM's log-probs come from another engine: the ratio uses the trainer's.

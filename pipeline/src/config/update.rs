@@ -49,6 +49,14 @@ pub struct UpdateOptions {
     /// without it. No effect with one process.
     #[serde(default)]
     pub shard_optimizer: bool,
+    /// With `shard_optimizer`: shard the f32 gradient sums too, ZeRO-2 style. Each pass's
+    /// gradients go to their parameters' owners as soon as they are complete (a layer at a
+    /// time with activation checkpointing) and are freed elsewhere, so a process keeps the
+    /// sums of its own share only. The same step bit for bit as `shard_optimizer` alone
+    /// with at most one micro-batch a process a step; with more, the sums group the
+    /// micro-batches in another order (rounding only). No effect with one process.
+    #[serde(default)]
+    pub shard_gradients: bool,
     /// k3 KL-to-base coefficient (0 = off).
     pub kl_coef: f64,
     /// Entropy bonus coefficient (0 = off).

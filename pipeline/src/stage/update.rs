@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use deltarl_dist::Group;
 use deltarl_model::generate::logprob_temperature;
-use deltarl_optim::AdamW;
+use deltarl_optim::{AdamW, Sharding};
 use deltarl_schemas::{Stage, UpdateSummary};
 use deltarl_update::shell::{check_steps, train_rows, write_metrics, Inputs};
 use deltarl_update::{JoinSettings, LossSettings};
@@ -93,7 +94,11 @@ pub fn settings(cfg: &Resolved) -> Settings {
         micro_batch_rows: u.micro_batch_rows,
         micro_batch_tokens: crate::config::zero_is_off(u.micro_batch_tokens),
         activation_checkpointing: u.activation_checkpointing,
-        shard_optimizer: u.shard_optimizer,
+        sharding: match (u.shard_optimizer, u.shard_gradients) {
+            (false, _) => Sharding::Replicated,
+            (true, false) => Sharding::Optimizer,
+            (true, true) => Sharding::Gradients,
+        },
         warmup_steps: u.warmup_steps,
         lr: u.lr,
         weight_decay: u.weight_decay,
@@ -136,13 +141,12 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
     drop(inputs);
     let src = env.previous_policy();
     let policy = load_policy(&src, env.device, s.dtype)?;
-    // With several processes and `shard_optimizer`, each keeps the state of its share of
-    // the parameters only.
-    let shard = match (env.ranks, s.shard_optimizer) {
-        (Some(g), true) => g.shard(),
-        _ => deltarl_schemas::Shard::WHOLE,
-    };
-    let mut opt = AdamW::sharded(&policy.vs, s.adamw(), shard);
+    // With several processes and sharding, each keeps the state of its share of the
+    // parameters only (and under ZeRO-2 their gradient sums).
+    let shard = env
+        .ranks
+        .map_or(deltarl_schemas::Shard::WHOLE, Group::shard);
+    let mut opt = AdamW::sharded(&policy.vs, s.adamw(), shard, s.sharding);
     let load = Phase::start();
     if let Some(dir) = optimizer_state(env)?.as_deref().and_then(Path::parent) {
         opt.load(dir)?;
@@ -154,6 +158,7 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
         None
     };
     let progress = Progress::new("update", rows.len() as u64 * s.optimizer_steps as u64);
+    let train = Phase::start();
     let metrics = deltarl_update::run(
         s,
         env.iter,
@@ -166,6 +171,7 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
     )
     .with_context(|| format!("updating the policy in {}", src.display()))?;
     progress.finish();
+    let train = train.finish();
     // Refused before anything is written: no finite step, or non-finite weights.
     let skipped = check_steps(&metrics, &policy, s)?;
     // The optimizer's state goes to a temporary folder of rank 0's, into which every
@@ -188,7 +194,7 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
     let save = Phase::start();
     opt.save(&opt_tmp_path, env.ranks)
         .with_context(|| format!("saving the optimizer state in {}", opt_tmp_path.display()))?;
-    let measured = state_memory(env, &opt, load, save.finish())?;
+    let measured = state_memory(env, &opt, [train, load, save.finish()])?;
     let Some(tmp_opt) = tmp_opt else {
         return Ok(None);
     };
@@ -232,29 +238,32 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
 /// its share of the state and the largest state tensor (what the two should stay within,
 /// plus buffers), gathered on rank 0 for metrics.jsonl as `optimizer/rankR/...` (every
 /// process calls it).
-fn state_memory(
-    env: &Env,
-    opt: &AdamW,
-    load: Option<Usage>,
-    save: Option<Usage>,
-) -> Result<Vec<(String, f64)>> {
+/// Each process's resident peaks over the training steps, the state's load and its save
+/// (`phases`, in that order), and what it holds of the state and the gradient sums, all
+/// gathered to every process: `optimizer/rank{r}/{name}`.
+fn state_memory(env: &Env, opt: &AdamW, phases: [Option<Usage>; 3]) -> Result<Vec<(String, f64)>> {
     let over = |u: Option<Usage>| u.map_or(f64::NAN, |u| u.peak.saturating_sub(u.start) as f64);
+    let [train, load, save] = phases;
     let mine = [
         over(load),
         over(save),
         (4 * opt.state_elements()) as f64,
         (4 * opt.largest_param_elements()) as f64,
+        over(train),
+        (4 * opt.grad_sum_elements()) as f64,
     ];
     let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
     let all = match env.ranks {
         Some(g) => g.all_gather_bytes(&bytes)?,
         None => vec![bytes],
     };
-    const NAMES: [&str; 4] = [
+    const NAMES: [&str; 6] = [
         "load_rss_over_start_bytes",
         "save_rss_over_start_bytes",
         "owned_state_bytes",
         "largest_state_tensor_bytes",
+        "train_rss_over_start_bytes",
+        "gradient_sum_bytes",
     ];
     let mut out = Vec::new();
     for (rank, b) in all.iter().enumerate() {

@@ -50,9 +50,10 @@ pub struct Settings {
     #[serde(skip_serializing_if = "deltarl_teacher::is_default_head_chunk")]
     pub head_chunk_bytes: u64,
     pub dtype: Dtype,
-    /// Shard the optimizer state over the processes (ZeRO-1): the same step, so not hashed.
+    /// What the processes divide among themselves (ZeRO-1, ZeRO-2): how the step is
+    /// computed, not what it is, so not hashed (see `deltarl_optim::Sharding`).
     #[serde(skip)]
-    pub shard_optimizer: bool,
+    pub sharding: deltarl_optim::Sharding,
     /// Largest weights file written, in bytes.
     #[serde(skip_serializing_if = "is_default_shard")]
     pub shard_bytes: u64,

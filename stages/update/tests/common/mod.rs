@@ -49,7 +49,7 @@ pub fn settings() -> deltarl_update::Settings {
         temperature: 1.0,
         head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
         dtype: deltarl_model::Dtype::F32,
-        shard_optimizer: false,
+        sharding: deltarl_optim::Sharding::Replicated,
         shard_bytes: deltarl_model::DEFAULT_SHARD_BYTES,
     }
 }
