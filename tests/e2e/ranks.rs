@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 mod resume;
+mod zero2_memory;
 
 fn torchrun() -> PathBuf {
     Path::new(&python()).with_file_name("torchrun")
