@@ -112,9 +112,6 @@ pub fn deltarl(runs: &Path, args: &[&str]) -> Output {
 /// (vocabulary, family, context, seed).
 pub fn small_random_model(out: &Path, extra: &[&str]) {
     let mut args = vec![
-        "random-model",
-        "--out",
-        out.to_str().unwrap(),
         "--hidden",
         "64",
         "--intermediate",
@@ -127,8 +124,15 @@ pub fn small_random_model(out: &Path, extra: &[&str]) {
         "1",
     ];
     args.extend_from_slice(extra);
+    random_model(out, &args);
+}
+
+/// `deltarl random-model --out OUT ARGS...` (the shape and anything else).
+pub fn random_model(out: &Path, args: &[&str]) {
+    let mut all = vec!["random-model", "--out", out.to_str().unwrap()];
+    all.extend_from_slice(args);
     let runs = out.parent().unwrap_or(out).join("runs");
-    ok(deltarl(&runs, &args));
+    ok(deltarl(&runs, &all));
 }
 
 /// `deltarl iterate --config CONFIG --run RUN EXTRA...`, for tests of what it refuses.

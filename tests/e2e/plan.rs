@@ -50,12 +50,9 @@ fn the_plan_matches_measured_peak_memory_on_cpu() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let model = dir.path().join("m");
-    ok(deltarl(
-        &runs,
+    random_model(
+        &model,
         &[
-            "random-model",
-            "--out",
-            model.to_str().unwrap(),
             "--vocab",
             "4096",
             "--hidden",
@@ -67,7 +64,7 @@ fn the_plan_matches_measured_peak_memory_on_cpu() {
             "--max-positions",
             "1024",
         ],
-    ));
+    );
     // Prompts longer than max_prompt_tokens, so each is cut to exactly that.
     let problems: Vec<String> = (0..4)
         .map(|i| {

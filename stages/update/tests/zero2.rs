@@ -21,17 +21,10 @@ mod common;
 
 use deltarl_dist::testing::{launch, output_text, worker};
 use deltarl_dist::Group;
-use deltarl_optim::{AdamW, AdamWSettings, Sharding};
+use deltarl_optim::{AdamW, Sharding};
 use deltarl_schemas::{Shard, UpdateRow};
 use deltarl_update::{run, Settings, TrainRow};
 use tch::{Kind, Tensor};
-
-const ADAM: AdamWSettings = AdamWSettings {
-    beta1: 0.9,
-    beta2: 0.999,
-    eps: 1e-8,
-    weight_decay: 0.1,
-};
 
 /// 12 responses in 6 prompt groups of 2, of 3 to 14 tokens.
 fn rows() -> Vec<TrainRow> {
@@ -82,7 +75,7 @@ fn update(s: &Settings, sharding: Sharding, ranks: Option<&Group>) -> Outcome {
     p.vs.bfloat16();
     p.dtype = deltarl_model::Dtype::Bf16;
     let shard = ranks.map_or(Shard::WHOLE, Group::shard);
-    let mut opt = AdamW::sharded(&p.vs, ADAM, shard, sharding);
+    let mut opt = AdamW::sharded(&p.vs, s.adamw(), shard, sharding);
     let rows = run(s, 1, &p, &mut opt, None, &rows(), ranks, &mut |_| {}).unwrap();
     let mut vars: Vec<(String, Tensor)> = p.vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));

@@ -66,12 +66,9 @@ fn zero2_holds_what_the_plan_says() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let model = dir.path().join("m");
-    ok(deltarl(
-        &runs,
+    random_model(
+        &model,
         &[
-            "random-model",
-            "--out",
-            model.to_str().unwrap(),
             "--vocab",
             "32768",
             "--hidden",
@@ -87,7 +84,7 @@ fn zero2_holds_what_the_plan_says() {
             "--max-positions",
             "512",
         ],
-    ));
+    );
     let problems: Vec<String> = (0..4).map(|i| format!("What is {i} plus {i}?")).collect();
     let cfg = file_config(
         dir.path(),
