@@ -199,22 +199,43 @@ impl Plan {
         }
     }
 
-    /// The update's peak: the training state and one pass's activations.
-    pub fn update_peak(&self, checkpointing: bool) -> u64 {
-        let act = if checkpointing {
+    /// One pass's activations.
+    fn activations(&self, checkpointing: bool) -> u64 {
+        if checkpointing {
             self.activations_checkpointed
         } else {
             self.activations_full
-        };
-        self.weights + self.master + self.grads + self.moments + act
+        }
+    }
+
+    /// What the gradient norm and the AdamW step hold beside the state, on the largest
+    /// tensor, once the pass's activations are gone: the norm widens a gradient to f64
+    /// and squares it (two f64 copies), the step keeps up to three f32 temporaries.
+    fn step_transient(&self) -> u64 {
+        16 * self.largest_parameter
+    }
+
+    /// The update's peak: the training state, and the larger of one pass's activations
+    /// and the step's temporaries.
+    pub fn update_peak(&self, checkpointing: bool) -> u64 {
+        let transient = self.activations(checkpointing).max(self.step_transient());
+        self.weights + self.master + self.grads + self.moments + transient
+    }
+
+    /// The update's peak on each of `n` devices under ZeRO-1 (`update.shard_optimizer`):
+    /// weights and gradients (bf16 and f32 sums) whole, master weights and moments divided.
+    pub fn update_peak_zero1(&self, n: u64, checkpointing: bool) -> u64 {
+        let transient = self.activations(checkpointing).max(self.step_transient());
+        self.weights + self.grads + (self.master + self.moments).div_ceil(n.max(1)) + transient
     }
 
     /// The update's peak on each of `n` devices under ZeRO-2 (`update.shard_gradients`):
-    /// the weights whole; master weights, moments and f32 gradient sums divided; a pass's
-    /// own gradients, in the parameters' dtype, only until they reach their owners (with
-    /// checkpointing one layer's at a time beside the embeddings', final norm's and head's,
-    /// which go last; without, all of them); in flight, f32 copies of at most two tensors
-    /// (a chunked head's sum moved out of its bf16 gradient, and the one being reduced).
+    /// the weights whole; master weights, moments and f32 gradient sums divided; during
+    /// the pass, its own gradients in the parameters' dtype only until they reach their
+    /// owners (with checkpointing one layer's at a time beside the embeddings', final
+    /// norm's and head's, which go last; without, all of them) and f32 copies of at most
+    /// two tensors in flight (a chunked head's sum moved out of its bf16 gradient, and the
+    /// one being reduced), beside the activations; after it, the step's temporaries.
     pub fn update_peak_zero2(&self, n: u64, checkpointing: bool) -> u64 {
         let b = self.weights / self.parameters.max(1);
         let pass_grads = if checkpointing {
@@ -222,17 +243,12 @@ impl Plan {
         } else {
             b * self.parameters
         };
-        let act = if checkpointing {
-            self.activations_checkpointed
-        } else {
-            self.activations_full
-        };
+        let in_flight = 2 * 4 * self.largest_parameter;
+        let pass = pass_grads + in_flight + self.activations(checkpointing);
         let sums = 4 * self.parameters;
         self.weights
             + (self.master + self.moments + sums).div_ceil(n.max(1))
-            + pass_grads
-            + 2 * 4 * self.largest_parameter
-            + act
+            + pass.max(self.step_transient())
     }
 
     /// The rollout's peak: weights, the full cache and one step's logits.

@@ -307,6 +307,18 @@ impl AdamW {
         Ok(())
     }
 
+    /// Drops every gradient and gradient sum, releasing their memory, once the last step
+    /// is taken (the state and the weights stay): the saves that follow need none of it.
+    /// The gradient sums are gone afterwards ([`AdamW::grad_sum_elements`] is 0).
+    pub fn release_grads(&mut self) -> Result<()> {
+        for s in &mut self.params {
+            deltarl_dist::free_grad(&mut s.param)?;
+            s.grad32 = None;
+            s.pending = None;
+        }
+        Ok(())
+    }
+
     pub fn zero_grad(&mut self) {
         for s in &mut self.params {
             s.param.zero_grad();

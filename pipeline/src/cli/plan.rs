@@ -223,7 +223,7 @@ impl Args {
         };
         // ZeRO-1 (`update.shard_optimizer`, what deltarl does under torchrun): weights and
         // gradients whole on every device, master weights and moments divided.
-        let zero1 = plan.weights + plan.grads + (plan.master + plan.moments).div_ceil(n) + act;
+        let zero1 = plan.update_peak_zero1(n, ckpt);
         let zero1_on = n > 1 && cfg.opts.update.shard_optimizer;
         // ZeRO-2 (`update.shard_gradients` as well): the f32 gradient sums divided too.
         let zero2 = plan.update_peak_zero2(n, ckpt);

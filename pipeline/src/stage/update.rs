@@ -174,6 +174,9 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
     let train = train.finish();
     // Refused before anything is written: no finite step, or non-finite weights.
     let skipped = check_steps(&metrics, &policy, s)?;
+    // What it held of the gradient sums, then their memory back before the saves.
+    let grad_sum_bytes = 4 * opt.grad_sum_elements();
+    opt.release_grads()?;
     // The optimizer's state goes to a temporary folder of rank 0's, into which every
     // process writes the part it owns (the file one process writes); renamed into place
     // with the policy when both are complete.
@@ -194,7 +197,7 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
     let save = Phase::start();
     opt.save(&opt_tmp_path, env.ranks)
         .with_context(|| format!("saving the optimizer state in {}", opt_tmp_path.display()))?;
-    let measured = state_memory(env, &opt, [train, load, save.finish()])?;
+    let measured = state_memory(env, &opt, grad_sum_bytes, [train, load, save.finish()])?;
     let Some(tmp_opt) = tmp_opt else {
         return Ok(None);
     };
@@ -239,9 +242,15 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
 /// plus buffers), gathered on rank 0 for metrics.jsonl as `optimizer/rankR/...` (every
 /// process calls it).
 /// Each process's resident peaks over the training steps, the state's load and its save
-/// (`phases`, in that order), and what it holds of the state and the gradient sums, all
+/// (`phases`, in that order), and what it holds of the state and (during the steps) of the
+/// gradient sums, all
 /// gathered to every process: `optimizer/rank{r}/{name}`.
-fn state_memory(env: &Env, opt: &AdamW, phases: [Option<Usage>; 3]) -> Result<Vec<(String, f64)>> {
+fn state_memory(
+    env: &Env,
+    opt: &AdamW,
+    grad_sum_bytes: usize,
+    phases: [Option<Usage>; 3],
+) -> Result<Vec<(String, f64)>> {
     let over = |u: Option<Usage>| u.map_or(f64::NAN, |u| u.peak.saturating_sub(u.start) as f64);
     let [train, load, save] = phases;
     let mine = [
@@ -250,7 +259,7 @@ fn state_memory(env: &Env, opt: &AdamW, phases: [Option<Usage>; 3]) -> Result<Ve
         (4 * opt.state_elements()) as f64,
         (4 * opt.largest_param_elements()) as f64,
         over(train),
-        (4 * opt.grad_sum_elements()) as f64,
+        grad_sum_bytes as f64,
     ];
     let bytes: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
     let all = match env.ranks {
