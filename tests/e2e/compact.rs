@@ -61,7 +61,15 @@ fn features(dtype: Dtype, bf16_vectors: bool) -> Vec<FeatureRow> {
     } else {
         p
     };
-    run(&settings(bf16_vectors), &p.model, &rollouts(), &mut |_| {}).unwrap()
+    let job = deltarl_features::Job::whole(1);
+    run(
+        &settings(bf16_vectors),
+        job,
+        &p.model,
+        &rollouts(),
+        &mut |_| {},
+    )
+    .unwrap()
 }
 
 fn settings(bf16_vectors: bool) -> deltarl_features::Settings {
@@ -80,15 +88,13 @@ fn settings(bf16_vectors: bool) -> deltarl_features::Settings {
         } else {
             Dtype::F32
         },
-        iter: 1,
-        shard: deltarl_schemas::Shard::WHOLE,
     }
 }
 
 /// The bytes the file's vector column takes (its column chunks, page headers included).
 fn vector_bytes(rows: &[FeatureRow], bf16_vectors: bool) -> usize {
     let s = settings(bf16_vectors);
-    let mut w = writer(&s, HIDDEN, Vec::new(), FileMeta::new("features", ""));
+    let mut w = writer(&s, 1, HIDDEN, Vec::new(), FileMeta::new("features", ""));
     w.write(rows).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("features.parquet");

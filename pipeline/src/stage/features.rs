@@ -40,8 +40,8 @@ impl Contract for Features {
 /// The features stage's settings (the features crate's own).
 pub type Settings = deltarl_features::Settings;
 
-/// The features pass's settings under this configuration (iteration and shard are set
-/// when it runs).
+/// The features pass's settings under this configuration (its [`deltarl_features::Job`] is
+/// the run's: iteration and shard).
 pub fn settings(cfg: &Resolved) -> Settings {
     let o = &cfg.opts;
     Settings {
@@ -53,8 +53,6 @@ pub fn settings(cfg: &Resolved) -> Settings {
         chunk_tokens: crate::config::zero_is_off(o.features.chunk_tokens),
         head_chunk_bytes: o.model.head_chunk_bytes(),
         dtype: o.model.dtype,
-        iter: 0,
-        shard: deltarl_schemas::Shard::WHOLE,
     }
 }
 
@@ -62,10 +60,9 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
     let (rollouts, _) = read_path::<RolloutRow>(&env.file(Stage::Rollout))?;
     let dir = env.previous_policy();
     let policy = load_policy(&dir, env.device, s.dtype)?;
-    let core = Settings {
+    let job = deltarl_features::Job {
         iter: env.iter,
         shard: env.shard(),
-        ..s.clone()
     };
     let progress = Progress::new("features", rollouts.len() as u64);
     let hidden = policy.model.config.hidden_size;
@@ -75,9 +72,10 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
         // One process: each pass's rows go to the file as they come (one row group held).
         None => {
             env.write_output(Stage::Features, |w| -> Result<()> {
-                let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
+                let mut out = deltarl_features::writer(s, env.iter, hidden, w, env.meta());
                 deltarl_features::run_each(
-                    &core,
+                    s,
+                    job,
                     &policy.model,
                     &rollouts,
                     &mut |rows| {
@@ -97,14 +95,15 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
         // pass in order, rank 0 takes each from its owner and writes it, so no rank holds
         // more than a pass or two in memory.
         Some(g) => {
-            let passes = deltarl_features::passes(&core, &rollouts).len();
+            let passes = deltarl_features::passes(s, &rollouts).len();
             let output = env.file(Stage::Features);
             if env.writes() {
                 crate::ranks::Spill::remove_stale(&output, g.shard().world.max(1));
             }
             let mut spill = crate::ranks::Spill::create(&output, g.rank())?;
             deltarl_features::run_each(
-                &core,
+                s,
+                job,
                 &policy.model,
                 &rollouts,
                 &mut |rows| Ok(spill.push(rows)?),
@@ -114,7 +113,7 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
             let own = spill.pieces::<FeatureRow>();
             if env.writes() {
                 env.write_output(Stage::Features, |w| -> Result<()> {
-                    let mut out = deltarl_features::writer(&core, hidden, w, env.meta());
+                    let mut out = deltarl_features::writer(s, env.iter, hidden, w, env.meta());
                     crate::ranks::stream_to_rank0(g, passes, own, &mut |rows| {
                         stats.add(&rows);
                         out.write_owned(rows)?;

@@ -7,7 +7,7 @@
 //! dropped as in the authors' code, `docs/method.md` §3), hence the default proxy `v_t = (1 - p_t) h_t`.
 
 mod settings;
-pub use settings::{Proxy, Settings};
+pub use settings::{Job, Proxy, Settings};
 
 use std::io::Write;
 
@@ -36,13 +36,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The seeded Gaussian projection `[hidden, k]` with entries N(0, 1/k) (Johnson-
 /// Lindenstrauss: squared distances are preserved in expectation), or None when
-/// `hidden <= k`.
-pub fn projection(hidden: usize, s: &Settings) -> Option<Tensor> {
+/// `hidden <= k`, for iteration `iter`.
+pub fn projection(hidden: usize, s: &Settings, iter: u32) -> Option<Tensor> {
     let k = s.project_dim?;
     if hidden <= k {
         return None;
     }
-    let mut rng = Rng::new(s.projection_seed());
+    let mut rng = Rng::new(s.projection_seed(iter));
     let scale = 1.0 / (k as f64).sqrt();
     let data: Vec<f32> = (0..hidden * k)
         .map(|_| (rng.normal() * scale) as f32)
@@ -60,7 +60,7 @@ fn to_vec(t: &Tensor) -> Result<Vec<f32>> {
 }
 
 /// The forward passes of one process, in order: consecutive rollouts, at most
-/// `chunk_rows` of them and `chunk_tokens` padded tokens a pass. With a [`deltarl_schemas::Shard`], pass `c`
+/// `chunk_rows` of them and `chunk_tokens` padded tokens a pass. Under a [`Job`]'s shard, pass `c`
 /// is rank `c % world`'s.
 pub fn passes<'a>(s: &Settings, rollouts: &'a [RolloutRow]) -> Vec<Vec<&'a RolloutRow>> {
     let refs: Vec<&RolloutRow> = rollouts.iter().collect();
@@ -72,10 +72,11 @@ pub fn passes<'a>(s: &Settings, rollouts: &'a [RolloutRow]) -> Vec<Vec<&'a Rollo
 }
 
 /// Pure core, collected: one feature row per rollout row, in the same order (with a
-/// [`deltarl_schemas::Shard`], the rows of its chunks only, in the same order). `progress` is told how many
+/// [`Job`]'s shard, the rows of its chunks only, in the same order). `progress` is told how many
 /// responses each forward pass finished.
 pub fn run(
     s: &Settings,
+    job: Job,
     model: &Qwen3,
     rollouts: &[RolloutRow],
     progress: &mut dyn FnMut(usize),
@@ -83,6 +84,7 @@ pub fn run(
     let mut out = Vec::with_capacity(rollouts.len());
     run_each(
         s,
+        job,
         model,
         rollouts,
         &mut |rows| {
@@ -99,6 +101,7 @@ pub fn run(
 /// more than one pass.
 pub fn run_each(
     s: &Settings,
+    job: Job,
     model: &Qwen3,
     rollouts: &[RolloutRow],
     emit: &mut dyn FnMut(Vec<FeatureRow>) -> Result<()>,
@@ -106,7 +109,7 @@ pub fn run_each(
 ) -> Result<()> {
     let device = model.lm_head_weight().device();
     let hidden = model.config.hidden_size;
-    let proj = projection(hidden, s).map(|p| p.to_device(device));
+    let proj = projection(hidden, s, job.iter).map(|p| p.to_device(device));
     let dim = proj.as_ref().map_or(hidden, |p| p.size()[1] as usize);
     for r in rollouts {
         if r.prompt_token_ids.is_empty() {
@@ -131,7 +134,7 @@ pub fn run_each(
     }
     let head_chunk = head_chunk_tokens(s.head_chunk_bytes, model.config.vocab_size);
     for (c, chunk) in passes(s, rollouts).into_iter().enumerate() {
-        if !s.shard.owns(c) {
+        if !job.shard.owns(c) {
             continue;
         }
         let chunk_out = tch::no_grad(|| -> Result<Vec<FeatureRow>> {
@@ -215,6 +218,7 @@ pub fn output_dim(hidden: usize, s: &Settings) -> usize {
 /// states its own dimension and precision).
 pub fn writer<W: Write + Send>(
     s: &Settings,
+    iter: u32,
     hidden: usize,
     out: W,
     meta: FileMeta,
@@ -223,7 +227,7 @@ pub fn writer<W: Write + Send>(
     let meta = meta
         .with(
             "settings",
-            serde_json::to_string(&s.recorded()).unwrap_or_default(),
+            serde_json::to_string(&s.recorded(iter)).unwrap_or_default(),
         )
         .with("k", k.to_string())
         .with("projected", (k != hidden).to_string());

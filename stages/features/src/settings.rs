@@ -1,7 +1,7 @@
 //! The features stage's settings: everything it reads from the configuration, validated
-//! once, plus which iteration and which share of the passes this process computes. The
-//! serialisation is the stage's hash, so the field order and the fields skipped at their
-//! defaults are part of every recorded run's identity.
+//! once; and its [`Job`], which iteration and which share of the passes this process
+//! computes. The settings' serialisation is the stage's hash, so the field order and the
+//! fields skipped at their defaults are part of every recorded run's identity.
 
 use deltarl_model::Dtype;
 use deltarl_schemas::seed::seed_for;
@@ -44,26 +44,32 @@ pub struct Settings {
     /// value rounded to bf16 and written so it costs 2 bytes on disk (`deltarl_schemas`'s
     /// byte-stream split), the columns still f32.
     pub dtype: Dtype,
-    /// The iteration computed (it seeds the projection): part of the inputs, not of the
-    /// stage's settings, so not hashed.
-    #[serde(skip)]
+}
+
+/// What one process of one run computes, beside the settings: not settings of the file,
+/// so not hashed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// The iteration computed (it seeds the projection): part of the stage's inputs.
     pub iter: u32,
-    /// The chunks this process computes: which process does what changes no row, so it is
-    /// not a setting of the file.
-    #[serde(skip)]
+    /// The passes this process computes: which process does what changes no row.
     pub shard: Shard,
 }
 
+impl Job {
+    /// Iteration `iter`, every pass in this process.
+    pub fn whole(iter: u32) -> Job {
+        Job {
+            iter,
+            shard: Shard::WHOLE,
+        }
+    }
+}
+
 impl Settings {
-    /// The seed of this iteration's Gaussian projection.
-    pub fn projection_seed(&self) -> u64 {
-        seed_for(
-            self.seed,
-            self.iter,
-            Stage::Features.name(),
-            "projection",
-            0,
-        )
+    /// The seed of iteration `iter`'s Gaussian projection.
+    pub fn projection_seed(&self, iter: u32) -> u64 {
+        seed_for(self.seed, iter, Stage::Features.name(), "projection", 0)
     }
 
     /// Whether the vectors are stored at bf16 precision (a bf16 model's).
@@ -79,13 +85,13 @@ impl Settings {
         }
     }
 
-    /// What features.parquet records as its `settings`, in the layout the files have
-    /// always had.
-    pub(crate) fn recorded(&self) -> Recorded {
+    /// What features.parquet of iteration `iter` records as its `settings`, in the layout
+    /// the files have always had.
+    pub(crate) fn recorded(&self, iter: u32) -> Recorded {
         Recorded {
             proxy: self.proxy,
             project_dim: self.project_dim,
-            projection_seed: self.projection_seed(),
+            projection_seed: self.projection_seed(iter),
             temperature: self.temperature,
             chunk_rows: self.chunk_rows,
             chunk_tokens: self.chunk_tokens,

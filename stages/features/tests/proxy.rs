@@ -3,7 +3,7 @@
 //! beyond float round-off.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use deltarl_features::{run, Proxy, Settings};
+use deltarl_features::{run, Job, Proxy, Settings};
 use deltarl_model::random_policy;
 use deltarl_schemas::{FinishReason, RolloutRow};
 use tch::{Kind, Tensor};
@@ -41,6 +41,12 @@ fn rows() -> Vec<RolloutRow> {
         .collect()
 }
 
+/// Iteration 1, every pass here.
+const JOB: Job = Job {
+    iter: 1,
+    shard: deltarl_schemas::Shard::WHOLE,
+};
+
 fn settings(chunk: usize) -> Settings {
     Settings {
         proxy: Proxy::LmHeadRow,
@@ -51,8 +57,6 @@ fn settings(chunk: usize) -> Settings {
         chunk_tokens: None,
         head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
         dtype: deltarl_model::Dtype::F32,
-        iter: 1,
-        shard: deltarl_schemas::Shard::WHOLE,
     }
 }
 
@@ -60,7 +64,7 @@ fn settings(chunk: usize) -> Settings {
 fn proxy_is_the_lm_head_row_gradient() {
     let (_d, p) = policy(false);
     let rs = rows();
-    let feats = run(&settings(2), &p.model, &rs, &mut |_| {}).unwrap();
+    let feats = run(&settings(2), JOB, &p.model, &rs, &mut |_| {}).unwrap();
     let head = p.model.lm_head_weight();
     assert!(!rs.is_empty());
     assert_eq!(feats.len(), rs.len(), "one feature row a response");
@@ -112,15 +116,15 @@ fn proxy_is_the_lm_head_row_gradient() {
 fn chunking_changes_nothing_but_round_off() {
     let (_d, p) = policy(true);
     let rs = rows();
-    let a = run(&settings(1), &p.model, &rs, &mut |_| {}).unwrap();
-    let b = run(&settings(5), &p.model, &rs, &mut |_| {}).unwrap();
+    let a = run(&settings(1), JOB, &p.model, &rs, &mut |_| {}).unwrap();
+    let b = run(&settings(5), JOB, &p.model, &rs, &mut |_| {}).unwrap();
     // Passes cut by a token budget as well (a budget below one row: one row a pass).
     let by_tokens = |t: usize| Settings {
         chunk_tokens: Some(t),
         ..settings(5)
     };
-    let c = run(&by_tokens(20), &p.model, &rs, &mut |_| {}).unwrap();
-    let d = run(&by_tokens(1), &p.model, &rs, &mut |_| {}).unwrap();
+    let c = run(&by_tokens(20), JOB, &p.model, &rs, &mut |_| {}).unwrap();
+    let d = run(&by_tokens(1), JOB, &p.model, &rs, &mut |_| {}).unwrap();
     assert_eq!(d, a, "one row a pass either way: identical");
     assert!(!a.is_empty());
     assert_eq!((b.len(), c.len()), (a.len(), a.len()));
@@ -163,7 +167,7 @@ fn chunking_changes_nothing_but_round_off() {
             head_chunk_bytes: 4 * vocab * tokens,
             ..settings(5)
         };
-        let chunked = run(&s, &p.model, &rs, &mut |_| {}).unwrap();
+        let chunked = run(&s, JOB, &p.model, &rs, &mut |_| {}).unwrap();
         assert_eq!(chunked.len(), b.len());
         for (x, y) in chunked.iter().zip(&b) {
             let close = |u: &[f32], v: &[f32], tol: f64| {
@@ -191,9 +195,9 @@ fn chunking_changes_nothing_but_round_off() {
         seed: 9,
         ..settings(5)
     };
-    let c = run(&s, &p.model, &rs, &mut |_| {}).unwrap();
+    let c = run(&s, JOB, &p.model, &rs, &mut |_| {}).unwrap();
     assert_eq!(c[0].dim, 8);
-    assert_eq!(run(&s, &p.model, &rs, &mut |_| {}).unwrap(), c);
+    assert_eq!(run(&s, JOB, &p.model, &rs, &mut |_| {}).unwrap(), c);
 }
 
 #[test]
@@ -201,7 +205,7 @@ fn bad_token_ids_name_the_row() {
     let (_d, p) = policy(true);
     let mut rs = rows();
     rs[2].response_token_ids[0] = 10_000;
-    let err = run(&settings(2), &p.model, &rs, &mut |_| {})
+    let err = run(&settings(2), JOB, &p.model, &rs, &mut |_| {})
         .unwrap_err()
         .to_string();
     assert!(err.contains("p2") && err.contains("10000"), "{err}");
@@ -218,7 +222,7 @@ fn non_finite_features_are_refused_naming_the_response() {
         let _ = w.fill_(f64::NAN);
     });
     let rs = rows();
-    let err = run(&settings(2), &p.model, &rs, &mut |_| {})
+    let err = run(&settings(2), JOB, &p.model, &rs, &mut |_| {})
         .unwrap_err()
         .to_string();
     assert!(
