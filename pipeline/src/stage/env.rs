@@ -48,6 +48,27 @@ impl<'a> Env<'a> {
         }
     }
 
+    /// The vLLM server this stage samples from ([`crate::vllm::for_policy`], at
+    /// [`Env::vllm_site`]), asked for requests of up to `longest_prompt` prompt tokens
+    /// plus `max_new_tokens` (`crate::vllm::max_model_len`; capped at the model's context
+    /// where the policy's configuration is read).
+    pub fn vllm_server(
+        &self,
+        site: (&'static str, Dtype, u64),
+        vs: &mut crate::vllm::Settings,
+        (longest_prompt, max_new_tokens): (usize, usize),
+        dir: &Path,
+        tokenizer: &deltarl_model::Tokenizer,
+    ) -> Result<(crate::vllm::Vllm, crate::vllm::Acquired)> {
+        vs.max_model_len = Some(crate::vllm::max_model_len(
+            longest_prompt,
+            max_new_tokens,
+            usize::MAX,
+        ));
+        let (log, dtype, seed) = site;
+        crate::vllm::for_policy(&self.vllm_site(log, dtype, seed), vs, dir, tokenizer)
+    }
+
     /// This process's share of the stage's work.
     pub fn shard(&self) -> Shard {
         crate::ranks::shard(self.ranks)
@@ -134,6 +155,20 @@ impl Vocabulary {
             tokenizer,
         })
     }
+}
+
+/// The longest of `prompts` (each a template and the problem it is filled with) in
+/// tokens.
+pub fn longest_prompt<'a>(
+    tokenizer: &deltarl_model::Tokenizer,
+    prompts: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<usize> {
+    let mut longest = 0;
+    for (template, problem) in prompts {
+        let text = deltarl_schemas::render_template(template, problem);
+        longest = longest.max(tokenizer.encode(&text)?.len());
+    }
+    Ok(longest)
 }
 
 /// The engine a stage that samples draws with: our decoder on the policy it loaded, or

@@ -15,7 +15,7 @@ use deltarl_schemas::{
 };
 
 use super::contract::Contract;
-use super::env::{load_policy, sampling_engine, Env, Vocabulary};
+use super::env::{load_policy, longest_prompt, sampling_engine, Env, Vocabulary};
 use super::ran::Ran;
 use crate::config::{CodeOptions, Resolved};
 
@@ -231,22 +231,17 @@ fn evaluate_policy(env: &Env, s: &Settings) -> Result<Option<Ran<EvalSummary>>> 
     let vllm = match s.engine {
         Engine::Native => None,
         Engine::Vllm => {
-            let mut longest = 0;
-            for b in &benches {
-                for p in &b.prompts {
-                    let text = deltarl_schemas::render_template(&b.request.template, &p.problem);
-                    longest = longest.max(tokenizer.encode(&text)?.len());
-                }
-            }
-            vllm_settings.max_model_len = Some(crate::vllm::max_model_len(
-                longest,
-                request.max_new_tokens,
-                usize::MAX,
-            ));
-            let site = env.vllm_site("vllm-eval", s.dtype, request.seed);
-            Some(crate::vllm::for_policy(
-                &site,
+            let prompts = benches.iter().flat_map(|b| {
+                let template = b.request.template.as_str();
+                b.prompts
+                    .iter()
+                    .map(move |p| (template, p.problem.as_str()))
+            });
+            let longest = longest_prompt(tokenizer, prompts)?;
+            Some(env.vllm_server(
+                ("vllm-eval", s.dtype, request.seed),
                 &mut vllm_settings,
+                (longest, request.max_new_tokens),
                 &dir,
                 tokenizer,
             )?)

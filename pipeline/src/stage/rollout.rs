@@ -10,7 +10,7 @@ use deltarl_model::generate::SampleSettings;
 use deltarl_schemas::{FinishReason, RolloutSummary, Stage};
 
 use super::contract::Contract;
-use super::env::{load_policy, sampling_engine, Env, Vocabulary};
+use super::env::{load_policy, longest_prompt, sampling_engine, Env, Vocabulary};
 use super::ran::Ran;
 use crate::config::{Engine, Resolved, RolloutOptions};
 use crate::data;
@@ -144,31 +144,21 @@ fn sample(env: &Env, s: &Settings) -> Result<Option<Ran<RolloutSummary>>> {
     // new one (stopped when `vllm` drops, on every failing path) or the user's, which must
     // serve this very folder.
     let mut vllm_settings = crate::vllm::Settings::new(&s.vllm);
-    if r.engine == Engine::Vllm {
-        // The positions one request may use (`crate::vllm::max_model_len`), from the
-        // longest prompt, cut to max_prompt_tokens when set.
-        let mut longest = 0;
-        for p in &drawn {
-            let text = deltarl_schemas::render_template(&core.template, &p.problem);
-            longest = longest.max(tokenizer.encode(&text)?.len());
-        }
-        if let Some(m) = core.max_prompt_tokens {
-            longest = longest.min(m);
-        }
-        // Capped at the model's context where the policy's configuration is read.
-        vllm_settings.max_model_len = Some(crate::vllm::max_model_len(
-            longest,
-            r.max_new_tokens,
-            usize::MAX,
-        ));
-    }
     let vllm = match r.engine {
         Engine::Native => None,
         Engine::Vllm => {
-            let site = env.vllm_site("vllm", s.dtype, s.seed);
-            Some(crate::vllm::for_policy(
-                &site,
+            // The longest prompt, cut to max_prompt_tokens when set.
+            let prompts = drawn
+                .iter()
+                .map(|p| (core.template.as_str(), p.problem.as_str()));
+            let mut longest = longest_prompt(tokenizer, prompts)?;
+            if let Some(m) = core.max_prompt_tokens {
+                longest = longest.min(m);
+            }
+            Some(env.vllm_server(
+                ("vllm", s.dtype, s.seed),
                 &mut vllm_settings,
+                (longest, r.max_new_tokens),
                 &dir,
                 tokenizer,
             )?)
