@@ -2,7 +2,8 @@
 
 use tch::Tensor;
 
-use crate::{ffi, Error, Result};
+use crate::error::{Error, Result};
+use crate::ffi;
 
 /// What [`empty_device_cache`] released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

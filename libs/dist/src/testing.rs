@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use crate::{Group, Launch};
+use crate::group::Group;
+use crate::launch::Launch;
 
 /// The variable that names the worker a relaunch runs (a worker refuses to run without it).
 const WORKER: &str = "DELTARL_DIST_WORKER";

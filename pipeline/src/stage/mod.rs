@@ -220,6 +220,17 @@ mod tests {
         assert_eq!(changed(|o| o.eval.problems += 1), vec![Eval]);
         // `every` decides when eval runs, not what it computes.
         assert_eq!(changed(|o| o.eval.every += 1), vec![]);
+        // Sharding (ZeRO-1, ZeRO-2) is how the update computes its step, not what it is;
+        // the update's settings carry it.
+        let sharded = |o: &mut crate::config::Options| {
+            o.update.shard_optimizer = true;
+            o.update.shard_gradients = true;
+        };
+        assert_eq!(changed(sharded), vec![]);
+        assert_eq!(
+            update::settings(&config(sharded)).sharding,
+            deltarl_optim::Sharding::Gradients
+        );
         assert_eq!(changed(|o| o.rollout.top_k = 5), vec![Rollout]);
         // The other built-in task: another base model (vocabulary, solutions), other
         // prompts' source, another held-out benchmark.
