@@ -333,3 +333,83 @@ fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
     // tiny-arith (33 tokens, the tightest), tiny-steps, -varied, -code and their comparisons.
     assert!(checked.len() >= 4 && checked.contains(&33), "{checked:?}");
 }
+
+/// Every shipped configuration's hash, pinned: a run's `run.hash` is this, and `iterate`
+/// refuses to continue a run whose configuration hashes otherwise. A new option must leave
+/// configurations that do not set it alone (not serialised at its default), or the change
+/// says why every run of that configuration must start over. (The two Qwen3 configs
+/// changed with ZeRO-2, `update.shard_gradients = true`; the others are those of the
+/// binary before it.)
+#[test]
+fn shipped_configurations_keep_their_hashes() {
+    const PINNED: [(&str, &str); 14] = [
+        (
+            "dapo.toml",
+            "6145f58cbf6f9917fd90b9df07cff6a2ac69febb3cd94bb3b417f0d13f848663",
+        ),
+        (
+            "delta.toml",
+            "825a3cfac831dcb451f769359995a20e6cb18ea3382c54cac4b616e25a61791e",
+        ),
+        (
+            "drgrpo.toml",
+            "1dbe8825902e1b5d4a87268ccb6139861d1acbcd7f49c481e3690377d58f5c5a",
+        ),
+        (
+            "grpo.toml",
+            "f2bbd8477cb9a9c7c816fde78ad73d49e8d1d42dd8cbb52d84eb2a97db0d49ff",
+        ),
+        (
+            "qwen3-1.7b-dapo-math.toml",
+            "1fcf6205add5ed75946a21e635ab6b04fc16a8fdb44e511d99769b2e494ba595",
+        ),
+        (
+            "qwen3-8b-dapo-math.toml",
+            "b785437e1fe8b5886d963ab7465591924b110912c96acd7ceabc615318eafe61",
+        ),
+        (
+            "smollm2-math.toml",
+            "ad899149689bd4c49b7976d91749b0c4d0b2df18986fd0b0199b41dc7074a8a8",
+        ),
+        (
+            "tiny-arith-compare.toml",
+            "637207bab0af695962336b5ec3042bd700c4c6fb3ad2a3a91ddcb6cb593a40b5",
+        ),
+        (
+            "tiny-arith.toml",
+            "825a3cfac831dcb451f769359995a20e6cb18ea3382c54cac4b616e25a61791e",
+        ),
+        (
+            "tiny-code.toml",
+            "f8a360baa2646a2d0f9f38e279701c008c451d59f7ed83f60112ca290bede389",
+        ),
+        (
+            "tiny-steps-compare.toml",
+            "b3b01aaf0e6bf624b2ee6d576ac9b20e52a5663a32b75409996be9bf38676751",
+        ),
+        (
+            "tiny-steps-varied-compare.toml",
+            "41adc235a22e1dcbd45c9f20df45014fba511198540fa6123bda6ec9fde746ff",
+        ),
+        (
+            "tiny-steps-varied.toml",
+            "912f2153b550eb9f0fc76c8e8ab1f8a92d5a511e0ff1a2e0d3cbc77d4a1d2a4a",
+        ),
+        (
+            "tiny-steps.toml",
+            "5544a441691690411aab5d778727b74d103489f663fd65f97ae1a113f2713152",
+        ),
+    ];
+    let mut got = Vec::new();
+    for e in std::fs::read_dir(configs()).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        got.push((name, Resolved::load(&path).unwrap().hash()));
+    }
+    got.sort();
+    let pinned: Vec<(String, String)> = PINNED
+        .iter()
+        .map(|(n, h)| (n.to_string(), h.to_string()))
+        .collect();
+    assert_eq!(got, pinned);
+}

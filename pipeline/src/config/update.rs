@@ -55,7 +55,8 @@ pub struct UpdateOptions {
     /// sums of its own share only. The same step bit for bit as `shard_optimizer` alone
     /// with at most one micro-batch a process a step; with more, the sums group the
     /// micro-batches in another order (rounding only). No effect with one process.
-    #[serde(default)]
+    /// Written to run.toml only when on, so runs from before it keep their hash.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shard_gradients: bool,
     /// k3 KL-to-base coefficient (0 = off).
     pub kl_coef: f64,
