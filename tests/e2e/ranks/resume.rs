@@ -10,8 +10,8 @@ use crate::common::*;
 /// The optimizer's state file does not depend on how many processes wrote it, so a run
 /// resumes with another number: iteration 1 in two sharded processes and iteration 2 in
 /// one, or the other way round, give the files of one process running both (two ranks
-/// equal one process bit for bit: `config`). Four sharded processes write a state one
-/// process and two resume from.
+/// equal one process bit for bit: `config`). Four processes under ZeRO-2 write a state
+/// one process and two resume from.
 #[test]
 fn a_run_resumes_with_another_number_of_processes() {
     let dir = tempfile::tempdir().unwrap();
@@ -85,9 +85,14 @@ fn a_run_resumes_with_another_number_of_processes() {
             );
         }
     }
-    // Four processes (their sums grouped otherwise, so not the same bits): the state they
-    // write is read by two and by one.
-    torchrun(4, iterate("four", "1"));
+    // Four processes (their sums grouped otherwise, so not the same bits), under ZeRO-2
+    // (two micro-batches a step: two ranks idle each round, sending zeros): the state
+    // they write is read by two and by one (the same setting, so the same run hash).
+    let zero2 = |mut args: Vec<String>| {
+        args.extend(["--set".into(), "update.shard_gradients=true".into()]);
+        args
+    };
+    torchrun(4, zero2(iterate("four", "1")));
     let four = runs.join("four");
     // Its file has the one process's tensors, and every one was written by its owner: a
     // tensor no process wrote reads as zeros, while every second moment of a trained
@@ -107,9 +112,9 @@ fn a_run_resumes_with_another_number_of_processes() {
     for (n, to) in [(2, "four-then-two"), (1, "four-then-one")] {
         copy_dir(&four, &runs.join(to));
         if n == 1 {
-            one(iterate(to, "2"));
+            one(zero2(iterate(to, "2")));
         } else {
-            torchrun(n, iterate(to, "2"));
+            torchrun(n, zero2(iterate(to, "2")));
         }
         assert!(runs.join(to).join(files[2]).exists(), "{to}");
     }
