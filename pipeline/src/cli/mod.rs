@@ -17,6 +17,7 @@ mod iterate;
 mod mechanism;
 mod model_arg;
 mod plan;
+mod plan_inputs;
 mod plan_rates;
 mod random_model;
 mod report;
