@@ -243,8 +243,7 @@ fn update(env: &Env, s: &Settings) -> Result<Option<Ran<UpdateSummary>>> {
 /// process calls it).
 /// Each process's resident peaks over the training steps, the state's load and its save
 /// (`phases`, in that order), and what it holds of the state and (during the steps) of the
-/// gradient sums, all
-/// gathered to every process: `optimizer/rank{r}/{name}`.
+/// gradient sums, all gathered to every process: `optimizer/rank{r}/{name}`.
 fn state_memory(
     env: &Env,
     opt: &AdamW,

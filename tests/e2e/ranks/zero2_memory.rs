@@ -107,11 +107,21 @@ fn zero2_holds_what_the_plan_says() {
         zero2 / 1e6,
         plan2 / 1e6
     );
-    assert!(
-        (zero2 / plan2 - 1.0).abs() <= 0.2,
-        "ZeRO-2: measured {zero2}, plan {plan2}"
-    );
+    // The plans leave out what the process holds beside the model's tensors: the policy
+    // loader's copy of one tensor (at most the 25.2 M-element embeddings in f32, 101 MB),
+    // c10d's buffer for the tensor being reduced (again at most 101 MB), the rows and the
+    // runtime (tens of MB). That is at most ~230 MB, under 20 % of either plan (1.17
+    // and 1.48 GB here).
+    for (name, measured, plan) in [("ZeRO-1", zero1, plan1), ("ZeRO-2", zero2, plan2)] {
+        assert!(
+            (measured / plan - 1.0).abs() <= 0.2,
+            "{name}: measured {measured}, plan {plan}"
+        );
+    }
     assert!(plan2 < plan1);
+    // Both runs load, sample and save alike, so their unplanned parts cancel but for the
+    // collective's buffer (≤ 101 MB): ZeRO-2 saves at least (plan1 - plan2) - 101 MB, here
+    // 309 - 101 = 208 MB, above the half of the planned saving (155 MB) asserted.
     assert!(
         zero1 - zero2 >= 0.5 * (plan1 - plan2),
         "ZeRO-1 {zero1}, ZeRO-2 {zero2}"
