@@ -81,6 +81,7 @@ fn settings(bf16_vectors: bool) -> deltarl_features::Settings {
         chunk_rows: 8,
         chunk_tokens: None,
         head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
+        layout: deltarl_teacher::Layout::Padded,
         // The vectors are stored at bf16 precision for a bf16 setting, whatever the model
         // given to `run` (here: a bf16 model's vectors kept in f32 too, for comparison).
         dtype: if bf16_vectors {

@@ -324,3 +324,73 @@ fn reruns_are_byte_identical() {
         assert!(diff.is_empty(), "forcing {stage} changed {diff:?}");
     }
 }
+
+/// `model.layout = "shared-prompt"` through whole iterations: the same rollouts as the
+/// padded layout, features whose log-probs equal the padded ones within the policy's f32
+/// bound (`deltarl_model::roundoff`), an update, and forced reruns of the features and the
+/// update that write the same bytes.
+#[test]
+fn the_shared_prompt_layout_matches_the_padded_one_and_reruns_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = micro_config(dir.path());
+    let padded = variant(
+        &base,
+        "padded.toml",
+        "[update]\nactivation_checkpointing = false\n",
+    );
+    let shared = variant(
+        &padded,
+        "shared.toml",
+        "[model]\nlayout = \"shared-prompt\"\n",
+    );
+    let runs = dir.path().join("runs");
+    ok(iterate(&runs, &padded, "p", &["--iters", "1"]));
+    ok(iterate(&runs, &shared, "s", &["--iters", "1"]));
+    let (p, s) = (runs.join("p/iter-0001"), runs.join("s/iter-0001"));
+    let bytes = |d: &std::path::Path, f: &str| std::fs::read(d.join(f)).unwrap();
+    assert_eq!(bytes(&p, "rollouts.parquet"), bytes(&s, "rollouts.parquet"));
+    let features = |d: &std::path::Path| {
+        deltarl_schemas::read_path::<deltarl_schemas::FeatureRow>(&d.join("features.parquet"))
+            .unwrap()
+            .0
+    };
+    let (fp, fs) = (features(&p), features(&s));
+    assert_eq!(fp.len(), fs.len());
+    assert_eq!(fp.len(), 32);
+    let tol = logprob_tolerance(&runs.join("p"), 1);
+    let mut compared = 0;
+    for (a, b) in fp.iter().zip(&fs) {
+        assert_eq!((&a.prompt_id, a.sample_idx), (&b.prompt_id, b.sample_idx));
+        assert_eq!(a.logprob.len(), b.logprob.len());
+        for (x, y) in a.logprob.iter().zip(&b.logprob) {
+            assert!(
+                f64::from((x - y).abs()) <= tol,
+                "{x} vs {y} (bound {tol:e})"
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared > 100, "{compared} log-probs compared");
+    // The layout is recorded in the run's configuration and in the settings of the two
+    // stages it changes, and nowhere in the padded run's (whose hashes stay as they were).
+    for (run, shared) in [("s", true), ("p", false)] {
+        let text = |f: &str| std::fs::read_to_string(runs.join(run).join(f)).unwrap();
+        assert_eq!(
+            text("run.toml").contains("layout = \"shared-prompt\""),
+            shared
+        );
+        for stage in ["features", "update"] {
+            let m = text(&format!("iter-0001/manifest/{stage}.json"));
+            assert_eq!(m.contains("\"layout\": \"shared-prompt\""), shared, "{m}");
+        }
+    }
+    let before = parquet_files(&runs.join("s"));
+    for stage in ["features", "coeffs", "update"] {
+        ok(deltarl(
+            &runs,
+            &["stage", stage, "--run", "s", "--iter", "1", "--force"],
+        ));
+    }
+    let diff = differing(&parquet_files(&runs.join("s")), &before);
+    assert!(diff.is_empty(), "forced reruns changed {diff:?}");
+}

@@ -130,6 +130,57 @@ impl Attention {
         self.merge(&out)
     }
 
+    /// A prompt and G continuations of it in one pass, the prompt computed once: xp
+    /// [1, P, hidden] at positions 0..P, xr [G, R, hidden] at positions P..P+R (`rope_p`,
+    /// `rope_r`: their tables), `mask` bool [R, P + R] saying which keys each continuation
+    /// position sees. Returns [1, P, hidden] and [G, R, hidden]: what [`Attention::forward`]
+    /// gives the rows' positions when each row is its prompt followed by its continuation.
+    pub fn forward_shared(
+        &self,
+        xp: &Tensor,
+        xr: &Tensor,
+        rope_p: &(Tensor, Tensor),
+        rope_r: &(Tensor, Tensor),
+        mask: &Tensor,
+    ) -> (Tensor, Tensor) {
+        let (g, p) = (xr.size()[0], xp.size()[1]);
+        let gqa = self.heads != self.kv_heads;
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        // 1. The prompt alone, causal, as a one-row pass: q [1, heads, P, d], k and v
+        //    [1, kv_heads, P, d].
+        let (qp, kp, vp) = self.qkv(xp, rope_p);
+        let out_p = Tensor::scaled_dot_product_attention::<Tensor>(
+            &qp,
+            &kp,
+            &vp,
+            None,
+            0.0,
+            p > 1,
+            scale,
+            gqa,
+        );
+        // 2. The continuations' q [G, heads, R, d] against the prompt's keys and values
+        //    broadcast to every row, then their own: [G, kv_heads, P + R, d] (the prompt's
+        //    gradient sums over the G rows).
+        let (qr, kr, vr) = self.qkv(xr, rope_r);
+        let with_prompt = |prompt: &Tensor, own: &Tensor| {
+            Tensor::cat(&[&prompt.expand([g, -1, -1, -1], false), own], 2)
+        };
+        // 3. Position i of a continuation sees every prompt key and its own keys 0..=i.
+        let out_r = Tensor::scaled_dot_product_attention(
+            &qr,
+            &with_prompt(&kp, &kr),
+            &with_prompt(&vp, &vr),
+            Some(mask.shallow_clone()),
+            0.0,
+            false,
+            scale,
+            gqa,
+        );
+        // 4. Merge heads and project back.
+        (self.merge(&out_p), self.merge(&out_r))
+    }
+
     /// One decoding step of R rows, each at its own position, against a preallocated cache
     /// whose rows 0..R are these rows (see [`crate::slots::SlotCache`]).
     ///

@@ -1,5 +1,6 @@
 //! The teacher-forced pass the features stage, the update and the warm start share: rows of
-//! prompt and response in one right-padded batch, and for every response token its final
+//! prompt and response in one right-padded batch, or each prompt once with its responses
+//! attending to it ([`Layout`]), and for every response token its final
 //! normed hidden state, log-probability and entropy at a temperature ([`token_stats`]),
 //! the LM head over chunks of tokens so no `[tokens, vocabulary]` f32 buffer of a whole
 //! pass is ever held ([`ChunkedHead`]), in passes bounded by rows and by tokens
@@ -12,6 +13,28 @@ pub use head::{head_chunk_tokens, ChunkedHead, DEFAULT_HEAD_CHUNK_BYTES};
 
 use deltarl_model::Qwen3;
 use tch::{Device, Tensor};
+
+/// How a teacher-forced pass lays out its rows. The results are the same up to round-off
+/// (matrix products of other shapes sum in other orders).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// Every row's prompt and response, right-padded into one `[B, T]` batch.
+    #[default]
+    Padded,
+    /// The rows of one prompt (consecutive rows with the same prompt tokens) compute the
+    /// prompt once and their responses attend to its keys ([`Qwen3::hidden_shared`]): G
+    /// samples of a P-token prompt cost P + G x R positions, not G x (P + R).
+    SharedPrompt,
+}
+
+impl Layout {
+    /// Whether this is the default (left out of serialised settings, so files and hashes
+    /// from before the setting existed stay the same).
+    pub fn is_padded(&self) -> bool {
+        *self == Layout::Padded
+    }
+}
 
 /// Whether a head chunk budget is the default (left out of serialised settings, so files
 /// and hashes from before the setting existed stay the same).
@@ -43,13 +66,12 @@ impl TokenStats {
     }
 }
 
-/// One teacher-forced batch: prompt + response rows right-padded into [B, T] (causal
-/// attention means padding never reaches a real position), and for every response token
-/// the position whose state predicts it.
+/// One teacher-forced batch in a [`Layout`], and for every response token the position
+/// whose state predicts it.
 pub struct TeacherForced {
-    /// [B, T] int64 token ids.
-    pub input: Tensor,
-    /// [N] flat positions (b * T + t) of the states predicting each response token.
+    input: Input,
+    /// [N] flat positions of the states predicting each response token, in the layout
+    /// [`TeacherForced::hidden`] returns.
     gather: Tensor,
     /// [N] the response tokens.
     targets: Tensor,
@@ -57,33 +79,121 @@ pub struct TeacherForced {
     pub lengths: Vec<usize>,
 }
 
+/// The token ids of a pass.
+enum Input {
+    /// [B, T] int64, prompt + response right-padded (causal attention means padding never
+    /// reaches a real position).
+    Padded(Tensor),
+    /// Per prompt: its tokens [1, P] and its rows' responses right-padded, [G, R] (R >= 1).
+    Shared(Vec<(Tensor, Tensor)>),
+}
+
 impl TeacherForced {
+    /// Rows of prompt and response, right-padded into one batch ([`Layout::Padded`]).
     pub fn new(rows: &[(&[u32], &[u32])], device: Device) -> Self {
-        let lens: Vec<usize> = rows.iter().map(|(p, r)| p.len() + r.len()).collect();
-        let t_max = lens.iter().copied().max().unwrap_or(1).max(1);
-        let mut ids = vec![0i64; rows.len() * t_max];
+        Self::with_layout(rows, Layout::Padded, device)
+    }
+
+    /// Rows of prompt and response in `layout`. Every prompt has at least one token.
+    pub fn with_layout(rows: &[(&[u32], &[u32])], layout: Layout, device: Device) -> Self {
+        let ids = |v: &[u32]| v.iter().map(|&t| i64::from(t)).collect::<Vec<i64>>();
+        let tensor = |v: &[i64], shape: [usize; 2]| {
+            Tensor::from_slice(v)
+                .view([shape[0] as i64, shape[1] as i64])
+                .to_device(device)
+        };
         let mut gather = Vec::new();
         let mut targets = Vec::new();
-        let mut lengths = Vec::with_capacity(rows.len());
-        for (b, (prompt, response)) in rows.iter().enumerate() {
-            for (t, &tok) in prompt.iter().chain(response.iter()).enumerate() {
-                ids[b * t_max + t] = i64::from(tok);
+        let lengths: Vec<usize> = rows.iter().map(|(_, r)| r.len()).collect();
+        let input = match layout {
+            Layout::Padded => {
+                let lens: Vec<usize> = rows.iter().map(|(p, r)| p.len() + r.len()).collect();
+                let t_max = lens.iter().copied().max().unwrap_or(1).max(1);
+                let mut batch = vec![0i64; rows.len() * t_max];
+                for (b, (prompt, response)) in rows.iter().enumerate() {
+                    for (t, &tok) in prompt.iter().chain(response.iter()).enumerate() {
+                        batch[b * t_max + t] = i64::from(tok);
+                    }
+                    // The state at position lp + j - 1 predicts response token j.
+                    let lp = prompt.len();
+                    for (j, &tok) in response.iter().enumerate() {
+                        gather.push((b * t_max + lp + j - 1) as i64);
+                        targets.push(i64::from(tok));
+                    }
+                }
+                Input::Padded(tensor(&batch, [rows.len(), t_max]))
             }
-            let lp = prompt.len();
-            for (j, &tok) in response.iter().enumerate() {
-                // The state at position lp + j - 1 predicts response token j.
-                gather.push((b * t_max + lp + j - 1) as i64);
-                targets.push(i64::from(tok));
+            Layout::SharedPrompt => {
+                // [`TeacherForced::hidden`] lays out each prompt's rows as [G, R] states,
+                // row g's position j predicting its token j (j = 0: the prompt's last
+                // state), the prompts one after another.
+                let mut groups = Vec::new();
+                let mut offset = 0;
+                let mut start = 0;
+                while start < rows.len() {
+                    let prompt = rows[start].0;
+                    let end = start
+                        + rows[start..]
+                            .iter()
+                            .take_while(|(p, _)| *p == prompt)
+                            .count();
+                    let group = &rows[start..end];
+                    let r_max = group.iter().map(|(_, r)| r.len()).max().unwrap_or(0).max(1);
+                    let mut responses = vec![0i64; group.len() * r_max];
+                    for (g, (_, response)) in group.iter().enumerate() {
+                        for (j, &tok) in response.iter().enumerate() {
+                            responses[g * r_max + j] = i64::from(tok);
+                            gather.push((offset + g * r_max + j) as i64);
+                            targets.push(i64::from(tok));
+                        }
+                    }
+                    offset += group.len() * r_max;
+                    groups.push((
+                        tensor(&ids(prompt), [1, prompt.len()]),
+                        tensor(&responses, [group.len(), r_max]),
+                    ));
+                    start = end;
+                }
+                Input::Shared(groups)
             }
-            lengths.push(response.len());
-        }
+        };
         TeacherForced {
-            input: Tensor::from_slice(&ids)
-                .view([rows.len() as i64, t_max as i64])
-                .to_device(device),
+            input,
             gather: Tensor::from_slice(&gather).to_device(device),
             targets: Tensor::from_slice(&targets).to_device(device),
             lengths,
+        }
+    }
+
+    /// The padded batch [B, T] int64 (what a checkpointed pass runs on), or None in the
+    /// shared-prompt layout.
+    pub fn padded(&self) -> Option<&Tensor> {
+        match &self.input {
+            Input::Padded(ids) => Some(ids),
+            Input::Shared(_) => None,
+        }
+    }
+
+    /// The plain pass: the final normed hidden states [`TeacherForced::stats`] reads, with a
+    /// graph when grad is on. Padded: [B, T, H]. Shared: each prompt's rows' predicting
+    /// states [G, R, H] (row g's position 0 the prompt's last state, position j > 0 its
+    /// response position j - 1), flattened and joined: [1, M, H].
+    pub fn hidden(&self, model: &Qwen3) -> Tensor {
+        match &self.input {
+            Input::Padded(ids) => model.hidden(ids, None),
+            Input::Shared(groups) => {
+                let parts: Vec<Tensor> = groups
+                    .iter()
+                    .map(|(prompt, responses)| {
+                        let (hp, hr) = model.hidden_shared(prompt, responses);
+                        let (g, r, h) = (hr.size()[0], hr.size()[1], hr.size()[2]);
+                        let p = hp.size()[1];
+                        let last = hp.narrow(1, p - 1, 1).expand([g, 1, h], false);
+                        Tensor::cat(&[last, hr.narrow(1, 0, r - 1)], 1).reshape([g * r, h])
+                    })
+                    .collect();
+                Tensor::cat(&parts, 0).unsqueeze(0)
+            }
         }
     }
 
@@ -125,16 +235,17 @@ impl TeacherForced {
     }
 }
 
-/// Teacher-forced forward over `rows` (see [`TeacherForced`]), the head over chunks of at
-/// most `chunk` tokens; the entropy without graph.
+/// Teacher-forced forward over `rows` in `layout` (see [`TeacherForced`]), the head over
+/// chunks of at most `chunk` tokens; the entropy without graph.
 pub fn token_stats(
     model: &Qwen3,
     rows: &[(&[u32], &[u32])],
+    layout: Layout,
     temperature: f64,
     chunk: usize,
     device: Device,
 ) -> TokenStats {
-    let batch = TeacherForced::new(rows, device);
-    let hidden = model.hidden(&batch.input, None);
+    let batch = TeacherForced::with_layout(rows, layout, device);
+    let hidden = batch.hidden(model);
     batch.stats(model, &hidden, temperature, false, chunk)
 }

@@ -128,9 +128,16 @@ fn rollout(o: &Options) -> Result<()> {
     )
 }
 
-/// `[update]`: which old log-probs the ratio uses; what is sharded.
+/// `[update]`: which old log-probs the ratio uses; what is sharded; the layout the
+/// checkpointed pass runs on.
 fn update(o: &Options) -> Result<()> {
     let u = &o.update;
+    if u.activation_checkpointing && o.model.layout == deltarl_teacher::Layout::SharedPrompt {
+        bail!(
+            "config key `model.layout` = \"shared-prompt\": needs update.activation_checkpointing \
+             = false (the checkpointed pass recomputes a padded batch's layers)"
+        );
+    }
     if u.tis_cap > 0.0 && u.old_logprobs == deltarl_update::OldLogprobs::Rollout {
         bail!(
             "config key `update.tis_cap` = {}: needs update.old_logprobs = \"recompute\" \

@@ -151,6 +151,13 @@ pub struct ModelOptions {
         skip_serializing_if = "is_default_head_chunk_mb"
     )]
     pub head_chunk_mb: u64,
+    /// How the features and update passes lay out their rows: "padded" (each row's prompt
+    /// and response, right-padded) or "shared-prompt" (the samples of one prompt compute
+    /// the prompt once and attend to its keys: G samples of a P-token prompt cost P + G x R
+    /// positions instead of G x (P + R)). Same results to round-off; shared-prompt needs
+    /// `update.activation_checkpointing = false`.
+    #[serde(default, skip_serializing_if = "deltarl_teacher::Layout::is_padded")]
+    pub layout: deltarl_teacher::Layout,
 }
 
 fn default_head_chunk_mb() -> u64 {

@@ -52,6 +52,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
         chunk_rows: o.features.chunk_rows,
         chunk_tokens: crate::config::zero_is_off(o.features.chunk_tokens),
         head_chunk_bytes: o.model.head_chunk_bytes(),
+        layout: o.model.layout,
         dtype: o.model.dtype,
     }
 }

@@ -105,6 +105,7 @@ pub fn settings(cfg: &Resolved) -> Settings {
         grad_clip: u.grad_clip,
         temperature: logprob_temperature(o.rollout.temperature),
         head_chunk_bytes: o.model.head_chunk_bytes(),
+        layout: o.model.layout,
         dtype: o.model.dtype,
         shard_bytes: o.checkpoint.shard_mb.saturating_mul(1_000_000),
     }

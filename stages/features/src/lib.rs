@@ -147,7 +147,7 @@ pub fn run_each(
                     )
                 })
                 .collect();
-            let st = token_stats(model, &pairs, s.temperature, head_chunk, device);
+            let st = token_stats(model, &pairs, s.layout, s.temperature, head_chunk, device);
             let p = st.logprob.exp();
             // 3. The proxy: [N, H].
             let v = match s.proxy {

@@ -8,7 +8,7 @@ use deltarl_schemas::seed::seed_for;
 use deltarl_schemas::{Precision, Shard, Stage};
 use serde::Serialize;
 
-use deltarl_teacher::is_default_head_chunk;
+use deltarl_teacher::{is_default_head_chunk, Layout};
 
 /// Which per-token vector stands in for the token's gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -40,6 +40,9 @@ pub struct Settings {
     /// ([`deltarl_teacher::head_chunk_tokens`]; 0 = the whole pass).
     #[serde(skip_serializing_if = "is_default_head_chunk")]
     pub head_chunk_bytes: u64,
+    /// How a pass lays out its rows (padded, or each prompt once).
+    #[serde(skip_serializing_if = "Layout::is_padded")]
+    pub layout: Layout,
     /// The policy's precision. A bf16 model's vectors are stored at its precision: each
     /// value rounded to bf16 and written so it costs 2 bytes on disk (`deltarl_schemas`'s
     /// byte-stream split), the columns still f32.
@@ -96,6 +99,7 @@ impl Settings {
             chunk_rows: self.chunk_rows,
             chunk_tokens: self.chunk_tokens,
             head_chunk_bytes: self.head_chunk_bytes,
+            layout: self.layout,
             bf16_vectors: self.bf16_vectors(),
         }
     }
@@ -112,6 +116,8 @@ pub(crate) struct Recorded {
     chunk_tokens: Option<usize>,
     #[serde(skip_serializing_if = "is_default_head_chunk")]
     head_chunk_bytes: u64,
+    #[serde(skip_serializing_if = "Layout::is_padded")]
+    layout: Layout,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     bf16_vectors: bool,
 }

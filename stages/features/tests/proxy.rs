@@ -56,6 +56,7 @@ fn settings(chunk: usize) -> Settings {
         chunk_rows: chunk,
         chunk_tokens: None,
         head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
+        layout: deltarl_teacher::Layout::Padded,
         dtype: deltarl_model::Dtype::F32,
     }
 }
@@ -165,6 +166,7 @@ fn chunking_changes_nothing_but_round_off() {
     for tokens in [1, 4] {
         let s = Settings {
             head_chunk_bytes: 4 * vocab * tokens,
+            layout: deltarl_teacher::Layout::Padded,
             ..settings(5)
         };
         let chunked = run(&s, JOB, &p.model, &rs, &mut |_| {}).unwrap();

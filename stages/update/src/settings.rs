@@ -49,6 +49,10 @@ pub struct Settings {
     /// run the head in chunks (`deltarl_teacher::ChunkedHead`; 0 = the whole pass).
     #[serde(skip_serializing_if = "deltarl_teacher::is_default_head_chunk")]
     pub head_chunk_bytes: u64,
+    /// How a pass lays out its rows (padded, or each prompt once); with activation
+    /// checkpointing, padded only.
+    #[serde(skip_serializing_if = "deltarl_teacher::Layout::is_padded")]
+    pub layout: deltarl_teacher::Layout,
     pub dtype: Dtype,
     /// What the processes divide among themselves (ZeRO-1, ZeRO-2): how the step is
     /// computed, not what it is, so not hashed (see `deltarl_optim::Sharding`).
@@ -92,6 +96,7 @@ impl Settings {
             lr: self.lr,
             grad_clip: self.grad_clip,
             head_chunk_bytes: self.head_chunk_bytes,
+            layout: self.layout,
             temperature: self.temperature,
             seed: self.shuffle_seed(iter),
         }
@@ -111,6 +116,8 @@ pub(crate) struct Recorded<'a> {
     grad_clip: f64,
     #[serde(skip_serializing_if = "deltarl_teacher::is_default_head_chunk")]
     head_chunk_bytes: u64,
+    #[serde(skip_serializing_if = "deltarl_teacher::Layout::is_padded")]
+    layout: deltarl_teacher::Layout,
     temperature: f64,
     seed: u64,
 }

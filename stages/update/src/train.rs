@@ -244,14 +244,21 @@ impl Pass<'_> {
         // 1. Current log-probs and entropy of every response token: [N]. With
         //    checkpointing the blocks keep only their inputs until step 4's backward;
         //    a pass longer than `head_chunk` tokens runs the LM head in chunks, its
-        //    backward pending until then too.
-        let tf = TeacherForced::new(&pairs, device);
-        let ckpt = s
-            .activation_checkpointing
-            .then(|| policy.model.hidden_checkpointed(&tf.input));
+        //    backward pending until then too. Checkpointing runs on the padded layout
+        //    (the settings refuse it with the shared-prompt one).
+        let tf = TeacherForced::with_layout(&pairs, s.layout, device);
+        let ckpt = match (s.activation_checkpointing, tf.padded()) {
+            (false, _) => None,
+            (true, Some(ids)) => Some(policy.model.hidden_checkpointed(ids)),
+            (true, None) => {
+                return Err(Error::Input(
+                    "activation checkpointing needs the padded layout, not shared-prompt".into(),
+                ))
+            }
+        };
         let hidden = match &ckpt {
             Some(pass) => pass.hidden(),
-            None => policy.model.hidden(&tf.input, None),
+            None => tf.hidden(&policy.model),
         };
         let st = tf.stats(
             &policy.model,
@@ -276,7 +283,15 @@ impl Pass<'_> {
         let mut kl_tok = None;
         if let (Some(base), true) = (self.reference, s.loss.kl_coef != 0.0) {
             let base_lp = tch::no_grad(|| {
-                token_stats(base, &pairs, s.temperature, self.head_chunk, device).logprob
+                token_stats(
+                    base,
+                    &pairs,
+                    s.layout,
+                    s.temperature,
+                    self.head_chunk,
+                    device,
+                )
+                .logprob
             });
             // k3 estimator: exp(ref - logp) - (ref - logp) - 1 >= 0.
             let d = (&base_lp - &st.logprob).clamp(-20.0, 20.0);

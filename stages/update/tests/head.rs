@@ -80,6 +80,7 @@ fn update(bf16: bool, checkpointing: bool, chunk_tokens: Option<u64>) -> Outcome
         grad_clip: 0.0,
         // One f32 [tokens, vocab] buffer of `chunk_tokens` tokens.
         head_chunk_bytes: chunk_tokens.map_or(0, |t| 4 * vocab * t),
+        layout: deltarl_teacher::Layout::Padded,
         temperature: 0.9,
         seed: 2,
         ..common::settings()

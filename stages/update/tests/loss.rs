@@ -156,6 +156,7 @@ fn token_mean_settings(optimizer_steps: usize) -> Settings {
         lr: 1e-3,
         grad_clip: 1.0,
         head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
+        layout: deltarl_teacher::Layout::Padded,
         temperature: 1.0,
         seed: 1,
         ..common::settings()
@@ -211,6 +212,7 @@ fn coefficients_of_one_and_zero_shifts_are_dapo_bit_for_bit() {
         lr: 1e-2,
         grad_clip: 1.0,
         head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
+        layout: deltarl_teacher::Layout::Padded,
         temperature: 1.0,
         seed: 5,
         ..common::settings()
@@ -279,6 +281,7 @@ fn micro_batching_does_not_change_the_objective() {
                 lr: 1e-3,
                 grad_clip: 0.0,
                 head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
+                layout: deltarl_teacher::Layout::Padded,
                 temperature: 1.0,
                 seed: 5,
                 ..common::settings()

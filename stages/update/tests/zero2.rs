@@ -55,6 +55,7 @@ fn settings(micro_rows: usize, chunk_tokens: Option<u64>, vocab: u64) -> Setting
         grad_clip: 0.05,
         weight_decay: 0.1,
         head_chunk_bytes: chunk_tokens.map_or(0, |t| 4 * vocab * t),
+        layout: deltarl_teacher::Layout::Padded,
         dtype: deltarl_model::Dtype::Bf16,
         ..common::settings()
     }

@@ -1,7 +1,7 @@
 //! Supervised warm start: weighted token-mean cross-entropy on worked solutions (+ EOS).
 
 use deltarl_model::Policy;
-use deltarl_teacher::token_stats;
+use deltarl_teacher::{token_stats, Layout};
 use tch::{Kind, Tensor};
 
 use deltarl_optim::AdamW;
@@ -37,7 +37,14 @@ pub fn train(
             .collect();
         opt.zero_grad();
         // The tiny task's vocabulary is small: the head runs whole.
-        let st = token_stats(&policy.model, &pairs, 1.0, usize::MAX, device);
+        let st = token_stats(
+            &policy.model,
+            &pairs,
+            Layout::Padded,
+            1.0,
+            usize::MAX,
+            device,
+        );
         // Token-mean negative log-likelihood over every target token of the batch; with
         // weights, the weighted mean sum(w * nll) / sum(w), so they move effort between
         // tokens without changing the loss's scale.

@@ -40,7 +40,15 @@ fn the_warm_start_loss_is_the_weighted_token_mean() {
         .iter()
         .map(|(a, b)| (a.as_slice(), b.as_slice()))
         .collect();
-    let lp = deltarl_teacher::token_stats(&p.model, &pairs, 1.0, usize::MAX, Device::Cpu).logprob;
+    let lp = deltarl_teacher::token_stats(
+        &p.model,
+        &pairs,
+        deltarl_teacher::Layout::Padded,
+        1.0,
+        usize::MAX,
+        Device::Cpu,
+    )
+    .logprob;
     let lp: Vec<f64> = Vec::<f32>::try_from(&lp)
         .unwrap()
         .into_iter()

@@ -131,3 +131,20 @@ fn absurd_learning_rates_decay_and_fractions_are_refused_by_key() {
     (o.update.weight_decay, o.coeffs.top_entropy_keep) = (1.0, 1.0);
     check(&o).unwrap();
 }
+
+#[test]
+fn the_shared_prompt_layout_is_refused_with_checkpointing_by_both_keys() {
+    let e = refused(|o| {
+        o.model.layout = deltarl_teacher::Layout::SharedPrompt;
+        o.update.activation_checkpointing = true;
+    });
+    assert!(
+        e.contains("`model.layout` = \"shared-prompt\"")
+            && e.contains("update.activation_checkpointing = false"),
+        "{e}"
+    );
+    let mut o = default();
+    o.model.layout = deltarl_teacher::Layout::SharedPrompt;
+    o.update.activation_checkpointing = false;
+    check(&o).unwrap();
+}

@@ -48,6 +48,7 @@ pub fn settings() -> deltarl_update::Settings {
         grad_clip: 0.0,
         temperature: 1.0,
         head_chunk_bytes: deltarl_teacher::DEFAULT_HEAD_CHUNK_BYTES,
+        layout: deltarl_teacher::Layout::Padded,
         dtype: deltarl_model::Dtype::F32,
         sharding: deltarl_optim::Sharding::Replicated,
         shard_bytes: deltarl_model::DEFAULT_SHARD_BYTES,
