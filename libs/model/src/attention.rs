@@ -130,11 +130,11 @@ impl Attention {
         self.merge(&out)
     }
 
-    /// A prompt and G continuations of it in one pass, the prompt computed once: xp
-    /// [1, P, hidden] at positions 0..P, xr [G, R, hidden] at positions P..P+R (`rope_p`,
-    /// `rope_r`: their tables), `mask` bool [R, P + R] saying which keys each continuation
-    /// position sees. Returns [1, P, hidden] and [G, R, hidden]: what [`Attention::forward`]
-    /// gives the rows' positions when each row is its prompt followed by its continuation.
+    /// A prompt and continuations of it in one pass, the prompt computed once (see
+    /// `crate::shared`): xp [1, P, hidden] at positions 0..P, xr [B, R, hidden] (`rope_p`,
+    /// `rope_r`: their tables, [P, d] and [R, d]), `mask` bool [R, P + R] saying which keys
+    /// each continuation column sees. Returns [1, P, hidden] and [B, R, hidden]: what
+    /// [`Attention::forward`] gives those positions of a pass over prompt + continuation.
     pub fn forward_shared(
         &self,
         xp: &Tensor,
@@ -159,14 +159,15 @@ impl Attention {
             scale,
             gqa,
         );
-        // 2. The continuations' q [G, heads, R, d] against the prompt's keys and values
-        //    broadcast to every row, then their own: [G, kv_heads, P + R, d] (the prompt's
-        //    gradient sums over the G rows).
+        // 2. The continuations' q [B, heads, R, d] against the prompt's keys and values
+        //    broadcast to every row, then their own: [B, kv_heads, P + R, d] (the prompt's
+        //    gradient sums over the B rows).
         let (qr, kr, vr) = self.qkv(xr, rope_r);
         let with_prompt = |prompt: &Tensor, own: &Tensor| {
             Tensor::cat(&[&prompt.expand([g, -1, -1, -1], false), own], 2)
         };
-        // 3. Position i of a continuation sees every prompt key and its own keys 0..=i.
+        // 3. Column i sees the keys `mask[i]` says: every prompt key, and its own
+        //    continuation's up to itself.
         let out_r = Tensor::scaled_dot_product_attention(
             &qr,
             &with_prompt(&kp, &kr),

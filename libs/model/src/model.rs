@@ -50,8 +50,8 @@ impl Block {
         &h + self.mlp.forward(&self.post_attention_layernorm.forward(&h))
     }
 
-    /// [`Block::forward`] for a prompt [1, P, hidden] and G continuations of it
-    /// [G, R, hidden] (see [`Attention::forward_shared`]).
+    /// [`Block::forward`] for a prompt [1, P, hidden] and continuations of it
+    /// [B, R, hidden] (see [`Attention::forward_shared`]).
     pub(crate) fn forward_shared(
         &self,
         xp: &Tensor,
@@ -186,33 +186,6 @@ impl Qwen3 {
         }
         // 4. Final RMSNorm.
         self.norm.forward(&x)
-    }
-
-    /// A prompt and G continuations of it, the prompt computed once: prompt [1, P] int64
-    /// at positions 0..P, continuations [G, R] int64 at positions P..P+R (right-padded:
-    /// causal attention keeps padding from every real position). Returns the final normed
-    /// hidden states [1, P, hidden] and [G, R, hidden]: those [`Qwen3::hidden`] gives the
-    /// rows prompt + continuation, to round-off (the prompt's products run on one row).
-    pub fn hidden_shared(&self, prompt: &Tensor, continuations: &Tensor) -> (Tensor, Tensor) {
-        let (p, r) = (prompt.size()[1], continuations.size()[1]);
-        // 1. Token embeddings: [1, P, hidden] and [G, R, hidden].
-        let mut xp = self.embed_tokens.forward(prompt);
-        let mut xr = self.embed_tokens.forward(continuations);
-        // 2. Rotary tables of positions 0..P and P..P+R, shared by every layer.
-        let rope_p = self.rope.at(0, p, xp.kind());
-        let rope_r = self.rope.at(p, r, xr.kind());
-        // 3. Continuation position i sees keys 0..=P+i (the whole prompt, then its own
-        //    row's up to itself): bool [R, P + R].
-        let device = xr.device();
-        let mask = Tensor::arange(p + r, (tch::Kind::Int64, device))
-            .unsqueeze(0)
-            .le_tensor(&(Tensor::arange(r, (tch::Kind::Int64, device)).unsqueeze(1) + p));
-        // 4. Decoder blocks.
-        for block in &self.layers {
-            (xp, xr) = block.forward_shared(&xp, &xr, [&rope_p, &rope_r], &mask);
-        }
-        // 5. Final RMSNorm.
-        (self.norm.forward(&xp), self.norm.forward(&xr))
     }
 
     /// One decoding step of the first R rows of `cache`: ids [R, 1] int64 at each row's own

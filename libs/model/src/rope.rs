@@ -77,6 +77,20 @@ impl Rope {
         }
     }
 
+    /// The tables of positions `pos` (int64 [T]) in `kind`, [T, d]: a pass whose T columns
+    /// sit at positions of their own.
+    pub fn at_positions(&self, pos: &Tensor, kind: Kind) -> (Tensor, Tensor) {
+        let pick = |t: &Tensor| {
+            let t = t.index_select(0, pos);
+            if kind == Kind::Float {
+                t
+            } else {
+                t.to_kind(kind)
+            }
+        };
+        (pick(&self.cos), pick(&self.sin))
+    }
+
     /// The tables of one position per row (`pos`: int64 [R]) in `kind`, shaped [R, 1, 1, d]
     /// to broadcast over a decoding step's [R, heads, 1, d].
     pub fn at_rows(&self, pos: &Tensor, kind: Kind) -> (Tensor, Tensor) {

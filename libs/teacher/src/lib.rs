@@ -8,8 +8,10 @@
 
 mod batching;
 mod head;
+mod shared;
 pub use batching::budget_chunks;
 pub use head::{head_chunk_tokens, ChunkedHead, DEFAULT_HEAD_CHUNK_BYTES};
+pub use shared::packs;
 
 use deltarl_model::Qwen3;
 use tch::{Device, Tensor};
@@ -84,24 +86,14 @@ enum Input {
     /// [B, T] int64, prompt + response right-padded (causal attention means padding never
     /// reaches a real position).
     Padded(Tensor),
-    /// Per prompt: its tokens [1, P] and its rows' responses right-padded, [G, R] (R >= 1).
-    Shared(Vec<(Tensor, Tensor)>),
+    /// Per prompt: its tokens and its rows' responses, padded or packed.
+    Shared(Vec<shared::Group>),
 }
 
 impl TeacherForced {
-    /// Rows of prompt and response, right-padded into one batch ([`Layout::Padded`]).
-    pub fn new(rows: &[(&[u32], &[u32])], device: Device) -> Self {
-        Self::with_layout(rows, Layout::Padded, device)
-    }
-
-    /// Rows of prompt and response in `layout`. Every prompt has at least one token.
-    pub fn with_layout(rows: &[(&[u32], &[u32])], layout: Layout, device: Device) -> Self {
-        let ids = |v: &[u32]| v.iter().map(|&t| i64::from(t)).collect::<Vec<i64>>();
-        let tensor = |v: &[i64], shape: [usize; 2]| {
-            Tensor::from_slice(v)
-                .view([shape[0] as i64, shape[1] as i64])
-                .to_device(device)
-        };
+    /// Rows of prompt and response in `layout` for `model` (whose shape decides how the
+    /// shared-prompt layout lays out each group). Every prompt has at least one token.
+    pub fn new(model: &Qwen3, rows: &[(&[u32], &[u32])], layout: Layout, device: Device) -> Self {
         let mut gather = Vec::new();
         let mut targets = Vec::new();
         let lengths: Vec<usize> = rows.iter().map(|(_, r)| r.len()).collect();
@@ -121,41 +113,19 @@ impl TeacherForced {
                         targets.push(i64::from(tok));
                     }
                 }
-                Input::Padded(tensor(&batch, [rows.len(), t_max]))
+                Input::Padded(
+                    Tensor::from_slice(&batch)
+                        .view([rows.len() as i64, t_max as i64])
+                        .to_device(device),
+                )
             }
-            Layout::SharedPrompt => {
-                // [`TeacherForced::hidden`] lays out each prompt's rows as [G, R] states,
-                // row g's position j predicting its token j (j = 0: the prompt's last
-                // state), the prompts one after another.
-                let mut groups = Vec::new();
-                let mut offset = 0;
-                let mut start = 0;
-                while start < rows.len() {
-                    let prompt = rows[start].0;
-                    let end = start
-                        + rows[start..]
-                            .iter()
-                            .take_while(|(p, _)| *p == prompt)
-                            .count();
-                    let group = &rows[start..end];
-                    let r_max = group.iter().map(|(_, r)| r.len()).max().unwrap_or(0).max(1);
-                    let mut responses = vec![0i64; group.len() * r_max];
-                    for (g, (_, response)) in group.iter().enumerate() {
-                        for (j, &tok) in response.iter().enumerate() {
-                            responses[g * r_max + j] = i64::from(tok);
-                            gather.push((offset + g * r_max + j) as i64);
-                            targets.push(i64::from(tok));
-                        }
-                    }
-                    offset += group.len() * r_max;
-                    groups.push((
-                        tensor(&ids(prompt), [1, prompt.len()]),
-                        tensor(&responses, [group.len(), r_max]),
-                    ));
-                    start = end;
-                }
-                Input::Shared(groups)
-            }
+            Layout::SharedPrompt => Input::Shared(shared::groups(
+                rows,
+                &model.config,
+                device,
+                &mut gather,
+                &mut targets,
+            )),
         };
         TeacherForced {
             input,
@@ -175,25 +145,12 @@ impl TeacherForced {
     }
 
     /// The plain pass: the final normed hidden states [`TeacherForced::stats`] reads, with a
-    /// graph when grad is on. Padded: [B, T, H]. Shared: each prompt's rows' predicting
-    /// states [G, R, H] (row g's position 0 the prompt's last state, position j > 0 its
-    /// response position j - 1), flattened and joined: [1, M, H].
+    /// graph when grad is on. Padded: [B, T, H]. Shared: per prompt, its last state and
+    /// its continuation columns ([`shared::hidden`]), joined: [1, M, H].
     pub fn hidden(&self, model: &Qwen3) -> Tensor {
         match &self.input {
             Input::Padded(ids) => model.hidden(ids, None),
-            Input::Shared(groups) => {
-                let parts: Vec<Tensor> = groups
-                    .iter()
-                    .map(|(prompt, responses)| {
-                        let (hp, hr) = model.hidden_shared(prompt, responses);
-                        let (g, r, h) = (hr.size()[0], hr.size()[1], hr.size()[2]);
-                        let p = hp.size()[1];
-                        let last = hp.narrow(1, p - 1, 1).expand([g, 1, h], false);
-                        Tensor::cat(&[last, hr.narrow(1, 0, r - 1)], 1).reshape([g * r, h])
-                    })
-                    .collect();
-                Tensor::cat(&parts, 0).unsqueeze(0)
-            }
+            Input::Shared(groups) => shared::hidden(model, groups),
         }
     }
 
@@ -245,7 +202,7 @@ pub fn token_stats(
     chunk: usize,
     device: Device,
 ) -> TokenStats {
-    let batch = TeacherForced::with_layout(rows, layout, device);
+    let batch = TeacherForced::new(model, rows, layout, device);
     let hidden = batch.hidden(model);
     batch.stats(model, &hidden, temperature, false, chunk)
 }

@@ -7,7 +7,7 @@
 
 use deltarl_model::roundoff::F32_UNIT;
 use deltarl_model::{random_policy, roundoff::logit_chain, Policy};
-use deltarl_teacher::{token_stats, Layout, TeacherForced};
+use deltarl_teacher::{packs, token_stats, Layout, TeacherForced};
 use tch::{Device, Kind, Tensor};
 
 fn policy(tied: bool, seed: u64) -> (tempfile::TempDir, Policy) {
@@ -25,11 +25,13 @@ fn policy(tied: bool, seed: u64) -> (tempfile::TempDir, Policy) {
     (dir, p)
 }
 
-/// Three prompts (7, 2 and 7 tokens; the first and last equal but not adjacent, so two
-/// groups) with 3, 3 and 1 rows; one response empty.
+/// Four groups: prompts of 7, 2, 3 and 7 tokens (the first and last equal but not
+/// adjacent, so two groups) with 3, 3, 2 and 1 rows; one response empty. The first two
+/// pack their uneven responses, the last two pad theirs ([`packs_and_pads`]).
 fn rows() -> Vec<(Vec<u32>, Vec<u32>)> {
     let a: Vec<u32> = vec![5, 9, 14, 3, 22, 8, 17];
     let b: Vec<u32> = vec![11, 4];
+    let c: Vec<u32> = vec![13, 2, 29];
     vec![
         (a.clone(), vec![7, 12, 9, 30]),
         (a.clone(), vec![21]),
@@ -37,8 +39,22 @@ fn rows() -> Vec<(Vec<u32>, Vec<u32>)> {
         (b.clone(), vec![15, 3, 8]),
         (b.clone(), vec![]),
         (b, vec![27, 27, 10]),
+        (c.clone(), vec![5, 9, 1]),
+        (c, vec![24, 7, 3]),
         (a, vec![19, 4]),
     ]
+}
+
+/// Both ways of laying out a group are exercised: packed for the first two groups of
+/// [`rows`], padded for the last two.
+#[test]
+fn packs_and_pads() {
+    let (_d, p) = policy(true, 1);
+    let c = &p.model.config;
+    assert!(packs(c, 7, &[4, 1, 6]));
+    assert!(packs(c, 2, &[3, 0, 3]));
+    assert!(!packs(c, 3, &[3, 3]));
+    assert!(!packs(c, 7, &[2]));
 }
 
 fn pairs(rows: &[(Vec<u32>, Vec<u32>)]) -> Vec<(&[u32], &[u32])> {
@@ -75,7 +91,7 @@ fn shared_prompt_states_log_probs_and_entropies_equal_the_padded_ones() {
             tch::no_grad(|| token_stats(m, &pairs(&rows), layout, 1.0, usize::MAX, Device::Cpu))
         };
         let (pad, shared) = (stats(Layout::Padded), stats(Layout::SharedPrompt));
-        assert_eq!(pad.lengths, vec![4, 1, 6, 3, 0, 3, 2]);
+        assert_eq!(pad.lengths, vec![4, 1, 6, 3, 0, 3, 3, 3, 2]);
         assert_eq!(pad.lengths, shared.lengths);
         let n = positions(&rows);
         // Bounds of `deltarl_model::roundoff`: the states relative to their largest entry,
@@ -108,7 +124,7 @@ fn gradients(p: &Policy, rows: &[(Vec<u32>, Vec<u32>)], layout: Layout) -> Vec<(
             let _ = g.zero_();
         }
     }
-    let tf = TeacherForced::with_layout(&pairs(rows), layout, Device::Cpu);
+    let tf = TeacherForced::new(&p.model, &pairs(rows), layout, Device::Cpu);
     let hidden = tf.hidden(&p.model);
     let st = tf.stats(&p.model, &hidden, 1.0, false, usize::MAX);
     let n = st.lengths.iter().sum::<usize>() as i64;

@@ -246,7 +246,7 @@ impl Pass<'_> {
         //    a pass longer than `head_chunk` tokens runs the LM head in chunks, its
         //    backward pending until then too. Checkpointing runs on the padded layout
         //    (the settings refuse it with the shared-prompt one).
-        let tf = TeacherForced::with_layout(&pairs, s.layout, device);
+        let tf = TeacherForced::new(&policy.model, &pairs, s.layout, device);
         let ckpt = match (s.activation_checkpointing, tf.padded()) {
             (false, _) => None,
             (true, Some(ids)) => Some(policy.model.hidden_checkpointed(ids)),
