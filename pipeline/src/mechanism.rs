@@ -15,6 +15,8 @@
 //! 0.5. A token's weight is `(1 - p)·|A|`, the size of its policy-gradient term at the
 //! logits before any coefficient (as the coeffs stage's summary weighs tokens).
 
+pub mod gradients;
+
 use std::collections::BTreeMap;
 
 /// One response as the readout needs it: its coeffs row, its token probabilities and its
@@ -122,44 +124,62 @@ fn common(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// The readout of one iteration's responses. Responses with advantage 0 (groups all right
-/// or all wrong, or not kept) take no part. Err names the response whose columns disagree
-/// in length.
-pub fn read(responses: &[Response<'_>]) -> Result<Readout, String> {
+/// For each response, which of its tokens are shared: before the first error (wrong
+/// answers), or in the prefix a wrong answer of the same prompt has too (right answers).
+/// None for a response with advantage 0 (groups all right or all wrong, or not kept),
+/// which takes no part. Err names the response whose columns disagree in length.
+pub fn shared_tokens(responses: &[Response<'_>]) -> Result<Vec<Option<Vec<bool>>>, String> {
     // The negative-advantage responses of each prompt, for the right answers' shared prefix.
     let mut wrong_of: BTreeMap<&str, Vec<&[u32]>> = BTreeMap::new();
     for r in responses.iter().filter(|r| r.advantage < 0.0) {
         wrong_of.entry(r.prompt_id).or_default().push(r.token_ids);
     }
+    responses
+        .iter()
+        .map(|r| {
+            let n = r.token_ids.len();
+            if r.coeff.len() != n
+                || r.correct_prefix.len() != n
+                || !(r.token_prob.is_empty() || r.token_prob.len() == n)
+            {
+                return Err(format!(
+                    "prompt {} ({n} tokens): {} coefficients, {} probabilities, {} labels",
+                    r.prompt_id,
+                    r.coeff.len(),
+                    r.token_prob.len(),
+                    r.correct_prefix.len()
+                ));
+            }
+            Ok(if r.advantage < 0.0 {
+                Some(r.correct_prefix.to_vec())
+            } else if r.advantage > 0.0 {
+                let len = wrong_of.get(r.prompt_id).map_or(0, |ws| {
+                    ws.iter().map(|w| common(r.token_ids, w)).max().unwrap_or(0)
+                });
+                Some((0..n).map(|t| t < len).collect())
+            } else {
+                None
+            })
+        })
+        .collect()
+}
+
+/// The readout of one iteration's responses. Responses with advantage 0 take no part.
+/// Err names the response whose columns disagree in length.
+pub fn read(responses: &[Response<'_>]) -> Result<Readout, String> {
     let (mut wrong, mut right) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
-    for r in responses {
-        let n = r.token_ids.len();
-        if r.coeff.len() != n
-            || r.correct_prefix.len() != n
-            || !(r.token_prob.is_empty() || r.token_prob.len() == n)
-        {
-            return Err(format!(
-                "prompt {} ({n} tokens): {} coefficients, {} probabilities, {} labels",
-                r.prompt_id,
-                r.coeff.len(),
-                r.token_prob.len(),
-                r.correct_prefix.len()
-            ));
-        }
-        let a = f64::from(r.advantage.abs());
-        let weight = |t: usize| a * r.token_prob.get(t).map_or(1.0, |&p| 1.0 - f64::from(p));
-        // 1. Which tokens are shared: before the first error (wrong answers), or in the
-        //    prefix a wrong answer of the group has too (right answers).
-        let (classes, shared): (&mut [Vec<Weighted>; 2], Vec<bool>) = if r.advantage < 0.0 {
-            (&mut wrong, r.correct_prefix.to_vec())
-        } else if r.advantage > 0.0 {
-            let len = wrong_of.get(r.prompt_id).map_or(0, |ws| {
-                ws.iter().map(|w| common(r.token_ids, w)).max().unwrap_or(0)
-            });
-            (&mut right, (0..n).map(|t| t < len).collect())
-        } else {
+    // 1. Which tokens are shared ([`shared_tokens`]).
+    for (r, shared) in responses.iter().zip(shared_tokens(responses)?) {
+        let Some(shared) = shared else {
             continue;
         };
+        let classes = if r.advantage < 0.0 {
+            &mut wrong
+        } else {
+            &mut right
+        };
+        let a = f64::from(r.advantage.abs());
+        let weight = |t: usize| a * r.token_prob.get(t).map_or(1.0, |&p| 1.0 - f64::from(p));
         // 2. Each token's coefficient and weight in its class: shared (0) or not (1).
         for (t, (&coeff, &s)) in r.coeff.iter().zip(&shared).enumerate() {
             classes[usize::from(!s)].push(Weighted {

@@ -132,20 +132,69 @@ assert negatives > 0 and zeros > 0, (negatives, zeros)
     // wrong answer's correct prefix (0) below the rest (1), an AUROC of exactly 1 where the
     // prefix carries gradient; the phrase oracle's run has coefficients 0 and 1 too, and
     // both runs are read together, so the interval over runs is printed.
+    // With `--gradients`, each class's net gradient too (its arithmetic is checked token
+    // by token in `mechanism::gradients`): here that the table is there, with a wrong
+    // answer's two classes both carrying gradient and shares that add up.
     let out = ok(deltarl(
         &runs,
-        &["mechanism", "--run", "prefix", "--run", "oracle"],
+        &[
+            "mechanism",
+            "--run",
+            "prefix",
+            "--run",
+            "oracle",
+            "--gradients",
+        ],
     ));
     let text = String::from_utf8_lossy(&out.stdout);
-    let prefix_row = text
+    let prefix_rows: Vec<&str> = text
         .lines()
-        .find(|l| l.starts_with("| prefix | 1 |"))
-        .unwrap_or_else(|| panic!("{text}"));
-    let cells: Vec<&str> = prefix_row.split('|').map(str::trim).collect();
+        .filter(|l| l.starts_with("| prefix | 1 |"))
+        .collect();
+    // Each table's row of the prefix run's first iteration, then its row of means (one
+    // iteration: it starts alike): the AUROC's, then the gradients'.
+    assert_eq!(prefix_rows.len(), 4, "{text}");
+    let cells: Vec<&str> = prefix_rows[0].split('|').map(str::trim).collect();
     // | run | iteration | wrong tokens | share | mean c | AUROC | right tokens | ...
-    assert_eq!(cells[6], "1.0000", "{prefix_row}");
-    assert!(cells[5].starts_with("0.000 / 1.000"), "{prefix_row}");
-    assert!(text.contains("over 2 runs"), "{text}");
+    assert_eq!(cells[6], "1.0000", "{}", prefix_rows[0]);
+    assert!(cells[5].starts_with("0.000 / 1.000"), "{}", prefix_rows[0]);
+    assert!(text.contains("mean AUROC over 2 runs"), "{text}");
+    // | run | iteration | wrong: norm shared / rest | cos | share shared | right: ...
+    let cells: Vec<&str> = prefix_rows[2].split('|').map(str::trim).collect();
+    let norms: Vec<f64> = cells[3]
+        .split(" / ")
+        .map(|x| x.parse().unwrap_or_else(|_| panic!("{}", prefix_rows[2])))
+        .collect();
+    assert!(
+        norms.len() == 2 && norms.iter().all(|&x| x > 0.0),
+        "{}",
+        prefix_rows[2]
+    );
+    let (cos, share): (f64, f64) = (cells[4].parse().unwrap(), cells[5].parse().unwrap());
+    assert!((-1.0..=1.0).contains(&cos), "{}", prefix_rows[2]);
+    // The shared class's share from the printed norms and cosine, g_s.(g_s + g_r)/||g||^2,
+    // over every rounding of the printed values (norms to 5 digits, cos and share to 3
+    // decimals: half a unit of the last each way).
+    let share_of = |a: f64, b: f64, c: f64| (a * a + c * a * b) / (a * a + b * b + 2.0 * c * a * b);
+    let mut range = (f64::INFINITY, f64::NEG_INFINITY);
+    for (da, db, dc) in [-1.0, 1.0]
+        .iter()
+        .flat_map(|&x| [(x, -1.0), (x, 1.0)])
+        .flat_map(|(x, y)| [(x, y, -1.0), (x, y, 1.0)])
+    {
+        let v = share_of(
+            norms[0] * (1.0 + da * 5e-5),
+            norms[1] * (1.0 + db * 5e-5),
+            cos + dc * 5e-4,
+        );
+        range = (range.0.min(v), range.1.max(v));
+    }
+    assert!(
+        share >= range.0 - 5e-4 && share <= range.1 + 5e-4,
+        "{share} outside {range:?}: {}",
+        prefix_rows[2]
+    );
+    assert!(text.contains("shared tokens over 2 runs"), "{text}");
     // A run that does not exist is refused.
     let err = deltarl(&runs, &["mechanism", "--run", "nope"]);
     assert!(!err.status.success());

@@ -2,16 +2,25 @@
 //! task ([`crate::mechanism`]): per iteration, the gradient-weighted AUROC of the
 //! coefficients between the shared and the discriminative tokens of wrong and of right
 //! answers; per run, the mean over its iterations; over the runs given (seeds), the mean
-//! and its 95 % t-interval.
+//! and its 95 % t-interval. With `--gradients`, also each class's net policy gradient
+//! ([`crate::mechanism::gradients`]) at the policy that sampled the iteration.
 
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
+use deltarl_model::generate::logprob_temperature;
+use deltarl_model::Dtype;
 use deltarl_schemas::{read_path, CoeffRow, FeatureProbs, Index, RolloutRow, Stage};
+use tch::Device;
 
 use crate::context::Ctx;
-use crate::mechanism::{read, Readout, Response, Side};
+use crate::mechanism::gradients::{self, SideGradients};
+use crate::mechanism::{read, shared_tokens, Readout, Response, Side};
+use crate::stage::{load_policy, policy_before};
+
+/// Rows a teacher-forced pass of the gradient readout takes.
+const GRADIENT_PASS_ROWS: usize = 16;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -19,6 +28,10 @@ pub struct Args {
     /// with a coeffs file is read.
     #[arg(long = "run", required = true)]
     runs: Vec<String>,
+    /// Also each token class's net policy gradient ‖Σ A ∇θ log π‖ (four backward passes
+    /// over an iteration's responses, the policy loaded on the CPU in f32).
+    #[arg(long)]
+    gradients: bool,
 }
 
 impl Args {
@@ -36,9 +49,10 @@ impl Args {
         );
         println!("|---|---|---|---|---|---|---|---|---|---|");
         let mut means = Vec::new();
+        let mut grads = Vec::new();
         for name in &self.runs {
-            let readouts = run_readouts(runs_dir, name)?;
-            for (iter, r) in &readouts {
+            let readouts = run_readouts(runs_dir, name, self.gradients)?;
+            for (iter, r, _) in &readouts {
                 println!(
                     "| {name} | {iter} | {} | {} |",
                     cells(&r.wrong),
@@ -46,9 +60,19 @@ impl Args {
                 );
             }
             let mean = |side: fn(&Readout) -> &Side| {
-                let xs: Vec<f64> = readouts.iter().filter_map(|(_, r)| side(r).auroc).collect();
+                let xs: Vec<f64> = readouts
+                    .iter()
+                    .filter_map(|(_, r, _)| side(r).auroc)
+                    .collect();
                 (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
             };
+            grads.push((
+                name.as_str(),
+                readouts
+                    .iter()
+                    .filter_map(|(iter, _, g)| g.map(|g| (*iter, g)))
+                    .collect::<Vec<_>>(),
+            ));
             means.push(RunMean {
                 name,
                 iterations: readouts.len(),
@@ -92,8 +116,77 @@ impl Args {
                 );
             }
         }
+        if self.gradients {
+            print_gradients(&grads);
+        }
         Ok(())
     }
+}
+
+/// The gradient readout's tables: per iteration, per run the mean shared share, and over
+/// runs its t-interval.
+fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)]) {
+    println!(
+        "\nNet policy gradient of each class, ||sum A grad log p|| at the policy that sampled \
+         the iteration (DAPO's update before its token mean); share = the class's part of \
+         its side's update along that update, g_class . g / ||g||^2 (shared + rest = 1).\n"
+    );
+    println!(
+        "| run | iteration | wrong: norm shared / rest | cos | share shared | right: norm \
+         shared / rest | cos | share shared |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, readouts) in runs {
+        for (iter, g) in readouts {
+            println!(
+                "| {name} | {iter} | {} | {} |",
+                gradient_cells(&g.wrong),
+                gradient_cells(&g.right)
+            );
+        }
+    }
+    let mean = |xs: Vec<f64>| {
+        let xs: Vec<f64> = xs.into_iter().filter(|x| x.is_finite()).collect();
+        (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+    };
+    let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
+    println!("\n| run | iterations | mean share shared, wrong answers | mean share shared, right answers |");
+    println!("|---|---|---|---|");
+    let mut over_runs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for (name, readouts) in runs {
+        let wrong = mean(readouts.iter().map(|(_, g)| g.wrong.share()[0]).collect());
+        let right = mean(readouts.iter().map(|(_, g)| g.right.share()[0]).collect());
+        println!(
+            "| {name} | {} | {} | {} |",
+            readouts.len(),
+            show(wrong),
+            show(right)
+        );
+        over_runs[0].extend(wrong);
+        over_runs[1].extend(right);
+    }
+    for (label, xs) in ["wrong answers", "right answers"].iter().zip(&over_runs) {
+        if xs.len() >= 2 {
+            let (m, h) = crate::paired::mean_ci(xs);
+            println!(
+                "\n{label}: mean share of the shared tokens over {} runs {m:.3}, 95 % CI \
+                 [{:.3}, {:.3}] (t over runs)",
+                xs.len(),
+                m - h,
+                m + h
+            );
+        }
+    }
+}
+
+fn gradient_cells(s: &SideGradients) -> String {
+    format!(
+        "{:.4e} / {:.4e} | {:.3} | {:.3}",
+        s.norm[0],
+        s.norm[1],
+        s.cosine(),
+        s.share()[0]
+    )
 }
 
 /// One run's means over its iterations.
@@ -112,8 +205,13 @@ fn cells(s: &Side) -> String {
     )
 }
 
-/// Each iteration's readout of one run (iterations without a coeffs file are skipped).
-fn run_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, Readout)>> {
+/// Each iteration's readout of one run (iterations without a coeffs file are skipped), and
+/// with `gradients` its gradient readout.
+fn run_readouts(
+    runs_dir: &Path,
+    name: &str,
+    gradients: bool,
+) -> Result<Vec<(u32, Readout, Option<gradients::Readout>)>> {
     let ctx = Ctx::open_existing(runs_dir, name)?;
     let source = &ctx.cfg.opts.data.source;
     let task = source.task().filter(|t| t.has_steps()).with_context(|| {
@@ -174,7 +272,40 @@ fn run_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, Readout)>> {
         let readout = read(&responses)
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("{}", coeffs_path.display()))?;
-        out.push((iter, readout));
+        let grads = if gradients {
+            let shared = shared_tokens(&responses)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("{}", coeffs_path.display()))?;
+            let rows: Vec<gradients::Row<'_>> = rollouts
+                .iter()
+                .zip(&responses)
+                .zip(&shared)
+                .map(|((r, resp), s)| gradients::Row {
+                    prompt: &r.prompt_token_ids,
+                    response: &r.response_token_ids,
+                    advantage: resp.advantage,
+                    shared: s.as_deref(),
+                })
+                .collect();
+            let dir = policy_before(&ctx.run, &ctx.base_dir(), iter);
+            let policy = load_policy(&dir, Device::Cpu, Dtype::F32)?;
+            let temperature = logprob_temperature(ctx.cfg.opts.rollout.temperature);
+            let params = policy.vs.trainable_variables();
+            Some(
+                gradients::read(
+                    &policy.model,
+                    &params,
+                    &rows,
+                    temperature,
+                    GRADIENT_PASS_ROWS,
+                )
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("{}", at(Stage::Rollout).display()))?,
+            )
+        } else {
+            None
+        };
+        out.push((iter, readout, grads));
     }
     Ok(out)
 }
