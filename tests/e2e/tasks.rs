@@ -195,6 +195,15 @@ assert negatives > 0 and zeros > 0, (negatives, zeros)
         prefix_rows[2]
     );
     assert!(text.contains("shared tokens over 2 runs"), "{text}");
+    assert!(
+        text.contains("mean cos of the two sides over 2 runs"),
+        "{text}"
+    );
+    // The two sides' shared classes against each other: a cosine.
+    let cross: f64 = cells[9]
+        .parse()
+        .unwrap_or_else(|_| panic!("{}", prefix_rows[2]));
+    assert!((-1.0..=1.0).contains(&cross), "{}", prefix_rows[2]);
     // A run that does not exist is refused.
     let err = deltarl(&runs, &["mechanism", "--run", "nope"]);
     assert!(!err.status.success());

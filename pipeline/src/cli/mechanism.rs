@@ -129,19 +129,22 @@ fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)]) {
     println!(
         "\nNet policy gradient of each class, ||sum A grad log p|| at the policy that sampled \
          the iteration (DAPO's update before its token mean); share = the class's part of \
-         its side's update along that update, g_class . g / ||g||^2 (shared + rest = 1).\n"
+         its side's update along that update, g_class . g / ||g||^2 (shared + rest = 1); \
+         shared cos = cos(g_shared of wrong answers, g_shared of right ones), -1 where the \
+         two sides' pushes on shared text cancel.\n"
     );
     println!(
         "| run | iteration | wrong: norm shared / rest | cos | share shared | right: norm \
-         shared / rest | cos | share shared |"
+         shared / rest | cos | share shared | shared cos |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (name, readouts) in runs {
         for (iter, g) in readouts {
             println!(
-                "| {name} | {iter} | {} | {} |",
+                "| {name} | {iter} | {} | {} | {:.3} |",
                 gradient_cells(&g.wrong),
-                gradient_cells(&g.right)
+                gradient_cells(&g.right),
+                g.shared_cosine()
             );
         }
     }
@@ -150,27 +153,37 @@ fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)]) {
         (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
     };
     let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
-    println!("\n| run | iterations | mean share shared, wrong answers | mean share shared, right answers |");
-    println!("|---|---|---|---|");
-    let mut over_runs: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    println!(
+        "\n| run | iterations | mean share shared, wrong answers | mean share shared, right \
+         answers | mean shared cos |"
+    );
+    println!("|---|---|---|---|---|");
+    let mut over_runs: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     for (name, readouts) in runs {
         let wrong = mean(readouts.iter().map(|(_, g)| g.wrong.share()[0]).collect());
         let right = mean(readouts.iter().map(|(_, g)| g.right.share()[0]).collect());
+        let cross = mean(readouts.iter().map(|(_, g)| g.shared_cosine()).collect());
         println!(
-            "| {name} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} |",
             readouts.len(),
             show(wrong),
-            show(right)
+            show(right),
+            show(cross)
         );
         over_runs[0].extend(wrong);
         over_runs[1].extend(right);
+        over_runs[2].extend(cross);
     }
-    for (label, xs) in ["wrong answers", "right answers"].iter().zip(&over_runs) {
+    let labels = [
+        "wrong answers: mean share of the shared tokens",
+        "right answers: mean share of the shared tokens",
+        "shared tokens: mean cos of the two sides",
+    ];
+    for (label, xs) in labels.iter().zip(&over_runs) {
         if xs.len() >= 2 {
             let (m, h) = crate::paired::mean_ci(xs);
             println!(
-                "\n{label}: mean share of the shared tokens over {} runs {m:.3}, 95 % CI \
-                 [{:.3}, {:.3}] (t over runs)",
+                "\n{label} over {} runs {m:.3}, 95 % CI [{:.3}, {:.3}] (t over runs)",
                 xs.len(),
                 m - h,
                 m + h

@@ -70,6 +70,17 @@ impl SideGradients {
 pub struct Readout {
     pub wrong: SideGradients,
     pub right: SideGradients,
+    /// `g_shared(wrong) · g_shared(right)`: where the two sides share text, whether their
+    /// pushes on it cancel (DAPO's premise for the shared prefix: down from wrong answers,
+    /// up from right ones, through the same contexts and tokens).
+    pub shared_dot: f64,
+}
+
+impl Readout {
+    /// `cos(g_shared(wrong), g_shared(right))`; NaN when a side's shared class has none.
+    pub fn shared_cosine(&self) -> f64 {
+        self.shared_dot / (self.wrong.norm[0] * self.right.norm[0])
+    }
 }
 
 /// The readout of `rows` under `model`, whose trainable parameters are `params` (their
@@ -97,7 +108,7 @@ pub fn read(
             }
         }
     }
-    let side = |negative: bool| -> SideGradients {
+    let side = |negative: bool| -> (SideGradients, Vec<Tensor>) {
         // 1. g_shared, kept as f64 copies; then g_rest, left in the parameters' `.grad`.
         let shared = class_gradient(model, params, rows, negative, true, temperature, pass_rows);
         let shared: Vec<Tensor> = shared.iter().map(|g| g.to_kind(Kind::Double)).collect();
@@ -110,14 +121,24 @@ pub fn read(
             n_rest += r.dot(&r).double_value(&[]);
             dot += s.dot(&r).double_value(&[]);
         }
-        SideGradients {
+        let grads = SideGradients {
             norm: [n_shared.sqrt(), n_rest.sqrt()],
             dot,
-        }
+        };
+        (grads, shared)
     };
+    let (wrong, wrong_shared) = side(true);
+    let (right, right_shared) = side(false);
+    // 3. The two sides' shared classes against each other, in f64 in parameter order.
+    let shared_dot = wrong_shared
+        .iter()
+        .zip(&right_shared)
+        .map(|(a, b)| a.dot(b).double_value(&[]))
+        .sum();
     Ok(Readout {
-        wrong: side(true),
-        right: side(false),
+        wrong,
+        right,
+        shared_dot,
     })
 }
 
@@ -318,6 +339,18 @@ mod tests {
         let tokens = 12;
         let chain = 2 * logit_chain(&p.model.config, positions) + tokens;
         let gamma = 4.0 * 2.0 * F32_UNIT * chain as f64;
+        let (wrong_shared, gross_wrong) = reference(true, true);
+        let (right_shared, gross_right) = reference(false, true);
+        let tol_cross = gamma
+            * (gross_wrong * norm(&right_shared) + gross_right * norm(&wrong_shared))
+            + gamma * gamma * gross_wrong * gross_right;
+        let want = dot(&wrong_shared, &right_shared);
+        assert!(want.abs() > 100.0 * tol_cross, "{want} {tol_cross}");
+        assert!(
+            (got.shared_dot - want).abs() <= tol_cross,
+            "{} {want}",
+            got.shared_dot
+        );
         for (side, negative) in [(got.wrong, true), (got.right, false)] {
             let (g_shared, gross_shared) = reference(negative, true);
             let (g_rest, gross_rest) = reference(negative, false);
@@ -359,6 +392,7 @@ mod tests {
         }];
         let r = read(&p.model, &params, &rows, 1.0, 8).unwrap();
         assert_eq!(r.right.norm, [0.0, 0.0]);
+        assert!(r.shared_cosine().is_nan());
         assert!(r.right.share()[0].is_nan());
         assert_eq!(r.wrong.norm[0], 0.0);
         assert!(r.wrong.norm[1] > 0.0);
