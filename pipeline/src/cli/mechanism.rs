@@ -94,28 +94,10 @@ impl Args {
         }
         // Over runs (seeds), each run's mean over its iterations: iterations of one run are
         // not independent, runs are.
-        let sides: [(&str, Vec<f64>); 2] = [
-            (
-                "wrong answers",
-                means.iter().filter_map(|m| m.wrong).collect(),
-            ),
-            (
-                "right answers",
-                means.iter().filter_map(|m| m.right).collect(),
-            ),
-        ];
-        for (label, xs) in sides {
-            if xs.len() >= 2 {
-                let (m, h) = crate::paired::mean_ci(&xs);
-                println!(
-                    "\n{label}: mean AUROC over {} runs {m:.4}, 95 % CI [{:.4}, {:.4}] \
-                     (t over runs)",
-                    xs.len(),
-                    m - h,
-                    m + h
-                );
-            }
-        }
+        let wrong: Vec<f64> = means.iter().filter_map(|m| m.wrong).collect();
+        let right: Vec<f64> = means.iter().filter_map(|m| m.right).collect();
+        print_over_runs("wrong answers: mean AUROC", &wrong, 4);
+        print_over_runs("right answers: mean AUROC", &right, 4);
         if self.gradients {
             print_gradients(&grads);
         }
@@ -180,15 +162,22 @@ fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)]) {
         "shared tokens: mean cos of the two sides",
     ];
     for (label, xs) in labels.iter().zip(&over_runs) {
-        if xs.len() >= 2 {
-            let (m, h) = crate::paired::mean_ci(xs);
-            println!(
-                "\n{label} over {} runs {m:.3}, 95 % CI [{:.3}, {:.3}] (t over runs)",
-                xs.len(),
-                m - h,
-                m + h
-            );
-        }
+        print_over_runs(label, xs, 3);
+    }
+}
+
+/// The mean over runs (seeds) of each run's mean, with its 95 % t-interval, when there are
+/// two runs or more: iterations of one run are not independent, runs are.
+fn print_over_runs(label: &str, xs: &[f64], decimals: usize) {
+    if xs.len() >= 2 {
+        let (m, h) = crate::paired::mean_ci(xs);
+        println!(
+            "\n{label} over {} runs {m:.decimals$}, 95 % CI [{:.decimals$}, {:.decimals$}] \
+             (t over runs)",
+            xs.len(),
+            m - h,
+            m + h
+        );
     }
 }
 
