@@ -1,6 +1,7 @@
 //! How evaluation samples: the configured part ([`Sampling`], hashed into the stages that
 //! evaluate) and what one evaluation asks of a policy ([`Request`]).
 
+use deltarl_verify::{ExtractOptions, Fallback, Policy};
 use serde::Serialize;
 
 /// How held-out answers are sampled: the rollout's prompt and length limits. The eval
@@ -19,6 +20,14 @@ pub struct Sampling {
     /// the very batches one process does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session_rows: Option<usize>,
+    /// How answers are extracted for grading: the training rewards' policy
+    /// (`score.extract`) and its single fallbacks (`score.extract_fallbacks`), so that
+    /// held-out accuracy reads answers exactly as the rewards do. Left out of the hash at
+    /// their defaults (boxed, none), which every configuration had before they were here.
+    #[serde(skip_serializing_if = "Policy::is_boxed")]
+    pub extract: Policy,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extract_fallbacks: Vec<Fallback>,
 }
 
 /// How many answers a problem gets and how each token is drawn.
@@ -46,6 +55,14 @@ impl Draw {
 }
 
 impl Sampling {
+    /// The verifier's extraction: the policy with the fallbacks added (as the score stage
+    /// forms it).
+    pub fn extract_options(&self) -> ExtractOptions {
+        self.extract_fallbacks
+            .iter()
+            .fold(self.extract.options(), |o, &f| o.with(f))
+    }
+
     /// The request for answers drawn as `draw` says with the policy of iteration `iter`
     /// (0 = the base).
     pub fn at(&self, draw: Draw, iter: u32) -> Request {
@@ -61,8 +78,7 @@ impl Sampling {
             max_cache_tokens: self.max_cache_tokens,
             session_rows: self.session_rows,
             shard: deltarl_schemas::Shard::WHOLE,
-            // Held-out accuracy is graded as training rewards are: strictly.
-            extract: deltarl_verify::Policy::Boxed,
+            extract: self.extract_options(),
             seed: self.seed,
             iter,
         }
@@ -89,7 +105,7 @@ pub struct Request {
     /// samples are not drawn here.
     pub shard: deltarl_schemas::Shard,
     /// How answers are extracted from the responses.
-    pub extract: deltarl_verify::Policy,
+    pub extract: ExtractOptions,
     pub seed: u64,
     pub iter: u32,
 }

@@ -89,7 +89,7 @@ impl Args {
             max_cache_tokens: None,
             session_rows: None,
             shard: deltarl_schemas::Shard::WHOLE,
-            extract: self.extract.into(),
+            extract: deltarl_verify::Policy::from(self.extract).options(),
             seed: self.seed,
             iter: 0,
         };

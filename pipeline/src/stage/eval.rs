@@ -65,6 +65,8 @@ pub fn sampling(cfg: &Resolved) -> Sampling {
         max_batch_rows: o.rollout.max_batch_rows,
         max_cache_tokens: crate::config::zero_is_off(o.rollout.kv_cache_tokens),
         session_rows: crate::config::zero_is_off(o.rollout.session_rows),
+        extract: o.score.extract,
+        extract_fallbacks: o.score.extract_fallbacks.clone(),
     }
 }
 

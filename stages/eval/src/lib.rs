@@ -103,7 +103,7 @@ pub fn evaluate(
             bench: bench.to_string(),
             source,
         })?;
-    let opts = s.extract.options();
+    let opts = s.extract;
     Ok(samples
         .into_iter()
         .zip(code)

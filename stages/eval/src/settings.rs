@@ -101,6 +101,8 @@ mod tests {
                 max_batch_rows: 8,
                 max_cache_tokens: None,
                 session_rows: None,
+                extract: deltarl_verify::Policy::Boxed,
+                extract_fallbacks: Vec::new(),
             },
             dtype: Dtype::F32,
             benchmarks: Vec::new(),
@@ -135,5 +137,46 @@ mod tests {
         rest.remove("engine");
         rest.remove("vllm_extra_args");
         assert_eq!(serde_json::Value::Object(rest), native);
+    }
+
+    /// Held-out answers are read as the rewards read them: a configuration that scores
+    /// with the lenient policy (or a single fallback) grades "The answer is 7" right, the
+    /// default (boxed) one wrong; the extraction is hashed only when it is not the default,
+    /// so the files every boxed run already recorded keep their hashes.
+    #[test]
+    fn answers_are_extracted_as_the_rewards_extract_them() {
+        use deltarl_verify::{Fallback, Policy};
+        let response = "Tom has 3 + 4 = 7 apples. The answer is 7.";
+        let boxed = settings(Engine::Native, VllmOptions::default());
+        let json = serde_json::to_value(&boxed).unwrap();
+        assert!(json["sampling"].get("extract").is_none(), "{json}");
+        assert!(
+            json["sampling"].get("extract_fallbacks").is_none(),
+            "{json}"
+        );
+        let opts = boxed.request(1).extract;
+        assert!(!deltarl_verify::grade(response, "7", &opts).1);
+        assert!(deltarl_verify::grade("So \\boxed{7}", "7", &opts).1);
+
+        let mut lenient = boxed.clone();
+        lenient.sampling.extract = Policy::Lenient;
+        let json = serde_json::to_value(&lenient).unwrap();
+        assert_eq!(json["sampling"]["extract"], "lenient");
+        let opts = lenient.request(1).extract;
+        assert_eq!(opts, Policy::Lenient.options());
+        assert!(deltarl_verify::grade(response, "7", &opts).1);
+        assert!(!deltarl_verify::grade(response, "8", &opts).1);
+
+        let mut fallback = boxed.clone();
+        fallback.sampling.extract_fallbacks = vec![Fallback::AnswerIs];
+        let json = serde_json::to_value(&fallback).unwrap();
+        assert_eq!(
+            json["sampling"]["extract_fallbacks"],
+            serde_json::json!(["answer-is"])
+        );
+        let opts = fallback.request(1).extract;
+        assert!(deltarl_verify::grade(response, "7", &opts).1);
+        // Only the phrase was added: a bare closing number still earns nothing.
+        assert!(!deltarl_verify::grade("Tom has 7", "7", &opts).1);
     }
 }

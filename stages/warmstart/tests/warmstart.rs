@@ -110,6 +110,8 @@ fn settings(max_positions: usize) -> deltarl_warmstart::Settings {
             max_batch_rows: 8,
             max_cache_tokens: None,
             session_rows: None,
+            extract: Default::default(),
+            extract_fallbacks: Vec::new(),
         },
         task: deltarl_data::Task::Arith,
     }
