@@ -46,4 +46,5 @@ pub mod rundir;
 pub mod runner;
 pub mod settings_diff;
 pub mod stage;
+pub mod strata;
 pub mod vllm;

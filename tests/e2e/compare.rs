@@ -129,6 +129,7 @@ fn compare_reports_paired_differences_from_the_baseline() {
             .to_string()
     };
     assert_eq!(seed1(&md), seed1(&md2), "{md}\n{md2}");
+    strata_reads_two_bases_as_blocks(&runs, &cfg, &md);
     let err = deltarl(
         &runs,
         &[
@@ -163,4 +164,112 @@ fn compare_reports_paired_differences_from_the_baseline() {
         let err = String::from_utf8_lossy(&deltarl(&runs, &args).stderr).into_owned();
         assert!(err.contains(says), "{err}");
     }
+}
+
+/// The per-seed differences of an arm's row in one of compare.md's paired tables (the
+/// `nth` table: 0 greedy, 1 sampled), to the 3 decimals printed.
+fn per_seed(md: &str, arm: &str, nth: usize) -> Vec<f64> {
+    let row = md
+        .lines()
+        .filter(|l| l.starts_with(&format!("| {arm} |")) && l.contains('['))
+        .nth(nth)
+        .unwrap_or_else(|| panic!("{md}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    cells[8].split(", ").map(|x| x.parse().unwrap()).collect()
+}
+
+/// `deltarl strata` over `cmp` and a second comparison from another warm-started base
+/// (`--first-seed 5`): each arm's blocked mean is the mean of both bases' per-seed
+/// differences (those of each compare.md), on N − B degrees of freedom; the margin is a
+/// share of DAPO's gain over each base (read from base-sampled.parquet, which compare now
+/// writes); the rule is applied to the control; comparisons with other arms are refused.
+fn strata_reads_two_bases_as_blocks(runs: &std::path::Path, cfg: &std::path::Path, md: &str) {
+    ok(deltarl(
+        runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            "dapo,delta,k0:algorithm=delta;coeffs.refine_steps=0",
+            "--seeds",
+            "2",
+            "--first-seed",
+            "5",
+            "--iters",
+            "1",
+            "--name",
+            "cmp5",
+        ],
+    ));
+    let md5 = std::fs::read_to_string(runs.join("cmp5/compare.md")).unwrap();
+    assert!(runs.join("cmp5/base-sampled.parquet").is_file());
+    assert!(
+        md5.contains("The same base sampled as the rollout samples"),
+        "{md5}"
+    );
+    let out = ok(deltarl(
+        runs,
+        &[
+            "strata",
+            "--comparison",
+            "cmp",
+            "--comparison",
+            "cmp5",
+            "--control",
+            "delta",
+            "--method",
+            "k0",
+        ],
+    ));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("sampled readout (primary): 2 bases (cmp, cmp5)"),
+        "{text}"
+    );
+    assert!(text.contains("greedy readout (secondary)"), "{text}");
+    assert!(
+        text.contains("Decision (the rule, on the sampled readout): "),
+        "{text}"
+    );
+    // The sampled table comes first: delta's row there against compare's own per-seed
+    // differences in both comparisons (their second paired table).
+    for (arm, nth_strata) in [("delta", 0), ("k0", 0), ("delta", 1)] {
+        let table = if nth_strata == 0 { 1 } else { 0 };
+        let mut all = per_seed(md, arm, table);
+        all.extend(per_seed(&md5, arm, table));
+        assert_eq!(all.len(), 4, "{all:?}");
+        let row = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {arm} |")))
+            .nth(nth_strata)
+            .unwrap_or_else(|| panic!("{text}"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[2], "4", "{row}");
+        // 4 seeds, 2 bases: 2 degrees of freedom.
+        assert!(cells[4].ends_with("(2)"), "{row}");
+        let mean: f64 = cells[3].parse().unwrap();
+        // Printed to 4 decimals (±5e-5) against four differences printed to 3 (their mean
+        // ±5e-4): under 1e-3 apart.
+        let want = all.iter().sum::<f64>() / 4.0;
+        assert!((mean - want).abs() < 1e-3, "{row} vs {all:?}");
+        // The per-base columns are compare's own.
+        assert_eq!(cells[8].split(" / ").count(), 2, "{row}");
+    }
+    // A comparison whose arms differ is refused, naming both.
+    let err = deltarl(
+        runs,
+        &["strata", "--comparison", "cmp", "--comparison", "again"],
+    );
+    let err = String::from_utf8_lossy(&err.stderr).into_owned();
+    assert!(
+        err.contains("comparison again has arms [\"dapo\"]"),
+        "{err}"
+    );
+    let err = deltarl(
+        runs,
+        &["strata", "--comparison", "cmp", "--control", "oracle"],
+    );
+    let err = String::from_utf8_lossy(&err.stderr).into_owned();
+    assert!(err.contains("\"oracle\" is not an arm"), "{err}");
 }

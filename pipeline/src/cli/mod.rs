@@ -71,6 +71,10 @@ pub enum Command {
     Mechanism(mechanism::Args),
     /// Run variants x seeds and compare final held-out accuracy.
     Compare(compare::Args),
+    /// Several comparisons, one per warm-started base, read together: each arm's paired
+    /// difference from the baseline with the bases as blocks, Holm over the arms, a TOST
+    /// against a margin set as a share of the baseline's gain, and the pre-registered rule.
+    Strata(compare::strata::Args),
     /// The resolved configuration (`config show --config FILE [--set K=V]`).
     Config(config::Args),
     /// Prepare a published training set as the paper trains on it
@@ -96,6 +100,7 @@ impl Cli {
             Command::Report(a) => a.run(&self.runs_dir),
             Command::Mechanism(a) => a.run(&self.runs_dir),
             Command::Compare(a) => a.run(&self.runs_dir),
+            Command::Strata(a) => a.run(&self.runs_dir),
             Command::Config(a) => a.run(),
             Command::Data(a) => a.run(),
             Command::Plan(a) => a.run(),

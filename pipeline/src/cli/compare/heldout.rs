@@ -83,6 +83,28 @@ pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<Eva
     Ok(Some(rows))
 }
 
+/// The held-out answers of the shared base sampled as the rollout samples
+/// ([`sampled_settings`]), kept as `base-sampled.parquet`: the sampled readout's iteration
+/// 0, against which a gain in that readout is measured. None when the runs have no built-in
+/// task.
+pub fn base_sampled(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
+    let s = sampled_settings(ctx);
+    let Some(task) = s.data_source.builtin() else {
+        return Ok(None);
+    };
+    let rows = cached(
+        ctx,
+        &folder.join("base-sampled.parquet"),
+        weights(&base.join("manifest.json"))?,
+        &s,
+        || {
+            let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
+            heldout_rows(&policy, base, task, &s, 0, deltarl_schemas::Shard::WHOLE)
+        },
+    )?;
+    Ok(Some(rows))
+}
+
 /// The eval stage's settings with the rollout's sampling: [`SAMPLED_ANSWERS`] answers a
 /// problem at the rollout's temperature, top-p and top-k.
 pub fn sampled_settings(ctx: &Ctx) -> Settings {

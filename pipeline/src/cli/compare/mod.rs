@@ -9,6 +9,7 @@ mod figure;
 mod heldout;
 mod outcome;
 mod paired_table;
+pub mod strata;
 mod tables;
 mod variant;
 
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Stage};
-use heldout::{base_eval, sampled_eval, SAMPLED_ANSWERS};
+use heldout::{base_eval, base_sampled, sampled_eval, SAMPLED_ANSWERS};
 use tables::{accuracy, curve_csv, curve_table, Readout};
 
 use crate::context::Ctx;
@@ -153,6 +154,7 @@ impl Args {
         let total = variants.len() as u64 * self.seeds;
         let mut k = 0;
         let mut base_rows = None;
+        let mut base_sampled_rows = None;
         for variant in &self.variants {
             let v = &variant.label;
             for seed in self.first_seed..self.first_seed.saturating_add(self.seeds) {
@@ -176,6 +178,9 @@ impl Args {
                     if let Some(b) = &shared_base {
                         base_rows = base_eval(&ctx, b, &folder)
                             .context("evaluating the shared base on the held-out problems")?;
+                        base_sampled_rows = base_sampled(&ctx, b, &folder).context(
+                            "sampling the shared base on the held-out problems as the rollout samples",
+                        )?;
                     }
                 }
                 runner.run_stage(self.iters, Stage::Eval, false)?;
@@ -213,6 +218,14 @@ impl Args {
             table += &format!(
                 "\nShared warm-started base (iteration 0), graded as the eval stage grades: \
                  held-out accuracy {b:.4} on {} answers.\n",
+                rows.len()
+            );
+        }
+        if let Some(rows) = &base_sampled_rows {
+            table += &format!(
+                "The same base sampled as the rollout samples ({sampling}): held-out accuracy \
+                 {:.4} on {} answers.\n",
+                accuracy(rows),
                 rows.len()
             );
         }

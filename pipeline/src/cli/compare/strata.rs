@@ -1,0 +1,597 @@
+//! `deltarl strata`: the arms of several comparisons, each run from its own warm-started
+//! base (`compare --first-seed`), paired by seed within each base and read together with the
+//! bases as fixed blocks (`crate::strata`): each arm's difference from the baseline with
+//! its 95 % t-interval, two-sided p and Holm's correction over the arms, and a TOST against
+//! a margin fixed in advance as a share of the baseline's own gain over the base. With a
+//! positive control named, it applies the pre-registered rule: the control differs from the
+//! baseline (the assay is sensitive; the method's share of the control's effect is given),
+//! is within the margin (inert), or neither (inconclusive).
+//!
+//! It reads only what `compare` wrote: the comparison folder's `configs/<arm>-s<seed>.toml`
+//! (which runs exist), `compare.csv` (the final iteration), each run's final `eval.parquet`
+//! (the greedy readout), `sampled/<run>.parquet` (the sampled readout) and the base's
+//! `base-eval.parquet` / `base-sampled.parquet`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use deltarl_schemas::{read_path, EvalRow, Stage};
+
+use super::tables::accuracy;
+use crate::strata::{Blocked, Verdict};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A comparison (`compare --name`) under the runs folder, one per warm-started base;
+    /// repeat it for each base.
+    #[arg(long = "comparison", required = true, value_name = "NAME")]
+    comparisons: Vec<String>,
+    /// The arm every other arm is paired against.
+    #[arg(long, default_value = "dapo")]
+    baseline: String,
+    /// The smallest effect of interest, as a share of the baseline's gain over the base
+    /// (in the primary readout): the TOST margin.
+    #[arg(long, default_value_t = 0.25)]
+    margin_share: f64,
+    /// The readout the rule is applied to (the other is printed as secondary).
+    #[arg(long, value_enum, default_value_t = ReadoutKind::Sampled)]
+    primary: ReadoutKind,
+    /// The positive control (an arm whose effect exists by construction): applies the rule.
+    #[arg(long)]
+    control: Option<String>,
+    /// With `--control`: the arm whose share of the control's effect is reported.
+    #[arg(long)]
+    method: Option<String>,
+}
+
+/// Which held-out readout of the final policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ReadoutKind {
+    /// The final policies sampled as the rollout samples (`compare`'s second table).
+    Sampled,
+    /// The runs' own eval stage (greedy in the shipped configs).
+    Greedy,
+}
+
+impl ReadoutKind {
+    fn name(self) -> &'static str {
+        match self {
+            ReadoutKind::Sampled => "sampled",
+            ReadoutKind::Greedy => "greedy",
+        }
+    }
+
+    fn other(self) -> Self {
+        match self {
+            ReadoutKind::Sampled => ReadoutKind::Greedy,
+            ReadoutKind::Greedy => ReadoutKind::Sampled,
+        }
+    }
+
+    fn base_file(self) -> &'static str {
+        match self {
+            ReadoutKind::Sampled => "base-sampled.parquet",
+            ReadoutKind::Greedy => "base-eval.parquet",
+        }
+    }
+}
+
+/// One base's comparison: its base accuracy and each (arm, seed)'s final accuracy, per
+/// readout.
+struct Stratum {
+    name: String,
+    base: BTreeMap<&'static str, f64>,
+    finals: BTreeMap<(&'static str, String, u64), f64>,
+}
+
+fn read_accuracy(path: &Path) -> Result<f64> {
+    let rows = read_path::<EvalRow>(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .0;
+    anyhow::ensure!(!rows.is_empty(), "{}: no graded answers", path.display());
+    Ok(accuracy(&rows))
+}
+
+/// The runs of a comparison, from its `configs/<arm>-s<seed>.toml`.
+fn runs_of(folder: &Path) -> Result<Vec<(String, u64)>> {
+    let dir = folder.join("configs");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = e?.path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let parsed = stem
+            .rsplit_once("-s")
+            .and_then(|(arm, seed)| Some((arm.to_string(), seed.parse::<u64>().ok()?)));
+        match parsed {
+            Some(run) => out.push(run),
+            None => anyhow::bail!(
+                "{}: not a run's configuration (<arm>-s<seed>.toml)",
+                path.display()
+            ),
+        }
+    }
+    out.sort();
+    anyhow::ensure!(!out.is_empty(), "{}: no runs", dir.display());
+    Ok(out)
+}
+
+/// Each run's final iteration, from the comparison's `compare.csv` (variant,seed,iter,...).
+fn final_iters(folder: &Path) -> Result<BTreeMap<(String, u64), u32>> {
+    let path = folder.join("compare.csv");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out: BTreeMap<(String, u64), u32> = BTreeMap::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let parsed = match f.as_slice() {
+            [v, s, it, _] => s
+                .parse::<u64>()
+                .ok()
+                .zip(it.parse::<u32>().ok())
+                .map(|x| (v, x)),
+            _ => None,
+        };
+        let Some((v, (seed, iter))) = parsed else {
+            anyhow::bail!(
+                "{} line {}: not variant,seed,iter,accuracy: {line:?}",
+                path.display(),
+                i + 1
+            );
+        };
+        let e = out.entry((v.to_string(), seed)).or_default();
+        *e = (*e).max(iter);
+    }
+    Ok(out)
+}
+
+impl Stratum {
+    fn read(runs: &Path, name: &str) -> Result<Self> {
+        let folder = runs.join(name);
+        let iters = final_iters(&folder)?;
+        let mut base = BTreeMap::new();
+        for kind in [ReadoutKind::Sampled, ReadoutKind::Greedy] {
+            let path = folder.join(kind.base_file());
+            let acc = read_accuracy(&path).with_context(|| {
+                format!(
+                    "the base's {} readout of comparison {name} (`compare` writes it; rerun \
+                     the comparison's command to add it)",
+                    kind.name()
+                )
+            })?;
+            base.insert(kind.name(), acc);
+        }
+        let mut finals = BTreeMap::new();
+        for (arm, seed) in runs_of(&folder)? {
+            let run = super::run_name(name, &arm, seed);
+            let iter = *iters.get(&(arm.clone(), seed)).with_context(|| {
+                format!(
+                    "{}: no evaluation of {run}",
+                    folder.join("compare.csv").display()
+                )
+            })?;
+            let dir = crate::rundir::RunDir::new(runs, &run)?;
+            let greedy = read_accuracy(&dir.output(iter, Stage::Eval))?;
+            let sampled = read_accuracy(&folder.join("sampled").join(format!("{run}.parquet")))?;
+            finals.insert(("greedy", arm.clone(), seed), greedy);
+            finals.insert(("sampled", arm, seed), sampled);
+        }
+        Ok(Stratum {
+            name: name.to_string(),
+            base,
+            finals,
+        })
+    }
+
+    /// The arms, in name order, each once.
+    fn arms(&self) -> Vec<String> {
+        let arms: std::collections::BTreeSet<&String> =
+            self.finals.keys().map(|(_, arm, _)| arm).collect();
+        arms.into_iter().cloned().collect()
+    }
+
+    /// Per seed, `arm` − `baseline` in `kind`'s readout; an error when a seed of one is
+    /// missing from the other.
+    fn differences(&self, kind: ReadoutKind, arm: &str, baseline: &str) -> Result<Vec<f64>> {
+        let seeds = |a: &str| -> Vec<u64> {
+            self.finals
+                .keys()
+                .filter(|(k, x, _)| *k == kind.name() && x == a)
+                .map(|(_, _, s)| *s)
+                .collect()
+        };
+        let (sa, sb) = (seeds(arm), seeds(baseline));
+        anyhow::ensure!(
+            sa == sb,
+            "comparison {}: {arm} ran seeds {sa:?}, {baseline} {sb:?}; arms are paired by seed",
+            self.name
+        );
+        Ok(sa
+            .iter()
+            .map(|&s| {
+                self.finals[&(kind.name(), arm.to_string(), s)]
+                    - self.finals[&(kind.name(), baseline.to_string(), s)]
+            })
+            .collect())
+    }
+
+    /// The baseline's mean gain over the base in `kind`'s readout, and its seeds.
+    fn gain(&self, kind: ReadoutKind, baseline: &str) -> (f64, usize) {
+        let accs: Vec<f64> = self
+            .finals
+            .iter()
+            .filter(|((k, a, _), _)| *k == kind.name() && a == baseline)
+            .map(|(_, v)| *v)
+            .collect();
+        let n = accs.len();
+        (
+            accs.iter().sum::<f64>() / n.max(1) as f64 - self.base[kind.name()],
+            n,
+        )
+    }
+}
+
+/// One arm's blocked estimate in one readout.
+struct Row {
+    arm: String,
+    est: Blocked,
+    per_base: Vec<Vec<f64>>,
+}
+
+impl Args {
+    pub fn run(self, runs: &Path) -> Result<()> {
+        print!("{}", self.report(runs)?);
+        Ok(())
+    }
+
+    /// Both readouts' tables (the primary first) and, with a control, the rule's decision.
+    fn report(&self, runs: &Path) -> Result<String> {
+        anyhow::ensure!(
+            self.margin_share > 0.0 && self.margin_share <= 1.0,
+            "--margin-share {}: a share of the baseline's gain in (0, 1]",
+            self.margin_share
+        );
+        let strata = self
+            .comparisons
+            .iter()
+            .map(|c| Stratum::read(runs, c))
+            .collect::<Result<Vec<_>>>()?;
+        let arms = strata[0].arms();
+        for s in &strata[1..] {
+            anyhow::ensure!(
+                s.arms() == arms,
+                "comparison {} has arms {:?}, {} has {:?}: every base runs the same arms",
+                s.name,
+                s.arms(),
+                strata[0].name,
+                arms
+            );
+        }
+        for named in [
+            Some(&self.baseline),
+            self.control.as_ref(),
+            self.method.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            anyhow::ensure!(
+                arms.contains(named),
+                "{named:?} is not an arm of the comparisons ({})",
+                arms.join(", ")
+            );
+        }
+        anyhow::ensure!(
+            self.method.is_none() || self.control.is_some(),
+            "--method is the arm whose share of --control's effect is reported: name the control"
+        );
+        let mut out = String::new();
+        for kind in [self.primary, self.primary.other()] {
+            out += &self.readout(&strata, &arms, kind)?;
+        }
+        Ok(out)
+    }
+
+    fn readout(&self, strata: &[Stratum], arms: &[String], kind: ReadoutKind) -> Result<String> {
+        let primary = kind == self.primary;
+        let mut out = String::new();
+        // The baseline's gain over the base: seed-weighted over the bases, as the estimate is.
+        let gains: Vec<(f64, usize)> = strata
+            .iter()
+            .map(|s| s.gain(kind, &self.baseline))
+            .collect();
+        let n: usize = gains.iter().map(|g| g.1).sum();
+        let gain = gains.iter().map(|(g, k)| g * *k as f64).sum::<f64>() / n.max(1) as f64;
+        let margin = self.margin_share * gain;
+        writeln!(
+            out,
+            "\n{} readout ({}): {} bases ({}); {} gained {:+.4} over the base ({}), so the \
+             margin is {:.0} % of it: ±{:.4}",
+            kind.name(),
+            if primary { "primary" } else { "secondary" },
+            strata.len(),
+            strata
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.baseline,
+            gain,
+            gains
+                .iter()
+                .zip(strata)
+                .map(|((g, _), s)| format!("{}: {:.4} → {:+.4}", s.name, s.base[kind.name()], g))
+                .collect::<Vec<_>>()
+                .join("; "),
+            self.margin_share * 100.0,
+            margin
+        )?;
+        let mut rows = Vec::new();
+        for arm in arms.iter().filter(|a| **a != self.baseline) {
+            let per_base = strata
+                .iter()
+                .map(|s| s.differences(kind, arm, &self.baseline))
+                .collect::<Result<Vec<_>>>()?;
+            let est = Blocked::new(&per_base).with_context(|| {
+                format!("{arm}: too few seeds to measure the spread within bases (need 2 in one)")
+            })?;
+            rows.push(Row {
+                arm: arm.clone(),
+                est,
+                per_base,
+            });
+        }
+        let holm = crate::paired::holm(&rows.iter().map(|r| r.est.p()).collect::<Vec<_>>());
+        writeln!(
+            out,
+            "\n| arm − {} | seeds | mean paired difference | 95 % CI (t, df) | p | p (Holm) | \
+             TOST p (±{:.4}) | per seed, by base |\n|---|---|---|---|---|---|---|---|",
+            self.baseline, margin
+        )?;
+        for (r, h) in rows.iter().zip(&holm) {
+            let hw = r.est.half_width(0.95);
+            let tost = if margin > 0.0 {
+                format!("{:.3}", r.est.tost_p(margin))
+            } else {
+                "n/a (no gain)".into()
+            };
+            writeln!(
+                out,
+                "| {} | {} | {:+.4} | [{:+.4}, {:+.4}] ({}) | {:.3} | {:.3} | {} | {} |",
+                r.arm,
+                r.est.n,
+                r.est.mean,
+                r.est.mean - hw,
+                r.est.mean + hw,
+                r.est.df,
+                r.est.p(),
+                h,
+                tost,
+                r.per_base
+                    .iter()
+                    .map(|d| d
+                        .iter()
+                        .map(|x| format!("{x:+.3}"))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            )?;
+        }
+        if let (true, Some(control)) = (primary, &self.control) {
+            let find = |a: &str| rows.iter().position(|r| r.arm == a);
+            let i = find(control).context("the control is the baseline")?;
+            let method = self.method.as_deref().and_then(find).map(|j| &rows[j].est);
+            let verdict = if margin > 0.0 {
+                Some(Verdict::decide(&rows[i].est, holm[i], method, margin))
+            } else {
+                None
+            };
+            let text = match verdict {
+                Some(Verdict::Sensitive { share }) => format!(
+                    "sensitive: {control} differs from {} (Holm p {:.3}){}",
+                    self.baseline,
+                    holm[i],
+                    share.map_or(String::new(), |s| format!(
+                        "; {} realises {:.0} % of {control}'s difference ({:+.4} of {:+.4})",
+                        self.method.as_deref().unwrap_or_default(),
+                        s * 100.0,
+                        method.map_or(f64::NAN, |m| m.mean),
+                        rows[i].est.mean
+                    ))
+                ),
+                Some(Verdict::Inert) => format!(
+                    "inert: {control} is within ±{margin:.4} of {} (TOST p {:.3})",
+                    self.baseline,
+                    rows[i].est.tost_p(margin)
+                ),
+                Some(Verdict::Inconclusive) => format!(
+                    "inconclusive: {control} neither differs from {} (Holm p {:.3}) nor is \
+                     within ±{margin:.4} of it (TOST p {:.3}); more seeds",
+                    self.baseline,
+                    holm[i],
+                    rows[i].est.tost_p(margin)
+                ),
+                None => format!(
+                    "no margin: {} did not gain over the base in this readout",
+                    self.baseline
+                ),
+            };
+            writeln!(
+                out,
+                "\nDecision (the rule, on the {} readout): {text}",
+                kind.name()
+            )?;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use deltarl_schemas::{FileMeta, FinishReason};
+
+    /// Ten graded answers of which `tenths` are right.
+    fn write_rows(path: &Path, tenths: u32) {
+        let rows: Vec<EvalRow> = (0..10)
+            .map(|i| EvalRow {
+                benchmark: "heldout".into(),
+                problem_id: format!("p{i}"),
+                sample_idx: 0,
+                correct: i < tenths,
+                response_len: 1,
+                extracted: None,
+                finish_reason: FinishReason::Stop,
+                data_source: None,
+                outcome: None,
+            })
+            .collect();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let meta = FileMeta::new(Stage::Eval.name(), "test");
+        deltarl_schemas::atomic_write(path, |w| deltarl_schemas::write_table(w, &rows, &meta))
+            .unwrap();
+    }
+
+    /// A comparison as `compare` leaves it: `runs` is (arm, seed, sampled, greedy) in
+    /// tenths, the base's (sampled, greedy) too; the final iteration is 2.
+    fn comparison(runs: &Path, name: &str, base: (u32, u32), arms: &[(&str, u64, u32, u32)]) {
+        let folder = runs.join(name);
+        write_rows(&folder.join("base-sampled.parquet"), base.0);
+        write_rows(&folder.join("base-eval.parquet"), base.1);
+        std::fs::create_dir_all(folder.join("configs")).unwrap();
+        let mut csv = String::from("variant,seed,iter,eval_accuracy\n");
+        for &(arm, seed, sampled, greedy) in arms {
+            std::fs::write(folder.join(format!("configs/{arm}-s{seed}.toml")), "").unwrap();
+            csv += &format!("{arm},{seed},1,0.0\n{arm},{seed},2,0.0\n");
+            let run = super::super::run_name(name, arm, seed);
+            write_rows(&folder.join(format!("sampled/{run}.parquet")), sampled);
+            write_rows(&runs.join(format!("{run}/iter-0002/eval.parquet")), greedy);
+        }
+        std::fs::write(folder.join("compare.csv"), csv).unwrap();
+    }
+
+    fn args(comparisons: &[&str], control: Option<&str>, method: Option<&str>) -> Args {
+        Args {
+            comparisons: comparisons.iter().map(|c| c.to_string()).collect(),
+            baseline: "dapo".into(),
+            margin_share: 0.25,
+            primary: ReadoutKind::Sampled,
+            control: control.map(String::from),
+            method: method.map(String::from),
+        }
+    }
+
+    fn cells<'a>(text: &'a str, arm: &str, nth: usize) -> Vec<&'a str> {
+        let row = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("| {arm} |")))
+            .nth(nth)
+            .unwrap_or_else(|| panic!("{text}"));
+        row.split('|').map(str::trim).collect()
+    }
+
+    /// Two bases by hand (sampled accuracies in tenths; greedy all 0.5, so no gain there):
+    ///
+    /// | base | seed | base | dapo | oracle | delta |
+    /// | A | 1, 2, 3 | 0.2 | 0.5, 0.6, 0.4 | 0.8, 0.8, 0.7 | 0.6, 0.6, 0.5 |
+    /// | B | 1, 2    | 0.4 | 0.6, 0.6      | 0.9, 0.8      | 0.7, 0.6      |
+    ///
+    /// DAPO gains 0.3 on A and 0.2 on B: 0.26 seed-weighted, a margin of 0.065. oracle −
+    /// dapo: 0.3, 0.2, 0.3 / 0.3, 0.2; mean 0.26; within-base squares 0.02/3 + 0.005 =
+    /// 0.011667 on 3 df; se sqrt(0.011667 / 3 / 5) = 0.027889; t = 9.323, p = 0.00261 (t(3)'s
+    /// closed form); interval 0.26 ± 3.182446 se = [0.1712, 0.3488]. delta − dapo: 0.1, 0,
+    /// 0.1 / 0.1, 0; mean 0.06, the same se; p = 0.1205, TOST p at ±0.065 = 0.4346. Holm:
+    /// 0.0052 and 0.1205. The rule: the oracle is sensitive, delta realises 0.06 / 0.26 =
+    /// 23 % of its difference.
+    #[test]
+    fn two_bases_by_hand() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path();
+        let g = 5;
+        comparison(
+            runs,
+            "a",
+            (2, g),
+            &[
+                ("dapo", 1, 5, g),
+                ("dapo", 2, 6, g),
+                ("dapo", 3, 4, g),
+                ("oracle", 1, 8, g),
+                ("oracle", 2, 8, g),
+                ("oracle", 3, 7, g),
+                ("delta", 1, 6, g),
+                ("delta", 2, 6, g),
+                ("delta", 3, 5, g),
+            ],
+        );
+        comparison(
+            runs,
+            "b",
+            (4, g),
+            &[
+                ("dapo", 1, 6, g),
+                ("dapo", 2, 6, g),
+                ("oracle", 1, 9, g),
+                ("oracle", 2, 8, g),
+                ("delta", 1, 7, g),
+                ("delta", 2, 6, g),
+            ],
+        );
+        let text = args(&["a", "b"], Some("oracle"), Some("delta"))
+            .report(runs)
+            .unwrap();
+        assert!(
+            text.contains("dapo gained +0.2600 over the base (a: 0.2000 → +0.3000; b: 0.4000 → +0.2000), so the margin is 25 % of it: ±0.0650"),
+            "{text}"
+        );
+        // Printed to 4 (means, intervals) or 3 (p) decimals; the hand values above are
+        // exact to those digits, the t quantile given to 7.
+        let o = cells(&text, "oracle", 0);
+        assert_eq!(
+            (o[2], o[3], o[4], o[5], o[6]),
+            ("5", "+0.2600", "[+0.1712, +0.3488] (3)", "0.003", "0.005"),
+            "{text}"
+        );
+        assert_eq!(o[8], "+0.300, +0.200, +0.300 / +0.300, +0.200");
+        let d = cells(&text, "delta", 0);
+        assert_eq!(
+            (d[3], d[5], d[6], d[7]),
+            ("+0.0600", "0.121", "0.121", "0.435"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Decision (the rule, on the sampled readout): sensitive: oracle differs from dapo (Holm p 0.005); delta realises 23 % of oracle's difference (+0.0600 of +0.2600)"),
+            "{text}"
+        );
+        // The greedy readout (secondary): no gain, so no margin, and no decision there.
+        assert!(text.contains("greedy readout (secondary)"), "{text}");
+        assert_eq!(cells(&text, "oracle", 1)[7], "n/a (no gain)");
+        assert_eq!(text.matches("Decision").count(), 1, "{text}");
+
+        // Refusals name what is wrong: a seed one arm lacks, arms that differ, a control
+        // that is not an arm, a method without a control.
+        comparison(runs, "c", (2, g), &[("dapo", 1, 5, g), ("delta", 2, 5, g)]);
+        let e = args(&["c"], None, None).report(runs).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("comparison c: delta ran seeds [2], dapo [1]"),
+            "{e:#}"
+        );
+        let e = args(&["a", "c"], None, None).report(runs).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("comparison c has arms [\"dapo\", \"delta\"]"),
+            "{e:#}"
+        );
+        let e = args(&["a"], Some("ktae"), None).report(runs).unwrap_err();
+        assert!(format!("{e:#}").contains("\"ktae\" is not an arm"), "{e:#}");
+        let e = args(&["a"], None, Some("delta")).report(runs).unwrap_err();
+        assert!(format!("{e:#}").contains("name the control"), "{e:#}");
+        std::fs::remove_file(runs.join("b/base-sampled.parquet")).unwrap();
+        let e = args(&["a", "b"], None, None).report(runs).unwrap_err();
+        assert!(format!("{e:#}").contains("base-sampled.parquet"), "{e:#}");
+    }
+}
