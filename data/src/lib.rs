@@ -12,7 +12,7 @@
 //! amount), with the error carried through consistently, so the warm-started policy is
 //! right only part of the time and RL has room to improve it.
 //!
-//! Three tasks share these problems ([`Task`]; the fourth, `tiny-code`, is in [`code`]):
+//! Four tasks share these problems ([`Task`]; the fifth, `tiny-code`, is in [`code`]):
 //! `tiny-arith`, the compact format above, and `tiny-steps`, the same steps written out with fixed connective phrases that restate the
 //! quantities — the text correct and wrong solutions share, where DelTA's premise lives
 //! ([`Task::connective_tokens`] labels it):
@@ -26,6 +26,16 @@
 //!
 //! ```text
 //! to start 7*13=91. next 45+91=136. therefore the answer is \boxed{136}
+//! ```
+//!
+//! A fourth, `tiny-steps-filler`, is `tiny-steps` with [`FILLER_STEPS`] reward-blind
+//! filler sentences, each in one of four wordings drawn at random, half after each step:
+//! most of its text, and the wording choices most of its gradient, carry nothing about
+//! correctness ([`Task::filler_tokens`] labels them; `tiny-steps` is the same task at
+//! dose 0):
+//!
+//! ```text
+//! first 7*13=91. we do it. as shown. ... then 45+91=136. note this. ... so the answer is \boxed{136}
 //! ```
 //!
 //! Besides the tiny model's tasks, [`words`] generates English word problems for a
@@ -51,7 +61,8 @@ pub use task::{
 };
 pub use tokenizer::{task_tokenizer_json, tokenizer_config_json, tokenizer_json};
 pub use vocab::{
-    digit_ids, CHARS, EOS, EOS_ID, PAD, PAD_ID, STEPS_EXTRA, UNK, UNK_ID, VARIED_PHRASES,
+    digit_ids, CHARS, EOS, EOS_ID, FILLER_PHRASES, FILLER_STEPS, PAD, PAD_ID, STEPS_EXTRA, UNK,
+    UNK_ID, VARIED_PHRASES,
 };
 
 #[cfg(test)]

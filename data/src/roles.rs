@@ -6,14 +6,14 @@
 //! oracle coefficient estimator reads these labels to bound what any token reweighting
 //! can gain on these tasks.
 
-use crate::{Problem, Task, VARIED_PHRASES};
+use crate::{Problem, Task, FILLER_PHRASES, VARIED_PHRASES};
 
 impl Task {
     /// Whether this task's responses have connective phrases to label
     /// ([`Task::connective_tokens`]).
     pub fn has_connectives(self) -> bool {
         match self {
-            Task::Steps | Task::Varied => true,
+            Task::Steps | Task::Varied | Task::Filler => true,
             Task::Arith | Task::Code => false,
         }
     }
@@ -30,32 +30,32 @@ impl Task {
         if !self.has_connectives() {
             return None;
         }
-        let text: String = pieces.concat();
-        let mut wordings: Vec<&str> = VARIED_PHRASES.iter().flatten().copied().collect();
-        wordings.sort_by_key(|w| std::cmp::Reverse(w.len()));
-        // Byte ranges of `text` inside a phrase.
-        let mut inside = vec![false; text.len()];
-        let mut at = 0;
-        while at < text.len() {
-            match wordings.iter().find(|w| text[at..].starts_with(**w)) {
-                Some(w) => {
-                    inside[at..at + w.len()].fill(true);
-                    at += w.len();
-                }
-                None => at += text[at..].chars().next().map_or(1, char::len_utf8),
-            }
+        let wordings: Vec<&str> = VARIED_PHRASES.iter().flatten().copied().collect();
+        Some(inside_wordings(pieces, wordings))
+    }
+
+    /// Whether this task's responses can have filler sentences ([`Task::filler_tokens`]):
+    /// `tiny-steps-filler`, and `tiny-steps`, the same task at dose 0 (none).
+    pub fn has_filler(self) -> bool {
+        match self {
+            Task::Steps | Task::Filler => true,
+            Task::Arith | Task::Varied | Task::Code => false,
         }
-        let mut start = 0;
-        Some(
-            pieces
-                .iter()
-                .map(|p| {
-                    let span = &inside[start..start + p.len()];
-                    start += p.len();
-                    !span.is_empty() && span.iter().all(|&b| b)
-                })
-                .collect(),
-        )
+    }
+
+    /// For each token of a response, given as the text each token decodes to, whether it
+    /// lies inside a filler sentence (any of [`FILLER_PHRASES`] with the space that
+    /// follows it: a solution without its fillers is `tiny-steps`' text), by the rule of
+    /// [`Task::connective_tokens`]. `None` for tasks without filler ([`Task::has_filler`]).
+    pub fn filler_tokens(self, pieces: &[&str]) -> Option<Vec<bool>> {
+        if !self.has_filler() {
+            return None;
+        }
+        let wordings: Vec<String> = FILLER_PHRASES.iter().map(|w| format!("{w} ")).collect();
+        Some(inside_wordings(
+            pieces,
+            wordings.iter().map(String::as_str).collect(),
+        ))
     }
 
     /// Whether this task's responses are worked solutions whose first error can be found
@@ -63,7 +63,9 @@ impl Task {
     pub fn has_steps(self) -> bool {
         match self {
             Task::Arith | Task::Steps | Task::Varied => true,
-            Task::Code => false,
+            // A filler solution's correct prefix would have to allow any wording of each of
+            // its fillers; not written (the dose-response runs do not use it).
+            Task::Filler | Task::Code => false,
         }
     }
 
@@ -84,11 +86,11 @@ impl Task {
         let text: String = pieces.concat();
         let picks: Vec<[usize; 3]> = match self {
             Task::Varied => (0..27).map(|i| [i / 9, i / 3 % 3, i % 3]).collect(),
-            Task::Arith | Task::Steps | Task::Code => vec![[0; 3]],
+            Task::Arith | Task::Steps | Task::Filler | Task::Code => vec![[0; 3]],
         };
         let correct = picks
             .into_iter()
-            .filter_map(|pick| self.phrased(&problem, None, pick))
+            .filter_map(|pick| self.phrased(&problem, None, &pick))
             .map(|s| {
                 s.bytes()
                     .zip(text.bytes())
@@ -109,6 +111,35 @@ impl Task {
     }
 }
 
+/// For each piece of a text cut into `pieces`, whether every byte of it lies inside one of
+/// `wordings`: the text is scanned left to right, and at each position the longest wording
+/// that starts there is taken. Empty pieces are not labelled.
+fn inside_wordings(pieces: &[&str], mut wordings: Vec<&str>) -> Vec<bool> {
+    let text: String = pieces.concat();
+    wordings.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    // Byte ranges of `text` inside a phrase.
+    let mut inside = vec![false; text.len()];
+    let mut at = 0;
+    while at < text.len() {
+        match wordings.iter().find(|w| text[at..].starts_with(**w)) {
+            Some(w) => {
+                inside[at..at + w.len()].fill(true);
+                at += w.len();
+            }
+            None => at += text[at..].chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    let mut start = 0;
+    pieces
+        .iter()
+        .map(|p| {
+            let span = &inside[start..start + p.len()];
+            start += p.len();
+            !span.is_empty() && span.iter().all(|&b| b)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Problem, Task};
@@ -126,7 +157,7 @@ mod tests {
     fn the_phrases_of_a_varied_solution_by_hand() {
         let p = Problem { a: 45, b: 7, c: 13 };
         let text = Task::Varied
-            .phrased(&p, None, [1, 1, 1])
+            .phrased(&p, None, &[1, 1, 1])
             .unwrap_or_default();
         assert_eq!(
             text,

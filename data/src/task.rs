@@ -6,7 +6,9 @@ use deltarl_schemas::PromptRow;
 
 use crate::row::math_row;
 use crate::{code, words};
-use crate::{distinct, split_of_id, Split, CHARS, STEPS_EXTRA, VARIED_PHRASES};
+use crate::{
+    distinct, split_of_id, Split, CHARS, FILLER_PHRASES, FILLER_STEPS, STEPS_EXTRA, VARIED_PHRASES,
+};
 
 /// A built-in task: the problems of this crate in one solution format, with the
 /// character vocabulary that format needs.
@@ -20,13 +22,22 @@ pub enum Task {
     Steps,
     /// `tiny-steps` with each connective in one of three phrasings ([`VARIED_PHRASES`]).
     Varied,
+    /// `tiny-steps` with [`FILLER_STEPS`] filler sentences, each in one of four wordings
+    /// ([`FILLER_PHRASES`]), half after each step.
+    Filler,
     /// `def f(x):return 3*x+7` from `f(0)=7 f(1)=10 f(2)=13`, graded by running it
     /// ([`code`]).
     Code,
 }
 
 impl Task {
-    pub const ALL: [Task; 4] = [Task::Arith, Task::Steps, Task::Varied, Task::Code];
+    pub const ALL: [Task; 5] = [
+        Task::Arith,
+        Task::Steps,
+        Task::Varied,
+        Task::Filler,
+        Task::Code,
+    ];
 
     /// The `data.source` that names the task.
     pub fn source(self) -> &'static str {
@@ -34,6 +45,7 @@ impl Task {
             Task::Arith => "tiny-arith",
             Task::Steps => "tiny-steps",
             Task::Varied => "tiny-steps-varied",
+            Task::Filler => "tiny-steps-filler",
             Task::Code => "tiny-code",
         }
     }
@@ -47,7 +59,7 @@ impl Task {
     pub fn chars(self) -> String {
         match self {
             Task::Arith => CHARS.to_string(),
-            Task::Steps | Task::Varied => format!("{CHARS}{STEPS_EXTRA}"),
+            Task::Steps | Task::Varied | Task::Filler => format!("{CHARS}{STEPS_EXTRA}"),
             Task::Code => format!("{CHARS}{}", code::CODE_EXTRA),
         }
     }
@@ -58,21 +70,24 @@ impl Task {
     }
 
     /// The worked solution of arithmetic problem `p` in this format; `wrong` as in
-    /// [`Problem::solution`]. `tiny-steps-varied` uses its first (longest) phrasings.
-    /// `None` for `tiny-code`, whose problems are not these.
+    /// [`Problem::solution`]. `tiny-steps-varied` and `tiny-steps-filler` use their first
+    /// (longest) wordings. `None` for `tiny-code`, whose problems are not these.
     pub fn solution(self, p: &Problem, wrong: Option<(usize, i64)>) -> Option<String> {
-        self.phrased(p, wrong, [0; 3])
+        self.phrased(p, wrong, &[])
     }
 
-    /// [`Task::solution`] with `tiny-steps-varied`'s phrasing `pick` (indices into
-    /// [`VARIED_PHRASES`]; ignored by the other tasks).
+    /// [`Task::solution`] with the wordings `pick` chooses, one index a choice (missing
+    /// ones 0): `tiny-steps-varied`'s three connectives (into [`VARIED_PHRASES`]),
+    /// `tiny-steps-filler`'s [`FILLER_STEPS`] fillers (into [`FILLER_PHRASES`]); ignored by
+    /// the other tasks.
     pub fn phrased(
         self,
         p: &Problem,
         wrong: Option<(usize, i64)>,
-        pick: [usize; 3],
+        pick: &[usize],
     ) -> Option<String> {
         let (prod, sum) = p.steps(wrong);
+        let choice = |i: usize, n: usize| pick.get(i).copied().unwrap_or(0) % n;
         Some(match self {
             Task::Code => return None,
             Task::Arith => format!(
@@ -85,10 +100,26 @@ impl Task {
             ),
             Task::Varied => {
                 let [first, then, so] =
-                    [0, 1, 2].map(|i| VARIED_PHRASES[i][pick[i] % VARIED_PHRASES[i].len()]);
+                    [0, 1, 2].map(|i| VARIED_PHRASES[i][choice(i, VARIED_PHRASES[i].len())]);
                 format!(
                     "{first} {}*{}={prod}. {then} {}+{prod}={sum}. {so} \\boxed{{{sum}}}",
                     p.b, p.c, p.a
+                )
+            }
+            Task::Filler => {
+                let fillers = |range: std::ops::Range<usize>| -> String {
+                    range
+                        .map(|i| format!("{} ", FILLER_PHRASES[choice(i, FILLER_PHRASES.len())]))
+                        .collect()
+                };
+                let half = FILLER_STEPS / 2;
+                format!(
+                    "first {}*{}={prod}. {}then {}+{prod}={sum}. {}so the answer is \\boxed{{{sum}}}",
+                    p.b,
+                    p.c,
+                    fillers(0..half),
+                    p.a,
+                    fillers(half..FILLER_STEPS)
                 )
             }
         })
@@ -102,7 +133,7 @@ impl Task {
                 let p = code::Linear::LONGEST;
                 (p.question(), p.solution(Some((1, 3))))
             }
-            Task::Arith | Task::Steps | Task::Varied => {
+            Task::Arith | Task::Steps | Task::Varied | Task::Filler => {
                 let p = Problem::LONGEST;
                 let text = self.solution(&p, Some((0, 3))).unwrap_or_default();
                 (p.question(), text)
@@ -315,14 +346,20 @@ pub fn warmstart_example(
         let mag = 1 + rng.below(3) as i64;
         (step, if rng.below(2) == 0 { mag } else { -mag })
     });
-    // Only the varied task draws phrasings: the other tasks' examples stay as they were.
-    let pick = match task {
-        Task::Varied => [0, 1, 2].map(|i| rng.below(VARIED_PHRASES[i].len() as u64) as usize),
-        Task::Arith | Task::Steps | Task::Code => [0; 3],
+    // Only the varied and filler tasks draw wordings: the other tasks' examples stay as
+    // they were (the same draws from `rng`).
+    let pick: Vec<usize> = match task {
+        Task::Varied => (0..3)
+            .map(|i| rng.below(VARIED_PHRASES[i].len() as u64) as usize)
+            .collect(),
+        Task::Filler => (0..FILLER_STEPS)
+            .map(|_| rng.below(FILLER_PHRASES.len() as u64) as usize)
+            .collect(),
+        Task::Arith | Task::Steps | Task::Code => Vec::new(),
     };
     (
         deltarl_schemas::render_template(template, &p.question()),
-        task.phrased(&p, wrong, pick).unwrap_or_default(),
+        task.phrased(&p, wrong, &pick).unwrap_or_default(),
     )
 }
 

@@ -30,6 +30,19 @@ pub const VARIED_PHRASES: [[&str; 3]; 3] = [
     ],
 ];
 
+/// `tiny-steps-filler`'s reward-blind filler sentences, longest first. Each starts with a
+/// character no other filler and no `tiny-steps` connective starts with, so the choice is
+/// one token: ln 4 nats for a policy that learned the warm start's uniform draw, on text
+/// whose wording is independent of correctness. Every character is in the `tiny-steps`
+/// vocabulary.
+pub const FILLER_PHRASES: [&str; 4] = ["note this.", "done here.", "we do it.", "as shown."];
+
+/// How many filler sentences a `tiny-steps-filler` solution has (the dose F), half after
+/// each step: enough that filler is over 70 % of every solution's characters (the test
+/// `filler_is_most_of_every_solution` checks the bound on the longest and shortest
+/// problems).
+pub const FILLER_STEPS: usize = 16;
+
 /// The token ids of the digits `0`-`9` (the first characters of every task's vocabulary).
 pub fn digit_ids() -> std::ops::Range<u32> {
     3..13

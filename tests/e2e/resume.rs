@@ -209,6 +209,72 @@ fn pruned_checkpoints_keep_the_run_complete() {
     );
 }
 
+/// `deltarl prune` on a run made without `[checkpoint]` pruning: the same files go as
+/// `keep_last = 1, save_every = 2` would have removed, their hashes kept, so the run stays
+/// complete (status --verify) and continues; a run being written, `--keep-last 0` and an
+/// unknown run are refused by name.
+#[test]
+fn prune_applies_keep_last_to_a_finished_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = variant(&micro_config(dir.path()), "all.toml", "[eval]\nevery = 0\n");
+    let runs = dir.path().join("runs");
+    ok(iterate(&runs, &cfg, "q", &["--iters", "3"]));
+    let root = runs.join("q");
+    let weights = |i: u32| root.join(format!("iter-{i:04}/policy/model.safetensors"));
+    let moments = |i: u32| root.join(format!("iter-{i:04}/optimizer/optimizer.safetensors"));
+    assert!((1..=3).all(|i| weights(i).exists() && moments(i).exists()));
+    let before = std::fs::read(moments(1)).unwrap();
+    let args = [
+        "prune",
+        "--run",
+        "q",
+        "--keep-last",
+        "1",
+        "--save-every",
+        "2",
+    ];
+    let out = ok(deltarl(&runs, &args));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("pruned 2 files"), "{text}");
+    assert!(!weights(1).exists() && !moments(1).exists());
+    assert!(weights(2).exists() && moments(2).exists());
+    assert!(weights(3).exists() && moments(3).exists());
+    // The record holds the removed file's hash.
+    let pruned: std::collections::BTreeMap<String, String> =
+        serde_json::from_str(&std::fs::read_to_string(root.join("pruned.json")).unwrap()).unwrap();
+    let want = deltarl_schemas::sha256_hex(&before);
+    assert_eq!(
+        pruned.get("iter-0001/optimizer/optimizer.safetensors"),
+        Some(&want)
+    );
+    let status = ok(deltarl(&runs, &["status", "--run", "q", "--verify"]));
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        !status.contains("stale") && !status.contains("missing"),
+        "{status}"
+    );
+    ok(iterate(&runs, &cfg, "q", &["--iters", "1"]));
+    assert!(weights(4).exists());
+    // Again after iteration 4: iteration 3's two files go (no longer the last), iteration
+    // 1's, already gone, are not counted twice, iteration 2's stay.
+    let again = ok(deltarl(&runs, &args));
+    let again = String::from_utf8_lossy(&again.stdout);
+    assert!(again.contains("pruned 2 files"), "{again}");
+    assert!(!weights(3).exists() && weights(2).exists() && weights(4).exists());
+    for (args, says) in [
+        (
+            vec!["prune", "--run", "q", "--keep-last", "0"],
+            "--keep-last 0",
+        ),
+        (vec!["prune", "--run", "nope", "--keep-last", "1"], "nope"),
+    ] {
+        let out = deltarl(&runs, &args);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}
+
 /// `keep_features = 1`: older iterations' features files go once the next completes, their
 /// hashes kept, so the run stays complete and continues; rerunning a stage that reads a
 /// pruned features file is refused by name.

@@ -208,3 +208,71 @@ assert negatives > 0 and zeros > 0, (negatives, zeros)
     let err = deltarl(&runs, &["mechanism", "--run", "nope"]);
     assert!(!err.status.success());
 }
+
+/// The filler task end to end (the high dose of the dose-response test): the warm start
+/// teaches its filler sentences, and `oracle-filler` gives 0 to exactly the characters of
+/// each filler sentence and its following space (found here by a scan written
+/// independently of the Rust code) and 1 elsewhere; `tiny-arith` has no filler to zero and
+/// is refused by key.
+#[test]
+fn the_filler_oracle_zeroes_exactly_the_filler() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = variant(
+        &micro_config(dir.path()),
+        "filler.toml",
+        "[data]\nsource = \"tiny-steps-filler\"\n[rollout]\nmax_new_tokens = 60\n\
+         [score]\ndynamic_sampling = false\n[eval]\nevery = 0\n\
+         [warmstart]\nsteps = 300\n[model.tiny]\nmax_position_embeddings = 320\n",
+    );
+    let runs = dir.path().join("runs");
+    ok(iterate(
+        &runs,
+        &cfg,
+        "filler",
+        &["--set", "coeffs.estimator=\"oracle-filler\""],
+    ));
+    run_python(
+        &format!(
+            "{JOINED}{}",
+            r#"
+import json
+wordings = ["note this. ", "done here. ", "we do it. ", "as shown. "]
+# Each token's text from the base's own vocabulary (the specials decode to nothing).
+vocab = json.load(open(sys.argv[1] + "/base/tokenizer.json"))["model"]["vocab"]
+piece = {i: ("" if t in ("<pad>", "<eos>", "<unk>") else t) for t, i in vocab.items()}
+zeros = 0
+for row in j.iter_rows(named=True):
+    pieces = [piece[t] for t in row["response_token_ids"]]
+    text, coeff = "".join(pieces), row["coeff"]
+    inside = [False] * len(text)
+    at = 0
+    while at < len(text):
+        w = next((w for w in wordings if text.startswith(w, at)), None)
+        if w is None:
+            at += 1
+        else:
+            inside[at:at + len(w)] = [True] * len(w)
+            at += len(w)
+    want, at = [], 0
+    for p in pieces:
+        want.append(0.0 if p and all(inside[at:at + len(p)]) else 1.0)
+        at += len(p)
+    assert list(coeff) == want, (text, coeff)
+    zeros += want.count(0.0)
+assert zeros >= 30, ("the warm start did not teach the filler", zeros, j["response_text"].head(5).to_list())
+"#
+        ),
+        &[&runs.join("filler")],
+    );
+    let out = iterate(
+        &runs,
+        &micro_config(dir.path()),
+        "arith",
+        &["--set", "coeffs.estimator=\"oracle-filler\""],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("coeffs.estimator") && err.contains("tiny-arith"),
+        "{err}"
+    );
+}

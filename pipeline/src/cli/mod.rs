@@ -19,6 +19,7 @@ mod model_arg;
 mod plan;
 mod plan_inputs;
 mod plan_rates;
+mod prune;
 mod random_model;
 mod report;
 mod stage;
@@ -82,6 +83,9 @@ pub enum Command {
     Data(data::Args),
     /// Memory per device for a configuration, and whether it fits (`--memory 141GB`).
     Plan(plan::Args),
+    /// Prune a run's old checkpoints now, as `[checkpoint] keep_last` / `save_every` would
+    /// have (their hashes kept, so the run stays complete).
+    Prune(prune::Args),
 }
 
 impl Cli {
@@ -104,6 +108,7 @@ impl Cli {
             Command::Config(a) => a.run(),
             Command::Data(a) => a.run(),
             Command::Plan(a) => a.run(),
+            Command::Prune(a) => a.run(&self.runs_dir),
         }
     }
 }

@@ -240,7 +240,7 @@ impl Resolved {
                 task: oracle_task(
                     "oracle-tokens",
                     deltarl_data::Task::has_connectives,
-                    "whose tokens' roles are known (tiny-steps, tiny-steps-varied)",
+                    "whose tokens' roles are known (tiny-steps, tiny-steps-varied, tiny-steps-filler)",
                 )?,
                 value: o.coeffs.oracle_value,
             },
@@ -250,6 +250,14 @@ impl Resolved {
                     deltarl_data::Task::has_steps,
                     "of worked arithmetic, whose first errors can be found (tiny-arith, \
                      tiny-steps, tiny-steps-varied)",
+                )?,
+                value: o.coeffs.oracle_value,
+            },
+            EstimatorKind::OracleFiller => Estimator::OracleFiller {
+                task: oracle_task(
+                    "oracle-filler",
+                    deltarl_data::Task::has_filler,
+                    "with filler sentences (tiny-steps-filler, or tiny-steps at dose 0)",
                 )?,
                 value: o.coeffs.oracle_value,
             },
@@ -286,6 +294,7 @@ impl Resolved {
             Estimator::Delta(_) => EstimatorKind::Delta,
             Estimator::OracleTokens { .. } => EstimatorKind::OracleTokens,
             Estimator::OraclePrefix { .. } => EstimatorKind::OraclePrefix,
+            Estimator::OracleFiller { .. } => EstimatorKind::OracleFiller,
             Estimator::Ktae(_) => EstimatorKind::Ktae,
         });
         let mut v = toml::Value::try_from(&o).context("cannot serialise the configuration")?;

@@ -315,7 +315,7 @@ fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
         }
         let longest = match task {
             Task::Code => Linear::LONGEST.solution(None),
-            Task::Arith | Task::Steps | Task::Varied => {
+            Task::Arith | Task::Steps | Task::Varied | Task::Filler => {
                 task.solution(&Problem::LONGEST, None).unwrap()
             }
         };
@@ -342,7 +342,7 @@ fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
 /// and the shared-prompt layout; the others are those of the binary before it.)
 #[test]
 fn shipped_configurations_keep_their_hashes() {
-    const PINNED: [(&str, &str); 14] = [
+    const PINNED: [(&str, &str); 16] = [
         (
             "dapo.toml",
             "6145f58cbf6f9917fd90b9df07cff6a2ac69febb3cd94bb3b417f0d13f848663",
@@ -369,7 +369,7 @@ fn shipped_configurations_keep_their_hashes() {
         ),
         (
             "smollm2-math.toml",
-            "5ab7222cc8fac1a576a65631caea62bfe1f47902277bac1229953ee70457d4c9",
+            "efcbea371e0b5333d0fee9a632b8f8ffd1089ddca60bb67243ead663403e4ab8",
         ),
         (
             "tiny-arith-compare.toml",
@@ -386,6 +386,14 @@ fn shipped_configurations_keep_their_hashes() {
         (
             "tiny-steps-compare.toml",
             "b3b01aaf0e6bf624b2ee6d576ac9b20e52a5663a32b75409996be9bf38676751",
+        ),
+        (
+            "tiny-steps-filler-compare.toml",
+            "e57532ef8ddd826cbe0496e516467bd16499f16940ad2aa5dde7cbb42b50109f",
+        ),
+        (
+            "tiny-steps-filler.toml",
+            "d245d43061fc49294eee5da8277dfe31fb818b1f5ad39a0e07a117163fa6b36e",
         ),
         (
             "tiny-steps-varied-compare.toml",

@@ -67,7 +67,8 @@ fn estimate(env: &Env, s: &Settings) -> Result<Ran<CoeffsSummary>> {
         | deltarl_coeffs::Estimator::TopEntropy { .. }
         | deltarl_coeffs::Estimator::Delta(_)
         | deltarl_coeffs::Estimator::OracleTokens { .. }
-        | deltarl_coeffs::Estimator::OraclePrefix { .. } => s.clone(),
+        | deltarl_coeffs::Estimator::OraclePrefix { .. }
+        | deltarl_coeffs::Estimator::OracleFiller { .. } => s.clone(),
     };
     let s = &s;
     let decode = |ids: &[u32]| {

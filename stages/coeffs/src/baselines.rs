@@ -6,7 +6,8 @@ use crate::{Error, Response, Result};
 /// Which responses' labelled tokens an oracle reweights.
 #[derive(Clone, Copy)]
 pub(crate) enum Labelled {
-    /// Every response's (`oracle-tokens`: the connective phrases).
+    /// Every response's (`oracle-tokens`: the connective phrases; `oracle-filler`: the
+    /// filler sentences).
     All,
     /// Negative-advantage responses' only (`oracle-prefix`: the text before a wrong
     /// answer's first error, which only a negative advantage pushes the wrong way).

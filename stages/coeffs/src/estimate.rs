@@ -85,7 +85,7 @@ pub fn estimate_sorted(
             (c, Vec::new(), None)
         }
         Estimator::TopEntropy { keep } => (baselines::top_entropy(keep, sorted), Vec::new(), None),
-        Estimator::OracleTokens { value, .. } => (
+        Estimator::OracleTokens { value, .. } | Estimator::OracleFiller { value, .. } => (
             baselines::oracle(value, sorted, baselines::Labelled::All)?,
             Vec::new(),
             None,

@@ -22,8 +22,8 @@ pub struct Response<'a> {
     /// weight `|A|` for every token).
     pub token_prob: &'a [f32],
     /// Per token, the task's label (read by the oracles only; empty = not labelled):
-    /// unable to discriminate (`oracle-tokens`), or before the first error
-    /// (`oracle-prefix`).
+    /// unable to discriminate (`oracle-tokens`), filler (`oracle-filler`), or before the
+    /// first error (`oracle-prefix`).
     pub shared: &'a [bool],
 }
 

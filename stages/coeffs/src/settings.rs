@@ -45,6 +45,14 @@ pub enum Estimator {
         task: deltarl_data::Task,
         value: f64,
     },
+    /// The filler oracle of the dose-response test: coefficient `value` on the tokens of
+    /// reward-blind filler sentences ([`deltarl_data::Task::filler_tokens`]) of every
+    /// response, 1 elsewhere. Only `tiny-steps-filler` has filler (`tiny-steps` is its dose
+    /// 0, where this is DAPO).
+    OracleFiller {
+        task: deltarl_data::Task,
+        value: f64,
+    },
     /// KTAE (key-token advantage estimation, [`ktae`]): coefficients 1 and, added to each
     /// token's advantage, a score of how its token id goes with right answers in its group.
     Ktae(KtaeSettings),
@@ -61,6 +69,7 @@ impl Estimator {
             | Estimator::TopEntropy { .. }
             | Estimator::OracleTokens { .. }
             | Estimator::OraclePrefix { .. }
+            | Estimator::OracleFiller { .. }
             | Estimator::Ktae(_) => 1,
         }
     }
@@ -157,7 +166,7 @@ impl Settings {
                 if !task.has_connectives() {
                     return Err(Error::Setting(format!(
                         "oracle-tokens needs a task whose tokens' roles are known \
-                         (tiny-steps, tiny-steps-varied), not {}",
+                         (tiny-steps, tiny-steps-varied, tiny-steps-filler), not {}",
                         task.source()
                     )));
                 }
@@ -168,6 +177,16 @@ impl Settings {
                     return Err(Error::Setting(format!(
                         "oracle-prefix needs a task of worked solutions whose first error \
                          can be found (tiny-arith, tiny-steps, tiny-steps-varied), not {}",
+                        task.source()
+                    )));
+                }
+                oracle_value(value)?;
+            }
+            Estimator::OracleFiller { task, value } => {
+                if !task.has_filler() {
+                    return Err(Error::Setting(format!(
+                        "oracle-filler needs a task with filler sentences (tiny-steps-filler, \
+                         or tiny-steps at dose 0), not {}",
                         task.source()
                     )));
                 }

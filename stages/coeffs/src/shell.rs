@@ -118,6 +118,14 @@ pub fn run(
                 Ok(task.connective_tokens(&pieces).unwrap_or_default())
             })
             .collect::<Result<_>>()?,
+        Estimator::OracleFiller { task, .. } => rollouts
+            .iter()
+            .map(|r| {
+                let pieces = pieces(r)?;
+                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                Ok(task.filler_tokens(&pieces).unwrap_or_default())
+            })
+            .collect::<Result<_>>()?,
         Estimator::OraclePrefix { task, .. } => rollouts
             .iter()
             .map(|r| {

@@ -130,3 +130,46 @@ fn the_first_error_oracle_reweights_only_wrong_answers_correct_prefixes() {
     let e = estimate(&first_error(0.0), 2, &[resp(5, -1.0, true, &F, &[])]).unwrap_err();
     assert!(e.to_string().contains("0 token labels for 3 tokens"), "{e}");
 }
+
+/// The filler oracle (`oracle-filler`) reweights every response's labelled tokens as
+/// `oracle-tokens` does (its labels are the filler sentences, `Task::filler_tokens`), is
+/// DAPO at value 1, and is refused on tasks without filler, by name.
+#[test]
+fn the_filler_oracle_reweights_labelled_tokens_of_every_response() {
+    let filler = |value| {
+        Settings::new(Estimator::OracleFiller {
+            task: Task::Filler,
+            value,
+        })
+        .unwrap()
+    };
+    let batch = [
+        resp(0, 1.0, true, &F, &[true, false, true]),
+        resp(1, -1.0, true, &F, &[false, true, true]),
+        resp(2, 0.0, false, &F, &[true, true, true]),
+    ];
+    let out = estimate(&filler(0.0), 2, &batch).unwrap();
+    assert_eq!(
+        out.coeffs,
+        vec![vec![0.0, 1.0, 0.0], vec![1.0, 0.0, 0.0], vec![0.0; 3]]
+    );
+    let dapo = estimate(&Settings::new(Estimator::Uniform).unwrap(), 2, &batch).unwrap();
+    assert_eq!(
+        estimate(&filler(1.0), 2, &batch).unwrap().coeffs,
+        dapo.coeffs
+    );
+    // tiny-steps is the dose 0: accepted (its responses have no filler to label).
+    assert!(Settings::new(Estimator::OracleFiller {
+        task: Task::Steps,
+        value: 0.0
+    })
+    .is_ok());
+    for task in [Task::Arith, Task::Varied, Task::Code] {
+        let e = Settings::new(Estimator::OracleFiller { task, value: 0.0 }).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("oracle-filler") && e.contains(task.source()),
+            "{e}"
+        );
+    }
+}

@@ -34,7 +34,8 @@ pub struct Args {
     #[arg(long, default_value = "configs/tiny-arith.toml")]
     config: PathBuf,
     /// Comma-separated variants: an algorithm (`dapo`), a method of the field (`cispo`,
-    /// `sapo`, `gspo`, `gspo-token`, `delta-gspo-token`, `top-entropy`, `ktae`, `fipo`, `oracle-prefix`), or
+    /// `sapo`, `gspo`, `gspo-token`, `delta-gspo-token`, `top-entropy`, `ktae`, `fipo`, `oracle-prefix`,
+    /// `oracle-filler`), or
     /// a label and the keys it sets,
     /// `LABEL:KEY=VALUE[;KEY=VALUE...]` (`k0:algorithm=delta;coeffs.refine_steps=0`). The
     /// first variant's first-seed run warm-starts the base every other run starts from (unless

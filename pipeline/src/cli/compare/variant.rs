@@ -35,7 +35,7 @@ impl Variant {
 /// GSPO's clip range is its paper's (3e-4, 4e-4), as TRL documents it; SAPO and GSPO take
 /// TRL's aggregation for them (a mean over each response, then over responses). FIPO's
 /// `delta` (10 in its runs) is `update.dual_clip`, 10 in the shipped configurations.
-pub const METHODS: [(&str, &[&str]); 9] = [
+pub const METHODS: [(&str, &[&str]); 10] = [
     ("cispo", &["algorithm=dapo", "update.surrogate=cispo"]),
     (
         "sapo",
@@ -84,6 +84,10 @@ pub const METHODS: [(&str, &[&str]); 9] = [
     (
         "oracle-prefix",
         &["algorithm=dapo", "coeffs.estimator=oracle-prefix"],
+    ),
+    (
+        "oracle-filler",
+        &["algorithm=dapo", "coeffs.estimator=oracle-filler"],
     ),
 ];
 
@@ -159,8 +163,9 @@ mod tests {
     /// values in range).
     #[test]
     fn named_methods_resolve() {
+        // tiny-steps: every method resolves on it (the oracles' labels included).
         let config =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/tiny-arith.toml");
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/tiny-steps.toml");
         for (name, _) in METHODS {
             let v: Variant = name.parse().unwrap();
             assert_eq!(v.label, name);
