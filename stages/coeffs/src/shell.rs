@@ -109,23 +109,20 @@ pub fn run(
     let pieces = |r: &RolloutRow| -> Result<Vec<String>> {
         r.response_token_ids.iter().map(|&t| decode(&[t])).collect()
     };
+    // Every response labelled by one of the task's grammars (a task without it: none).
+    let each = |grammar: &dyn Fn(&[&str]) -> Option<Vec<bool>>| -> Result<Vec<Vec<bool>>> {
+        rollouts
+            .iter()
+            .map(|r| {
+                let pieces = pieces(r)?;
+                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+                Ok(grammar(&pieces).unwrap_or_default())
+            })
+            .collect()
+    };
     let labels: Vec<Vec<bool>> = match settings.estimator {
-        Estimator::OracleTokens { task, .. } => rollouts
-            .iter()
-            .map(|r| {
-                let pieces = pieces(r)?;
-                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
-                Ok(task.connective_tokens(&pieces).unwrap_or_default())
-            })
-            .collect::<Result<_>>()?,
-        Estimator::OracleFiller { task, .. } => rollouts
-            .iter()
-            .map(|r| {
-                let pieces = pieces(r)?;
-                let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
-                Ok(task.filler_tokens(&pieces).unwrap_or_default())
-            })
-            .collect::<Result<_>>()?,
+        Estimator::OracleTokens { task, .. } => each(&|p| task.connective_tokens(p))?,
+        Estimator::OracleFiller { task, .. } => each(&|p| task.filler_tokens(p))?,
         Estimator::OraclePrefix { task, .. } => rollouts
             .iter()
             .map(|r| {

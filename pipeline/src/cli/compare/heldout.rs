@@ -66,21 +66,12 @@ fn cached(
 /// The held-out answers of the shared base, graded as the eval stage grades, kept as
 /// `base-eval.parquet`. None when the runs have no built-in task.
 pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
-    let s = native_settings(&ctx.cfg);
-    let Some(task) = s.data_source.builtin() else {
-        return Ok(None);
-    };
-    let rows = cached(
+    base_readout(
         ctx,
+        base,
         &folder.join("base-eval.parquet"),
-        weights(&base.join("manifest.json"))?,
-        &s,
-        || {
-            let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
-            heldout_rows(&policy, base, task, &s, 0, deltarl_schemas::Shard::WHOLE)
-        },
-    )?;
-    Ok(Some(rows))
+        native_settings(&ctx.cfg),
+    )
 }
 
 /// The held-out answers of the shared base sampled as the rollout samples
@@ -88,20 +79,23 @@ pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<Eva
 /// 0, against which a gain in that readout is measured. None when the runs have no built-in
 /// task.
 pub fn base_sampled(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<EvalRow>>> {
-    let s = sampled_settings(ctx);
+    base_readout(
+        ctx,
+        base,
+        &folder.join("base-sampled.parquet"),
+        sampled_settings(ctx),
+    )
+}
+
+/// The shared base's held-out answers under `s`, kept in `path`.
+fn base_readout(ctx: &Ctx, base: &Path, path: &Path, s: Settings) -> Result<Option<Vec<EvalRow>>> {
     let Some(task) = s.data_source.builtin() else {
         return Ok(None);
     };
-    let rows = cached(
-        ctx,
-        &folder.join("base-sampled.parquet"),
-        weights(&base.join("manifest.json"))?,
-        &s,
-        || {
-            let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
-            heldout_rows(&policy, base, task, &s, 0, deltarl_schemas::Shard::WHOLE)
-        },
-    )?;
+    let rows = cached(ctx, path, weights(&base.join("manifest.json"))?, &s, || {
+        let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
+        heldout_rows(&policy, base, task, &s, 0, deltarl_schemas::Shard::WHOLE)
+    })?;
     Ok(Some(rows))
 }
 
