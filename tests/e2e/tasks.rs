@@ -264,6 +264,43 @@ assert zeros >= 30, ("the warm start did not teach the filler", zeros, j["respon
         ),
         &[&runs.join("filler")],
     );
+    // The filler's share of each side's net gradient (the dose's second condition) is
+    // readable per iteration. The micro model answers no problem right, so every advantage
+    // is 0 and so is every class's net gradient: the readout says so rather than inventing
+    // a share (the shares themselves are checked token by token in
+    // `pipeline/src/mechanism/gradients.rs`).
+    let out = ok(deltarl(
+        &runs,
+        &["mechanism", "--run", "filler", "--classes", "filler"],
+    ));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("| run | iteration | wrong: norm filler / rest |"),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| filler | 1 |"))
+        .unwrap_or_else(|| panic!("{text}"));
+    run_python(
+        "import sys, polars as pl\n\
+         s = pl.read_parquet(sys.argv[1] + '/iter-0001/scores.parquet')\n\
+         assert (s['advantage'] != 0).sum() == 0, 'the micro model got something right'",
+        &[&runs.join("filler")],
+    );
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(
+        (cells[3], cells[6]),
+        ("0.0000e0 / 0.0000e0", "0.0000e0 / 0.0000e0"),
+        "{row}"
+    );
+    // The first-error classes need a solution's first error, which this task does not label.
+    let out = deltarl(&runs, &["mechanism", "--run", "filler"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("tiny-steps-filler"),
+        "{err}"
+    );
     let out = iterate(
         &runs,
         &micro_config(dir.path()),

@@ -32,10 +32,34 @@ pub struct Args {
     /// over an iteration's responses, the policy loaded on the CPU in f32).
     #[arg(long)]
     gradients: bool,
+    /// Which classes the tokens are split into.
+    #[arg(long, value_enum, default_value_t = Classes::FirstError)]
+    classes: Classes,
+}
+
+/// How the readout splits a response's tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Classes {
+    /// Shared = a wrong answer's text before its first error, a right answer's prefix that
+    /// a wrong answer of its group has too (the AUROC, and the net gradients with
+    /// `--gradients`); the arithmetic tasks.
+    FirstError,
+    /// Filler = `tiny-steps-filler`'s filler sentences, the rest = everything else (the net
+    /// gradients only: how much of each side's update is text the reward cannot see).
+    Filler,
 }
 
 impl Args {
     pub fn run(self, runs_dir: &Path) -> Result<()> {
+        if self.classes == Classes::Filler {
+            let grads = self
+                .runs
+                .iter()
+                .map(|name| Ok((name.as_str(), filler_readouts(runs_dir, name)?)))
+                .collect::<Result<Vec<_>>>()?;
+            print_gradients(&grads, "filler");
+            return Ok(());
+        }
         println!(
             "AUROC: P(c of a discriminative token > c of a shared one), tokens weighted by \
              (1 - p)|A|; above 0.5 is what DelTA's premise predicts.\n\
@@ -99,25 +123,25 @@ impl Args {
         print_over_runs("wrong answers: mean AUROC", &wrong, 4);
         print_over_runs("right answers: mean AUROC", &right, 4);
         if self.gradients {
-            print_gradients(&grads);
+            print_gradients(&grads, "shared");
         }
         Ok(())
     }
 }
 
-/// The gradient readout's tables: per iteration, per run the mean shared share, and over
-/// runs its t-interval.
-fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)]) {
+/// The gradient readout's tables: per iteration, per run the mean share of `class` (the
+/// first of the two classes: shared, or filler), and over runs its t-interval.
+fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)], class: &str) {
     println!(
         "\nNet policy gradient of each class, ||sum A grad log p|| at the policy that sampled \
          the iteration (DAPO's update before its token mean); share = the class's part of \
-         its side's update along that update, g_class . g / ||g||^2 (shared + rest = 1); \
-         shared cos = cos(g_shared of wrong answers, g_shared of right ones), -1 where the \
-         two sides' pushes on shared text cancel.\n"
+         its side's update along that update, g_class . g / ||g||^2 ({class} + rest = 1); \
+         {class} cos = cos(g_{class} of wrong answers, g_{class} of right ones), -1 where the \
+         two sides' pushes on that text cancel.\n"
     );
     println!(
-        "| run | iteration | wrong: norm shared / rest | cos | share shared | right: norm \
-         shared / rest | cos | share shared | shared cos |"
+        "| run | iteration | wrong: norm {class} / rest | cos | share {class} | right: norm \
+         {class} / rest | cos | share {class} | {class} cos |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (name, readouts) in runs {
@@ -136,8 +160,8 @@ fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)]) {
     };
     let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
     println!(
-        "\n| run | iterations | mean share shared, wrong answers | mean share shared, right \
-         answers | mean shared cos |"
+        "\n| run | iterations | mean share {class}, wrong answers | mean share {class}, right \
+         answers | mean {class} cos |"
     );
     println!("|---|---|---|---|---|");
     let mut over_runs: [Vec<f64>; 3] = [Vec::new(), Vec::new(), Vec::new()];
@@ -157,9 +181,9 @@ fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)]) {
         over_runs[2].extend(cross);
     }
     let labels = [
-        "wrong answers: mean share of the shared tokens",
-        "right answers: mean share of the shared tokens",
-        "shared tokens: mean cos of the two sides",
+        format!("wrong answers: mean share of the {class} tokens"),
+        format!("right answers: mean share of the {class} tokens"),
+        format!("{class} tokens: mean cos of the two sides"),
     ];
     for (label, xs) in labels.iter().zip(&over_runs) {
         print_over_runs(label, xs, 3);
@@ -241,11 +265,7 @@ fn run_readouts(
         let labels: Vec<Vec<bool>> = rollouts
             .iter()
             .map(|r| {
-                let pieces: Vec<String> = r
-                    .response_token_ids
-                    .iter()
-                    .map(|&t| tokenizer.decode(&[t]))
-                    .collect::<Result<_, _>>()?;
+                let pieces = decoded(&tokenizer, &r.response_token_ids)?;
                 let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
                 task.correct_prefix_tokens(&r.prompt_id, &pieces)
                     .with_context(|| {
@@ -289,25 +309,83 @@ fn run_readouts(
                     shared: s.as_deref(),
                 })
                 .collect();
-            let dir = policy_before(&ctx.run, &ctx.base_dir(), iter);
-            let policy = load_policy(&dir, Device::Cpu, Dtype::F32)?;
-            let temperature = logprob_temperature(ctx.cfg.opts.rollout.temperature);
-            let params = policy.vs.trainable_variables();
-            Some(
-                gradients::read(
-                    &policy.model,
-                    &params,
-                    &rows,
-                    temperature,
-                    GRADIENT_PASS_ROWS,
-                )
-                .map_err(anyhow::Error::msg)
-                .with_context(|| format!("{}", at(Stage::Rollout).display()))?,
-            )
+            Some(net_gradients(&ctx, iter, &rows)?)
         } else {
             None
         };
         out.push((iter, readout, grads));
+    }
+    Ok(out)
+}
+
+/// Each token of `ids` decoded alone (as the oracles read them).
+fn decoded(tokenizer: &deltarl_model::Tokenizer, ids: &[u32]) -> Result<Vec<String>> {
+    Ok(ids
+        .iter()
+        .map(|&t| tokenizer.decode(&[t]))
+        .collect::<Result<_, _>>()?)
+}
+
+/// The net gradients of `rows`' classes at the policy that sampled iteration `iter`.
+fn net_gradients(ctx: &Ctx, iter: u32, rows: &[gradients::Row<'_>]) -> Result<gradients::Readout> {
+    let dir = policy_before(&ctx.run, &ctx.base_dir(), iter);
+    let policy = load_policy(&dir, Device::Cpu, Dtype::F32)?;
+    let temperature = logprob_temperature(ctx.cfg.opts.rollout.temperature);
+    let params = policy.vs.trainable_variables();
+    gradients::read(
+        &policy.model,
+        &params,
+        rows,
+        temperature,
+        GRADIENT_PASS_ROWS,
+    )
+    .map_err(anyhow::Error::msg)
+    .with_context(|| format!("{}", ctx.run.output(iter, Stage::Rollout).display()))
+}
+
+/// Each iteration's net gradients of one run of `tiny-steps-filler`, its tokens split into
+/// filler and the rest (iterations without a coeffs file are skipped; the advantages are
+/// the coeffs file's, responses with none take no part).
+fn filler_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, gradients::Readout)>> {
+    let ctx = Ctx::open_existing(runs_dir, name)?;
+    let source = &ctx.cfg.opts.data.source;
+    let task = source.task().filter(|t| t.has_filler()).with_context(|| {
+        format!(
+            "run {name}: `data.source` = \"{source}\" has no filler sentences to split off \
+             (tiny-steps-filler, or tiny-steps at dose 0)"
+        )
+    })?;
+    let tok_path = ctx.base_dir().join("tokenizer.json");
+    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
+        .with_context(|| format!("run {name}: {}", tok_path.display()))?;
+    let mut out = Vec::new();
+    for iter in ctx.run.iterations() {
+        let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
+        if !coeffs_path.exists() {
+            continue;
+        }
+        let rollouts: Vec<RolloutRow> = read_path(&ctx.run.output(iter, Stage::Rollout))?.0;
+        let coeffs: Vec<CoeffRow> = read_path(&coeffs_path)?.0;
+        let coeff_of = Index::new(&coeffs);
+        let mut labelled = Vec::with_capacity(rollouts.len());
+        for r in &rollouts {
+            let c = coeff_of.get(r, "coeffs").map_err(anyhow::Error::msg)?;
+            let pieces = decoded(&tokenizer, &r.response_token_ids)?;
+            let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            let labels = task.filler_tokens(&pieces).unwrap_or_default();
+            labelled.push((c.advantage, labels));
+        }
+        let rows: Vec<gradients::Row<'_>> = rollouts
+            .iter()
+            .zip(&labelled)
+            .map(|(r, (advantage, labels))| gradients::Row {
+                prompt: &r.prompt_token_ids,
+                response: &r.response_token_ids,
+                advantage: *advantage,
+                shared: (*advantage != 0.0).then_some(labels.as_slice()),
+            })
+            .collect();
+        out.push((iter, net_gradients(&ctx, iter, &rows)?));
     }
     Ok(out)
 }
