@@ -10,7 +10,8 @@
 //!    against a task's labels);
 //! 2. `record` (a dataset record), `plan_models` (published model shapes), `metrics`
 //!    (metrics.jsonl, TensorBoard), `ranks` (several processes), `rundir` (the run's
-//!    files);
+//!    files), `strata` (a paired difference over several bases, and the equivalence
+//!    test);
 //! 3. `data` (prompts and benchmarks from files or the built-in tasks);
 //! 4. `config` (options, validated once into `Resolved`);
 //! 5. `vllm` (the rollout's vLLM engine), `prune` (checkpoint pruning), `readiness`

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Stage};
 use heldout::{base_eval, base_sampled, sampled_eval, SAMPLED_ANSWERS};
+use outcome::run_name;
 use tables::{accuracy, curve_csv, curve_table, Readout};
 
 use crate::context::Ctx;
@@ -291,11 +292,6 @@ fn compute_note(
          equal settings need not give equal bits:\n{}",
         crate::compute::describe(&groups, 3)
     ))
-}
-
-/// The run of one variant and seed of a comparison.
-fn run_name(prefix: &str, variant: &str, seed: u64) -> String {
-    format!("{prefix}-{variant}-s{seed}")
 }
 
 #[cfg(test)]

@@ -11,6 +11,12 @@ pub struct Outcome {
     pub last: f64,
 }
 
+/// The run of one variant and seed of a comparison (`compare` names them so; `strata`
+/// finds them so).
+pub fn run_name(prefix: &str, variant: &str, seed: u64) -> String {
+    format!("{prefix}-{variant}-s{seed}")
+}
+
 /// An [`Outcome`] in a line, for tests.
 #[cfg(test)]
 pub fn outcome(variant: &str, seed: u64, curve: Vec<Option<f64>>, last: f64) -> Outcome {

@@ -19,6 +19,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Stage};
 
+use super::outcome::run_name;
 use super::tables::accuracy;
 use crate::strata::{Blocked, Verdict};
 
@@ -166,7 +167,7 @@ impl Stratum {
         }
         let mut finals = BTreeMap::new();
         for (arm, seed) in runs_of(&folder)? {
-            let run = super::run_name(name, &arm, seed);
+            let run = run_name(name, &arm, seed);
             let iter = *iters.get(&(arm.clone(), seed)).with_context(|| {
                 format!(
                     "{}: no evaluation of {run}",
@@ -468,7 +469,7 @@ mod tests {
         for &(arm, seed, sampled, greedy) in arms {
             std::fs::write(folder.join(format!("configs/{arm}-s{seed}.toml")), "").unwrap();
             csv += &format!("{arm},{seed},1,0.0\n{arm},{seed},2,0.0\n");
-            let run = super::super::run_name(name, arm, seed);
+            let run = run_name(name, arm, seed);
             write_rows(&folder.join(format!("sampled/{run}.parquet")), sampled);
             write_rows(&runs.join(format!("{run}/iter-0002/eval.parquet")), greedy);
         }
