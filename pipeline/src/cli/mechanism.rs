@@ -238,18 +238,13 @@ fn run_readouts(
     name: &str,
     gradients: bool,
 ) -> Result<Vec<(u32, Readout, Option<gradients::Readout>)>> {
-    let ctx = Ctx::open_existing(runs_dir, name)?;
-    let source = &ctx.cfg.opts.data.source;
-    let task = source.task().filter(|t| t.has_steps()).with_context(|| {
-        format!(
-            "run {name}: `data.source` = \"{source}\" is not a built-in arithmetic task \
-                 (tiny-arith, tiny-steps, tiny-steps-varied): the readout needs each \
-                 solution's first error"
-        )
-    })?;
-    let tok_path = ctx.base_dir().join("tokenizer.json");
-    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
-        .with_context(|| format!("run {name}: {}", tok_path.display()))?;
+    let (ctx, task, tokenizer) = open_labelled(
+        runs_dir,
+        name,
+        deltarl_data::Task::has_steps,
+        "is not a built-in arithmetic task (tiny-arith, tiny-steps, tiny-steps-varied): the \
+         readout needs each solution's first error",
+    )?;
     let mut out = Vec::new();
     for iter in ctx.run.iterations() {
         let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
@@ -347,17 +342,12 @@ fn net_gradients(ctx: &Ctx, iter: u32, rows: &[gradients::Row<'_>]) -> Result<gr
 /// filler and the rest (iterations without a coeffs file are skipped; the advantages are
 /// the coeffs file's, responses with none take no part).
 fn filler_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, gradients::Readout)>> {
-    let ctx = Ctx::open_existing(runs_dir, name)?;
-    let source = &ctx.cfg.opts.data.source;
-    let task = source.task().filter(|t| t.has_filler()).with_context(|| {
-        format!(
-            "run {name}: `data.source` = \"{source}\" has no filler sentences to split off \
-             (tiny-steps-filler, or tiny-steps at dose 0)"
-        )
-    })?;
-    let tok_path = ctx.base_dir().join("tokenizer.json");
-    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
-        .with_context(|| format!("run {name}: {}", tok_path.display()))?;
+    let (ctx, task, tokenizer) = open_labelled(
+        runs_dir,
+        name,
+        deltarl_data::Task::has_filler,
+        "has no filler sentences to split off (tiny-steps-filler, or tiny-steps at dose 0)",
+    )?;
     let mut out = Vec::new();
     for iter in ctx.run.iterations() {
         let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
@@ -388,4 +378,24 @@ fn filler_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, gradients::R
         out.push((iter, net_gradients(&ctx, iter, &rows)?));
     }
     Ok(out)
+}
+
+/// A run opened for a readout by the task's labels: its context, its built-in task (one
+/// that `labels`, else an error saying the source `refused`), and its base's tokenizer.
+fn open_labelled(
+    runs_dir: &Path,
+    name: &str,
+    labels: fn(deltarl_data::Task) -> bool,
+    refused: &str,
+) -> Result<(Ctx, deltarl_data::Task, deltarl_model::Tokenizer)> {
+    let ctx = Ctx::open_existing(runs_dir, name)?;
+    let source = &ctx.cfg.opts.data.source;
+    let task = source
+        .task()
+        .filter(|&t| labels(t))
+        .with_context(|| format!("run {name}: `data.source` = \"{source}\" {refused}"))?;
+    let tok_path = ctx.base_dir().join("tokenizer.json");
+    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
+        .with_context(|| format!("run {name}: {}", tok_path.display()))?;
+    Ok((ctx, task, tokenizer))
 }
