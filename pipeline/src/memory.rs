@@ -32,6 +32,15 @@ fn status_field(name: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// The memory the kernel says new allocations can have without swapping (`MemAvailable:`
+/// of /proc/meminfo), in bytes, where it can be read.
+pub fn available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Starts measuring: resets the high-water mark and returns the resident size now.
 pub fn start() -> Option<u64> {
     EARLIER_PEAK.store(0, Ordering::Relaxed);

@@ -138,6 +138,17 @@ pub fn stage_dir(run: &Path, iter: u32, stage: Stage) -> PathBuf {
     }
 }
 
+/// The coefficients the features stage estimated where the vectors were, when
+/// features.parquet does not keep them all (`Persist`): the coeffs stage's table, which
+/// that stage takes over. Relative to the iteration's folder.
+pub const IN_STAGE_COEFFS: &str = "features-coeffs.parquet";
+
+/// Where iteration `iter`'s features stage writes the coefficients it estimated
+/// ([`IN_STAGE_COEFFS`]).
+pub fn in_stage_coeffs_path(run: &Path, iter: u32) -> PathBuf {
+    iter_dir(run, iter).join(IN_STAGE_COEFFS)
+}
+
 /// A stage's main output file.
 pub fn output_path(run: &Path, iter: u32, stage: Stage) -> PathBuf {
     stage_dir(run, iter, stage).join(stage.output())

@@ -38,12 +38,12 @@ pub use shard::Shard;
 pub use stream::{read_path, write_path, write_table, TableReader, TableWriter, ROW_GROUP_BYTES};
 pub use summary::{
     Acquired, BenchmarkSummary, CoeffsSummary, Engine, EvalSummary, FeaturesSummary, Mismatch,
-    Quantiles, RolloutSummary, ScoreSummary, SourceAccuracy, StageSummary, TokenRef, UpdateSummary,
-    WarmstartSummary,
+    Quantiles, RolloutSummary, ScoreSummary, SketchAgreement, SourceAccuracy, StageSummary,
+    TokenRef, UpdateSummary, WarmstartSummary,
 };
 pub use tables::{
-    CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, PromptRow, RewardKind, RolloutRow,
-    ScoreRow, Table, UpdateRow, VECTOR_SUM,
+    CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, Persist, PromptRow, RewardKind,
+    RolloutRow, ScoreRow, Table, UpdateRow, PERSIST_KEY, VECTOR_SUM,
 };
 pub use vector_file::{VectorBatch, VectorFile};
 pub use vectors::{sum_range_tokens, vector_sum, Precision, VectorLayout, SUM_RANGE_VALUES};

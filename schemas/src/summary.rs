@@ -171,6 +171,26 @@ pub struct FeaturesSummary {
     pub dim: u32,
     /// Entropy of the policy's next-token distribution, mean over tokens.
     pub entropy_mean: f64,
+    /// Under `persist = "projected"`: how the coefficients estimated from the stored sketch
+    /// agree with those estimated at full width (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sketch: Option<SketchAgreement>,
+}
+
+/// How coefficients estimated from a sketch of the vectors agree with those at full width,
+/// over the tokens of responses with a non-zero advantage (the tokens whose coefficient
+/// reaches the gradient).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SketchAgreement {
+    /// The sketch's dimension.
+    pub dim: u32,
+    /// Tokens compared.
+    pub tokens: usize,
+    /// Spearman's rank correlation (ties at their mean rank); 1 when every coefficient is
+    /// tied on both sides.
+    pub spearman: f64,
+    /// The largest |c_sketch - c_full| over those tokens.
+    pub max_abs_diff: f64,
 }
 
 impl StageSummary for FeaturesSummary {
@@ -338,6 +358,7 @@ mod tests {
             tokens: 12,
             dim: 4,
             entropy_mean: 0.5,
+            sketch: None,
         };
         let m = manifest(Stage::Features, serde_json::to_value(&s).unwrap());
         assert_eq!(m.summary_of::<FeaturesSummary>().unwrap(), s);

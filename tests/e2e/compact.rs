@@ -7,7 +7,7 @@
 //! a check across stages lives here, not in a stage crate.)
 
 use deltarl_coeffs::{estimate, DeltaSettings, Estimator, Response, Settings};
-use deltarl_features::{run, writer, Proxy};
+use deltarl_features::{run, writer, Proxy, Stored};
 use deltarl_model::synthetic::random_checkpoint;
 use deltarl_model::Dtype;
 use deltarl_model::{Family, Shape};
@@ -95,7 +95,14 @@ fn settings(bf16_vectors: bool) -> deltarl_features::Settings {
 /// The bytes the file's vector column takes (its column chunks, page headers included).
 fn vector_bytes(rows: &[FeatureRow], bf16_vectors: bool) -> usize {
     let s = settings(bf16_vectors);
-    let mut w = writer(&s, 1, HIDDEN, Vec::new(), FileMeta::new("features", ""));
+    let mut w = writer(
+        &s,
+        1,
+        HIDDEN,
+        Stored::Full,
+        Vec::new(),
+        FileMeta::new("features", ""),
+    );
     w.write(rows).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("features.parquet");

@@ -13,6 +13,7 @@ mod config;
 mod data_prepare;
 mod disks;
 mod layers;
+mod persist;
 mod plan;
 mod preflight;
 mod ranks;

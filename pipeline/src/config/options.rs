@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use deltarl_coeffs::Scope;
 use deltarl_features::Proxy;
+use deltarl_schemas::Persist;
 
 use super::by_algorithm::ByAlgorithm;
 use super::eval::EvalOptions;
@@ -229,6 +230,30 @@ pub struct FeatureOptions {
     /// And at most this many tokens (prompt + response) per forward pass (0 = no limit).
     #[serde(default)]
     pub chunk_tokens: usize,
+    /// What features.parquet keeps of the vectors: full (every vector: any estimator can
+    /// rerun from the file) | projected (a seeded sketch of `persist_dim` dimensions, for
+    /// inspection) | none (the per-token scalars only). Under projected and none the
+    /// features stage holds the iteration's vectors in memory and estimates the
+    /// coefficients there; the coeffs stage takes them over.
+    #[serde(default, skip_serializing_if = "Persist::is_full")]
+    pub persist: Persist,
+    /// The sketch's dimension under `persist = "projected"` (below the vectors' own).
+    #[serde(
+        default = "default_persist_dim",
+        skip_serializing_if = "is_default_persist_dim"
+    )]
+    pub persist_dim: usize,
+}
+
+/// The sketch's dimension unless a configuration says otherwise.
+pub const DEFAULT_PERSIST_DIM: usize = 256;
+
+fn default_persist_dim() -> usize {
+    DEFAULT_PERSIST_DIM
+}
+
+fn is_default_persist_dim(k: &usize) -> bool {
+    *k == DEFAULT_PERSIST_DIM
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -317,6 +317,12 @@ pub const RANGES: &[Range] = &[
         why: "0 = never; a model's width is smaller",
     },
     Range {
+        key: "features.persist_dim",
+        get: |o| int(o.features.persist_dim),
+        bound: ints(1, SIZE),
+        why: "the sketch's dimensions",
+    },
+    Range {
         key: "model.head_chunk_mb",
         get: |o| int(o.model.head_chunk_mb),
         bound: ints(0, 1 << 24),

@@ -1,11 +1,21 @@
 //! The features stage: a teacher-forced pass of the previous policy over every response,
 //! giving the per-token gradient proxy `v = (1 - p) h`, log-probs and entropies; writes
-//! features.parquet.
+//! features.parquet. When the file is to keep not every vector (`[features] persist`), the
+//! stage holds the iteration's vectors and estimates the coefficients where they are, as
+//! the authors' code does, writing them beside the file for the coeffs stage.
 
-use anyhow::{Context, Result};
+use std::path::PathBuf;
 
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use deltarl_features::Stored;
 use deltarl_model::generate::logprob_temperature;
-use deltarl_schemas::{read_path, FeatureRow, FeaturesSummary, RolloutRow, Stage};
+use deltarl_schemas::layout::in_stage_coeffs_path;
+use deltarl_schemas::{
+    atomic_write, read_path, CoeffRow, FeatureRow, FeaturesSummary, Persist, RolloutRow,
+    SketchAgreement, Stage,
+};
 
 use super::contract::Contract;
 use super::env::{load_policy, Env};
@@ -22,29 +32,67 @@ impl Contract for Features {
     type Summary = FeaturesSummary;
 
     fn settings(cfg: &Resolved) -> Result<Settings> {
-        Ok(settings(cfg))
+        let o = &cfg.opts.features;
+        let persist = match o.persist {
+            Persist::Full => Stored::Full,
+            Persist::Projected => Stored::Projected { dim: o.persist_dim },
+            Persist::None => Stored::None,
+        };
+        Ok(Settings {
+            pass: settings(cfg),
+            persist,
+            coeffs: (!persist.is_full()).then(|| cfg.coeffs.clone()),
+        })
+    }
+
+    /// The scores, when the stage estimates the coefficients.
+    fn extra_inputs(s: &Settings, env: &Env) -> Result<Vec<PathBuf>> {
+        Ok(match s.coeffs {
+            Some(_) => vec![env.file(Stage::Score)],
+            None => Vec::new(),
+        })
     }
 
     fn run(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
-        pass(env, s)
+        match &s.coeffs {
+            None => pass(env, &s.pass),
+            Some(c) => held(env, s, c),
+        }
     }
 
     fn line(s: &FeaturesSummary) -> String {
+        let sketch = s.sketch.as_ref().map_or(String::new(), |a| {
+            format!(
+                ", sketch Spearman {:.4} max |dc| {:.3e}",
+                a.spearman, a.max_abs_diff
+            )
+        });
         format!(
-            "{} tokens, k = {}, entropy {:.3}",
+            "{} tokens, k = {}, entropy {:.3}{sketch}",
             s.tokens, s.dim, s.entropy_mean
         )
     }
 }
 
-/// The features stage's settings (the features crate's own).
-pub type Settings = deltarl_features::Settings;
+/// The features stage's settings: the pass's, what the file keeps of the vectors, and when
+/// that is not every vector the coefficient settings the stage estimates with. Serialised
+/// flat, the last two only when the file keeps not every vector, so every configuration
+/// that keeps them all hashes as it always did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Settings {
+    #[serde(flatten)]
+    pub pass: deltarl_features::Settings,
+    #[serde(skip_serializing_if = "Stored::is_full")]
+    pub persist: Stored,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coeffs: Option<deltarl_coeffs::Settings>,
+}
 
 /// The features pass's settings under this configuration (its [`deltarl_features::Job`] is
 /// the run's: iteration and shard).
-pub fn settings(cfg: &Resolved) -> Settings {
+pub fn settings(cfg: &Resolved) -> deltarl_features::Settings {
     let o = &cfg.opts;
-    Settings {
+    deltarl_features::Settings {
         seed: o.seed,
         proxy: o.features.proxy,
         project_dim: crate::config::zero_is_off(o.features.project_dim),
@@ -57,7 +105,8 @@ pub fn settings(cfg: &Resolved) -> Settings {
     }
 }
 
-fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
+/// The pass with every vector written as it comes (`persist = "full"`).
+fn pass(env: &Env, s: &deltarl_features::Settings) -> Result<Option<Ran<FeaturesSummary>>> {
     let (rollouts, _) = read_path::<RolloutRow>(&env.file(Stage::Rollout))?;
     let dir = env.previous_policy();
     let policy = load_policy(&dir, env.device, s.dtype)?;
@@ -73,7 +122,8 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
         // One process: each pass's rows go to the file as they come (one row group held).
         None => {
             env.write_output(Stage::Features, |w| -> Result<()> {
-                let mut out = deltarl_features::writer(s, env.iter, hidden, w, env.meta());
+                let mut out =
+                    deltarl_features::writer(s, env.iter, hidden, Stored::Full, w, env.meta());
                 deltarl_features::run_each(
                     s,
                     job,
@@ -114,7 +164,8 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
             let own = spill.pieces::<FeatureRow>();
             if env.writes() {
                 env.write_output(Stage::Features, |w| -> Result<()> {
-                    let mut out = deltarl_features::writer(s, env.iter, hidden, w, env.meta());
+                    let mut out =
+                        deltarl_features::writer(s, env.iter, hidden, Stored::Full, w, env.meta());
                     crate::ranks::stream_to_rank0(g, passes, own, &mut |rows| {
                         stats.add(&rows);
                         out.write_owned(rows)?;
@@ -132,12 +183,166 @@ fn pass(env: &Env, s: &Settings) -> Result<Option<Ran<FeaturesSummary>>> {
     if !env.writes() {
         return Ok(None);
     }
-    let summary = FeaturesSummary {
-        tokens: stats.tokens,
-        dim: stats.dim,
-        entropy_mean: stats.entropy / stats.tokens.max(1) as f64,
+    // Coefficients an earlier configuration estimated here, with the vectors held, are no
+    // longer this iteration's (removed once the new file is in place): the coeffs stage
+    // estimates from the file now.
+    let stale = in_stage_coeffs_path(&env.run.root, env.iter);
+    if stale.exists() {
+        std::fs::remove_file(&stale)
+            .with_context(|| format!("cannot remove {}", stale.display()))?;
+    }
+    Ok(Some(Ran::new(stats.rows, stats.summary(None))))
+}
+
+/// The pass with the vectors held (`persist` = projected or none): every row computed
+/// (among several processes, each rank's share streamed to rank 0, which alone holds them
+/// all), the coefficients estimated from them under `coeffs` and written beside
+/// features.parquet ([`in_stage_coeffs_path`]), then the rows written as the file keeps
+/// them. Under `projected` the coefficients are also estimated from the sketch, and how
+/// they agree with full width's goes into the summary.
+fn held(
+    env: &Env,
+    s: &Settings,
+    coeffs: &deltarl_coeffs::Settings,
+) -> Result<Option<Ran<FeaturesSummary>>> {
+    let (rollouts, _) = read_path::<RolloutRow>(&env.file(Stage::Rollout))?;
+    let dir = env.previous_policy();
+    let policy = load_policy(&dir, env.device, s.pass.dtype)?;
+    let hidden = policy.model.config.hidden_size;
+    let dim = deltarl_features::output_dim(hidden, &s.pass);
+    if let Stored::Projected { dim: k } = s.persist {
+        if k >= dim {
+            bail!(
+                "config key `features.persist_dim` = {k}: the vectors of the policy in {} \
+                 have {dim} dimensions, so a sketch of {k} keeps nothing less; use \
+                 features.persist = \"full\"",
+                dir.display()
+            );
+        }
+    }
+    if env.writes() {
+        check_memory(&rollouts, dim, s.persist)?;
+    }
+    let job = deltarl_features::Job {
+        iter: env.iter,
+        shard: env.shard(),
     };
-    Ok(Some(Ran::new(stats.rows, summary)))
+    let progress = Progress::new("features", rollouts.len() as u64);
+    let failed = || format!("teacher-forced pass of the policy in {}", dir.display());
+    let mut rows: Vec<FeatureRow> = Vec::new();
+    match env.ranks {
+        None => deltarl_features::run_each(
+            &s.pass,
+            job,
+            &policy.model,
+            &rollouts,
+            &mut |r| {
+                rows.extend(r);
+                Ok(())
+            },
+            &mut |n| progress.inc(n as u64),
+        )
+        .with_context(failed)?,
+        Some(g) => {
+            let passes = deltarl_features::passes(&s.pass, &rollouts).len();
+            let output = env.file(Stage::Features);
+            if env.writes() {
+                crate::ranks::Spill::remove_stale(&output, g.shard().world.max(1));
+            }
+            let mut spill = crate::ranks::Spill::create(&output, g.rank())?;
+            deltarl_features::run_each(
+                &s.pass,
+                job,
+                &policy.model,
+                &rollouts,
+                &mut |r| Ok(spill.push(r)?),
+                &mut |n| progress.inc(n as u64),
+            )
+            .with_context(failed)?;
+            let own = spill.pieces::<FeatureRow>();
+            crate::ranks::stream_to_rank0(g, passes, own, &mut |r| {
+                rows.extend(r);
+                Ok(())
+            })?;
+        }
+    }
+    progress.finish();
+    if !env.writes() {
+        return Ok(None);
+    }
+    // 1. The coefficients at full width, where the vectors are.
+    let (settings, full, summary) =
+        super::coeffs::estimate_rows(env, coeffs, &rollouts, &rows, dim)?;
+    let path = in_stage_coeffs_path(&env.run.root, env.iter);
+    atomic_write(&path, |w| {
+        deltarl_coeffs::shell::write(w, &settings, &full, &summary, env.meta())
+    })
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    // 2. The rows as the file keeps them.
+    let stored = s.persist.apply(rows, s.pass.sketch_seed(env.iter));
+    // 3. Under a sketch: the coefficients it gives, against full width's.
+    let sketch = match s.persist {
+        Stored::Projected { dim: k } => Some(agreement(env, coeffs, &rollouts, &stored, k, &full)?),
+        Stored::Full | Stored::None => None,
+    };
+    let mut stats = Stats::default();
+    stats.add(&stored);
+    env.write_output(Stage::Features, |w| -> Result<()> {
+        let mut out = deltarl_features::writer(&s.pass, env.iter, hidden, s.persist, w, env.meta());
+        out.write_owned(stored)?;
+        out.finish()?;
+        Ok(())
+    })?;
+    let mut ran = Ran::new(stats.rows, stats.summary(sketch));
+    ran.outputs.push(path);
+    Ok(Some(ran))
+}
+
+/// How the coefficients estimated from the sketched `rows` (`k` dimensions) agree with
+/// `full`'s, over the tokens of responses with a non-zero advantage.
+fn agreement(
+    env: &Env,
+    coeffs: &deltarl_coeffs::Settings,
+    rollouts: &[RolloutRow],
+    rows: &[FeatureRow],
+    k: usize,
+    full: &[CoeffRow],
+) -> Result<SketchAgreement> {
+    let (_, sketched, _) = super::coeffs::estimate_rows(env, coeffs, rollouts, rows, k)?;
+    let a: Vec<Vec<f32>> = full.iter().map(|r| r.coeff.clone()).collect();
+    let b: Vec<Vec<f32>> = sketched.into_iter().map(|r| r.coeff).collect();
+    Ok(deltarl_coeffs::agreement(
+        u32::try_from(k).unwrap_or(u32::MAX),
+        &a,
+        &b,
+        |i| full[i].advantage != 0.0,
+    )?)
+}
+
+/// Refuses, before the pass, to hold more vectors than the machine has memory for: every
+/// response token's `dim` f32 values (and its sketch's), against what the kernel says is
+/// available now, with a quarter left for the model and the estimate.
+fn check_memory(rollouts: &[RolloutRow], dim: usize, persist: Stored) -> Result<()> {
+    let tokens: u64 = rollouts
+        .iter()
+        .map(|r| r.response_token_ids.len() as u64)
+        .sum();
+    let per_token = 4 * (dim + persist.dim(dim)) as u64;
+    let need = tokens.saturating_mul(per_token);
+    if let Some(free) = crate::memory::available() {
+        if need > free / 4 * 3 {
+            bail!(
+                "features.persist = \"{}\" holds the iteration's vectors in memory: {tokens} \
+                 response tokens x {dim} dimensions need {:.1} GiB, and {:.1} GiB is \
+                 available; use features.persist = \"full\" (the vectors streamed to the \
+                 file) or fewer responses an iteration",
+                persist.persist(),
+                need as f64 / f64::from(1u32 << 30),
+                free as f64 / f64::from(1u32 << 30)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The manifest summary's sums, taken as rows pass by.
@@ -150,6 +355,15 @@ struct Stats {
 }
 
 impl Stats {
+    fn summary(&self, sketch: Option<SketchAgreement>) -> FeaturesSummary {
+        FeaturesSummary {
+            tokens: self.tokens,
+            dim: self.dim,
+            entropy_mean: self.entropy / self.tokens.max(1) as f64,
+            sketch,
+        }
+    }
+
     fn add(&mut self, rows: &[FeatureRow]) {
         for r in rows {
             self.rows += 1;

@@ -14,6 +14,54 @@ use arrow::record_batch::RecordBatch;
 /// [`vector_sum`]: crate::vector_sum
 pub const VECTOR_SUM: &str = "vector_sum";
 
+/// The metadata key of features.parquet saying what it keeps of the vectors ([`Persist`]);
+/// absent when it keeps them all, as every file before the key did.
+pub const PERSIST_KEY: &str = "persist";
+
+/// What features.parquet keeps of each token's vector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Persist {
+    /// Every vector at full width: any estimator can run from the file.
+    #[default]
+    Full,
+    /// A seeded low-dimensional sketch of each vector, for inspection; the coefficients are
+    /// estimated at full width in the features stage.
+    Projected,
+    /// No vectors (the per-token scalars only); the coefficients are estimated in the
+    /// features stage.
+    None,
+}
+
+impl Persist {
+    /// Whether every vector is kept (the default, skipped where settings are hashed).
+    pub fn is_full(&self) -> bool {
+        *self == Persist::Full
+    }
+
+    /// The name in configurations and in the file's metadata.
+    pub fn name(self) -> &'static str {
+        match self {
+            Persist::Full => "full",
+            Persist::Projected => "projected",
+            Persist::None => "none",
+        }
+    }
+
+    /// The value a file's metadata states (None: not a name this build writes).
+    pub fn parse(name: &str) -> Option<Persist> {
+        [Persist::Full, Persist::Projected, Persist::None]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
+}
+
+impl std::fmt::Display for Persist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Per-token gradient proxies of one response (features.parquet).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureRow {

@@ -19,7 +19,7 @@ mod update;
 pub use coeff::CoeffRow;
 pub use eval::EvalRow;
 pub(crate) use feature::keyed_vectors;
-pub use feature::{FeatureRow, VECTOR_SUM};
+pub use feature::{FeatureRow, Persist, PERSIST_KEY, VECTOR_SUM};
 pub use finish::FinishReason;
 pub use prompt::PromptRow;
 pub use reward::{CodeOutcome, RewardKind};

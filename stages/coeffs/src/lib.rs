@@ -8,6 +8,7 @@
 //! formed per response and the per-response partials are added in that fixed order, so the
 //! coefficients do not depend on row order or the rayon thread count.
 
+mod agreement;
 mod baselines;
 mod delta;
 mod error;
@@ -21,6 +22,7 @@ mod summary;
 mod sums;
 mod vectors;
 
+pub use agreement::{agreement, spearman};
 pub use delta::{delta_coefficients, DeltaStats};
 pub use error::{Error, Result};
 pub use estimate::{estimate, estimate_sorted, fixed_order, Output};

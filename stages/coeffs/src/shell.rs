@@ -6,8 +6,8 @@ use std::io::Write;
 use std::path::Path;
 
 use deltarl_schemas::{
-    read_path, vector_layout, write_table, CoeffRow, CoeffsSummary, FeatureProbs, FeatureScalars,
-    FileMeta, Index, Keyed, RolloutRow, ScoreRow, VectorFile,
+    read_path, vector_layout, write_table, CoeffRow, CoeffsSummary, FeatureProbs, FeatureRow,
+    FeatureScalars, FileMeta, Index, Keyed, RolloutRow, ScoreRow, VectorFile,
 };
 
 use crate::{
@@ -86,6 +86,52 @@ impl Vectors for FileVectors {
     }
 }
 
+/// The vectors of feature rows held in memory (the features stage's own, before anything is
+/// written), placed by key at their position in the estimator's order as [`FileVectors`]
+/// places a file's: one batch a pass, no stored sums (DelTA then takes them in a pass, in
+/// the order a file's are taken, so the coefficients are those from the file bit for bit).
+pub struct RowVectors<'r> {
+    rows: &'r [FeatureRow],
+    position: Vec<Option<usize>>,
+}
+
+impl<'r> RowVectors<'r> {
+    /// The vectors of `rows` of the responses `sorted`, in the estimator's order.
+    pub fn new(rows: &'r [FeatureRow], sorted: &[Response<'_>]) -> Self {
+        let at: HashMap<(&str, u32), usize> = sorted
+            .iter()
+            .enumerate()
+            .map(|(k, r)| ((r.prompt_id, r.sample_idx), k))
+            .collect();
+        let position = rows
+            .iter()
+            .map(|r| at.get(&(r.prompt_id.as_str(), r.sample_idx)).copied())
+            .collect();
+        RowVectors { rows, position }
+    }
+}
+
+impl Vectors for RowVectors<'_> {
+    fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()> {
+        let items: Vec<(usize, &[f32])> = self
+            .rows
+            .iter()
+            .zip(&self.position)
+            .filter_map(|(r, k)| k.map(|k| (k, r.features.as_slice())))
+            .collect();
+        visit(&items)
+    }
+}
+
+/// Where the token vectors of an estimate come from.
+#[derive(Clone, Copy)]
+pub enum Source<'a> {
+    /// features.parquet, read once a pass.
+    File(&'a Path),
+    /// The feature rows in memory.
+    Rows(&'a [FeatureRow]),
+}
+
 /// The stage's work: coefficient rows in rollout order plus the summary, the vectors read
 /// from the features file pass by pass (`features_scalars` are its entropies,
 /// `features_probs` its token probabilities, `dim` its vector dimension); the estimation
@@ -99,7 +145,7 @@ pub fn run(
     features_scalars: &[FeatureScalars],
     features_probs: &[FeatureProbs],
     dim: usize,
-    features: &Path,
+    source: Source<'_>,
     decode: &dyn Fn(&[u32]) -> Result<String>,
 ) -> Result<(Vec<CoeffRow>, CoeffsSummary)> {
     let score_of = Index::new(scores);
@@ -178,8 +224,18 @@ pub fn run(
     }
     let order = fixed_order(&responses)?;
     let sorted: Vec<Response<'_>> = order.iter().map(|&i| responses[i]).collect();
-    let mut vectors = FileVectors::new(features, &sorted)?;
-    let out = estimate_sorted(settings, dim, &sorted, &mut vectors)?.unsort(&order);
+    let out = match source {
+        Source::File(path) => estimate_sorted(
+            settings,
+            dim,
+            &sorted,
+            &mut FileVectors::new(path, &sorted)?,
+        ),
+        Source::Rows(rows) => {
+            estimate_sorted(settings, dim, &sorted, &mut RowVectors::new(rows, &sorted))
+        }
+    }?
+    .unsort(&order);
     // Never a result: a non-finite coefficient or shift (from non-finite features or
     // advantages).
     let shifts = out.shift.as_deref().unwrap_or(&[]);
@@ -237,8 +293,28 @@ pub fn run_io<W: Write + Send>(
     let probs: Vec<FeatureProbs> = read_path(features)?.0;
     let dim = vector_layout(features, "features")?.map_or(0, |l| l.dim);
     let (rows, summary) = run(
-        settings, &rollouts, &scores, &scalars, &probs, dim, features, decode,
+        settings,
+        &rollouts,
+        &scores,
+        &scalars,
+        &probs,
+        dim,
+        Source::File(features),
+        decode,
     )?;
+    write(out, settings, &rows, &summary, meta)?;
+    Ok((rows.len(), summary))
+}
+
+/// Writes a coefficient table: the rows, with the settings and the summary in the file
+/// metadata (what [`read_back`] reads).
+pub fn write<W: Write + Send>(
+    out: W,
+    settings: &Settings,
+    rows: &[CoeffRow],
+    summary: &CoeffsSummary,
+    meta: FileMeta,
+) -> Result<()> {
     let meta = meta
         .with(
             "settings",
@@ -246,8 +322,33 @@ pub fn run_io<W: Write + Send>(
         )
         .with(
             "summary",
-            serde_json::to_string(&summary).unwrap_or_default(),
+            serde_json::to_string(summary).unwrap_or_default(),
         );
-    write_table(out, &rows, &meta)?;
-    Ok((rows.len(), summary))
+    write_table(out, rows, &meta)?;
+    Ok(())
+}
+
+/// A coefficient table [`write`] wrote, read back (its rows and summary) when it was
+/// estimated under `settings`; else `Err` of the settings it records, as JSON, for the
+/// caller to name.
+pub fn read_back(
+    path: &Path,
+    settings: &Settings,
+) -> Result<std::result::Result<(Vec<CoeffRow>, CoeffsSummary), String>> {
+    let (rows, meta) = read_path::<CoeffRow>(path)?;
+    let recorded = meta.extra.get("settings").cloned().unwrap_or_default();
+    if recorded != serde_json::to_string(settings).unwrap_or_default() {
+        return Ok(Err(recorded));
+    }
+    let summary = meta
+        .extra
+        .get("summary")
+        .and_then(|s| serde_json::from_str(s).ok())
+        .ok_or_else(|| {
+            Error::Input(format!(
+                "{}: no readable coefficient summary in its metadata",
+                path.display()
+            ))
+        })?;
+    Ok(Ok((rows, summary)))
 }

@@ -7,13 +7,15 @@
 //! dropped as in the authors' code, `docs/method.md` §3), hence the default proxy `v_t = (1 - p_t) h_t`.
 
 mod settings;
+mod sketch;
 pub use settings::{Job, Proxy, Settings};
+pub use sketch::{sketch, Stored};
 
 use std::io::Write;
 
 use deltarl_model::Qwen3;
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::{FeatureRow, FileMeta, RolloutRow, TableWriter};
+use deltarl_schemas::{FeatureRow, FileMeta, RolloutRow, TableWriter, PERSIST_KEY};
 use deltarl_teacher::{budget_chunks, head_chunk_tokens, token_stats};
 use tch::{Device, Kind, Tensor};
 
@@ -215,21 +217,32 @@ pub fn output_dim(hidden: usize, s: &Settings) -> usize {
 /// The stage's Parquet shell: a writer of features.parquet for a model of hidden size
 /// `hidden` that takes rows as [`run_each`] emits them (one row group held at most);
 /// records the settings, k and whether the vectors are projected (the vectors' column
-/// states its own dimension and precision).
+/// states its own dimension and precision), and, when it keeps not every vector
+/// (`stored`), what it keeps and the sketch's seed.
 pub fn writer<W: Write + Send>(
     s: &Settings,
     iter: u32,
     hidden: usize,
+    stored: Stored,
     out: W,
     meta: FileMeta,
 ) -> TableWriter<FeatureRow, W> {
-    let k = output_dim(hidden, s);
-    let meta = meta
+    let k = stored.dim(output_dim(hidden, s));
+    let mut meta = meta
         .with(
             "settings",
             serde_json::to_string(&s.recorded(iter)).unwrap_or_default(),
         )
         .with("k", k.to_string())
         .with("projected", (k != hidden).to_string());
+    match stored {
+        Stored::Full => {}
+        Stored::Projected { .. } => {
+            meta = meta
+                .with(PERSIST_KEY, stored.persist().name())
+                .with("sketch_seed", s.sketch_seed(iter).to_string());
+        }
+        Stored::None => meta = meta.with(PERSIST_KEY, stored.persist().name()),
+    }
     TableWriter::new(out, &meta)
 }
