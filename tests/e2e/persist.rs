@@ -105,6 +105,34 @@ fn in_stage_coefficients_are_the_file_estimates_and_only_features_change() {
     let cfg = micro_config(dir.path());
     check_settings(&runs, &cfg, &[], 8);
 
+    // The bench measures the same agreement on a run's full-width files, a sketch at a
+    // time: a row per dimension, each correlation a correlation.
+    let out = ok(deltarl(
+        &runs,
+        &[
+            "bench", "sketch", "--run", "full", "--iter", "1", "--dims", "4,8", "--reps", "1",
+        ],
+    ));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.len() == 6 && (w[0] == "4" || w[0] == "8"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for w in &rows {
+        let rho: f64 = w[1].parse().unwrap();
+        assert!((-1.0..=1.0).contains(&rho), "{text}");
+    }
+    // The file of a run that keeps no vectors is refused by name.
+    let out = deltarl(&runs, &["bench", "sketch", "--run", "none", "--iter", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("features.parquet") && err.contains("keeps no vectors"),
+        "{err}"
+    );
+
     // The coeffs stage rerun alone takes the features stage's coefficients over again.
     let before = coeffs(&runs, "none");
     ok(deltarl(

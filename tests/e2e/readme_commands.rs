@@ -55,6 +55,8 @@ const BLOCKS: &[(&str, How)] = &[
             ("--iters 10 --seeds 3", "--iters 1 --seeds 1"),
             ("--seeds 2 --iters 5 --name methods", "--seeds 1 --iters 1 --name methods"),
             ("bench coeffs  ", "bench coeffs --tokens 20000 --reps 1  "),
+            // The micro model's vectors have 32 dimensions.
+            ("--dims 16,32,64", "--dims 4,8,16 --reps 1"),
             (
                 "--dim 1024 --response-tokens 20000",
                 "--dim 64 --response-tokens 2000 --tokens 8000 --reps 1",

@@ -99,7 +99,7 @@ impl Cli {
             Command::RandomModel(a) => a.run(),
             Command::ImportGguf(a) => a.run(),
             Command::Verify(a) => a.run(),
-            Command::Bench(a) => a.run(),
+            Command::Bench(a) => a.run(&self.runs_dir),
             Command::Eval(a) => a.run(&self.runs_dir),
             Command::Report(a) => a.run(&self.runs_dir),
             Command::Mechanism(a) => a.run(&self.runs_dir),

@@ -7,11 +7,12 @@ mod code;
 mod coeffs;
 mod rollout;
 mod rollout_vllm;
+mod sketch;
 pub(crate) mod timing;
 mod trl;
 mod verify;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
@@ -94,6 +95,25 @@ enum What {
         #[arg(long, value_enum, default_value = "native")]
         engine: rollout::EngineArg,
     },
+    /// DelTA's coefficients from a seeded sketch of the vectors against full width's, on an
+    /// iteration a run recorded at full width: Spearman and max |dc| for each sketch
+    /// dimension (what `[features] persist = "projected"` reports), and the estimate's
+    /// time from each.
+    Sketch {
+        /// The run (under --runs-dir).
+        #[arg(long)]
+        run: String,
+        /// Its iteration (features.parquet at full width).
+        #[arg(long)]
+        iter: u32,
+        /// Sketch dimensions to try (comma-separated), each below the vectors'.
+        #[arg(long, value_delimiter = ',', default_value = "64,128,256,512")]
+        dims: Vec<usize>,
+        /// Changes to the run's recorded configuration, as `iterate --set` (e.g.
+        /// coeffs.estimator="delta" on a DAPO run's files).
+        #[arg(long = "set")]
+        sets: Vec<String>,
+    },
     /// Seconds per iteration against TRL's GRPOTrainer on the same model folder, prompts,
     /// group size, lengths, sampling, learning rate and DAPO loss (--reps iterations each;
     /// `trl` in the venv).
@@ -108,7 +128,7 @@ enum What {
 }
 
 impl Args {
-    pub fn run(self) -> Result<()> {
+    pub fn run(self, runs: &Path) -> Result<()> {
         tch::set_num_threads(self.threads as i32);
         let _ = rayon::ThreadPoolBuilder::new()
             .num_threads(self.threads)
@@ -167,6 +187,21 @@ impl Args {
                 engine,
             ),
             What::Trl { config, sets } => trl::run(run, &trl::Case { config, sets }),
+            What::Sketch {
+                run: name,
+                iter,
+                dims,
+                sets,
+            } => sketch::run(
+                run,
+                runs,
+                &sketch::Case {
+                    run: name,
+                    iter,
+                    dims,
+                    sets,
+                },
+            ),
         }
     }
 }
