@@ -103,19 +103,21 @@ fn decoder(tokenizer: &Tokenizer) -> impl Fn(&[u32]) -> deltarl_coeffs::Result<S
     }
 }
 
-/// The coefficients of this iteration's `rollouts` from feature `rows` in memory of
-/// dimension `dim` (the features stage's, when its file keeps not every vector), as the
-/// stage computes them from a file: the settings they ran under, the rows, the summary.
+/// The coefficients of this iteration's `rollouts` from feature vectors in memory of
+/// dimension `dim` (the features stage's, when its file keeps not every vector; `source`
+/// says whose), every response's per-token scalars in `scalars`, as the stage computes
+/// them from a file: the settings they ran under, the rows, the summary.
 pub fn estimate_rows(
     env: &Env,
     s: &Settings,
     rollouts: &[RolloutRow],
-    rows: &[FeatureRow],
+    scalars: &[FeatureRow],
+    source: Source<'_, '_>,
     dim: usize,
 ) -> Result<(Settings, Vec<CoeffRow>, CoeffsSummary)> {
     let (s, tokenizer) = prepared(env, s)?;
     let scores: Vec<ScoreRow> = read_path(&env.file(Stage::Score))?.0;
-    let scalars: Vec<FeatureScalars> = rows
+    let entropies: Vec<FeatureScalars> = scalars
         .iter()
         .map(|r| FeatureScalars {
             prompt_id: r.prompt_id.clone(),
@@ -123,7 +125,7 @@ pub fn estimate_rows(
             entropy: r.entropy.clone(),
         })
         .collect();
-    let probs: Vec<FeatureProbs> = rows
+    let probs: Vec<FeatureProbs> = scalars
         .iter()
         .map(|r| FeatureProbs {
             prompt_id: r.prompt_id.clone(),
@@ -135,10 +137,10 @@ pub fn estimate_rows(
         &s,
         rollouts,
         &scores,
-        &scalars,
+        &entropies,
         &probs,
         dim,
-        Source::Rows(rows),
+        source,
         &decoder(&tokenizer),
     )?;
     Ok((s, out, summary))

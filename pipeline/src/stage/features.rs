@@ -9,12 +9,13 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use deltarl_coeffs::shell::Source;
 use deltarl_features::Stored;
 use deltarl_model::generate::logprob_temperature;
 use deltarl_schemas::layout::in_stage_coeffs_path;
 use deltarl_schemas::{
-    atomic_write, read_path, CoeffRow, FeatureRow, FeaturesSummary, Persist, RolloutRow,
-    SketchAgreement, Stage,
+    atomic_write, read_path, read_table, write_table, CoeffRow, FeatureRow, FeaturesSummary,
+    FileMeta, Persist, RolloutRow, SketchAgreement, Stage,
 };
 
 use super::contract::Contract;
@@ -22,6 +23,7 @@ use super::env::{load_policy, Env};
 use super::ran::Ran;
 use crate::config::Resolved;
 use crate::progress::Progress;
+use crate::ranks::Piece;
 
 /// The features stage's contract.
 pub struct Features;
@@ -194,12 +196,15 @@ fn pass(env: &Env, s: &deltarl_features::Settings) -> Result<Option<Ran<Features
     Ok(Some(Ran::new(stats.rows, stats.summary(None))))
 }
 
-/// The pass with the vectors held (`persist` = projected or none): every row computed
-/// (among several processes, each rank's share streamed to rank 0, which alone holds them
-/// all), the coefficients estimated from them under `coeffs` and written beside
-/// features.parquet ([`in_stage_coeffs_path`]), then the rows written as the file keeps
-/// them. Under `projected` the coefficients are also estimated from the sketch, and how
-/// they agree with full width's goes into the summary.
+/// The pass with the vectors held (`persist` = projected or none): every row computed and
+/// held where it was computed (among several processes, each rank its own passes' rows;
+/// the per-token scalars, a few bytes a token, go to every rank), the coefficients
+/// estimated from them under `coeffs` (each pass's per-response results exchanged, so
+/// every rank computes what one process does) and written beside features.parquet by rank
+/// 0 ([`in_stage_coeffs_path`]), then the rows written as the file keeps them, each
+/// rank's pieces streamed to rank 0 in pass order. Under `projected` the coefficients are
+/// also estimated from the sketch, and how they agree with full width's goes into the
+/// summary.
 fn held(
     env: &Env,
     s: &Settings,
@@ -220,76 +225,94 @@ fn held(
             );
         }
     }
-    if env.writes() {
-        check_memory(&rollouts, dim, s.persist)?;
-    }
     let job = deltarl_features::Job {
         iter: env.iter,
         shard: env.shard(),
     };
+    let passes = deltarl_features::passes(&s.pass, &rollouts);
+    let own: Vec<&RolloutRow> = passes
+        .iter()
+        .enumerate()
+        .filter(|(c, _)| job.shard.owns(*c))
+        .flat_map(|(_, p)| p.iter().copied())
+        .collect();
+    check_memory(&own, dim, s.persist)?;
     let progress = Progress::new("features", rollouts.len() as u64);
     let failed = || format!("teacher-forced pass of the policy in {}", dir.display());
+    // This process's rows, and how many each of its passes gave (its pieces of the file).
     let mut rows: Vec<FeatureRow> = Vec::new();
-    match env.ranks {
-        None => deltarl_features::run_each(
-            &s.pass,
-            job,
-            &policy.model,
-            &rollouts,
-            &mut |r| {
-                rows.extend(r);
-                Ok(())
-            },
-            &mut |n| progress.inc(n as u64),
-        )
-        .with_context(failed)?,
-        Some(g) => {
-            let passes = deltarl_features::passes(&s.pass, &rollouts).len();
-            let output = env.file(Stage::Features);
-            if env.writes() {
-                crate::ranks::Spill::remove_stale(&output, g.shard().world.max(1));
-            }
-            let mut spill = crate::ranks::Spill::create(&output, g.rank())?;
-            deltarl_features::run_each(
-                &s.pass,
-                job,
-                &policy.model,
-                &rollouts,
-                &mut |r| Ok(spill.push(r)?),
-                &mut |n| progress.inc(n as u64),
-            )
-            .with_context(failed)?;
-            let own = spill.pieces::<FeatureRow>();
-            crate::ranks::stream_to_rank0(g, passes, own, &mut |r| {
-                rows.extend(r);
-                Ok(())
-            })?;
-        }
-    }
+    let mut piece_rows: Vec<usize> = Vec::new();
+    deltarl_features::run_each(
+        &s.pass,
+        job,
+        &policy.model,
+        &rollouts,
+        &mut |r| {
+            piece_rows.push(r.len());
+            rows.extend(r);
+            Ok(())
+        },
+        &mut |n| progress.inc(n as u64),
+    )
+    .with_context(failed)?;
     progress.finish();
-    if !env.writes() {
-        return Ok(None);
-    }
     // 1. The coefficients at full width, where the vectors are.
-    let (settings, full, summary) =
-        super::coeffs::estimate_rows(env, coeffs, &rollouts, &rows, dim)?;
+    let everyone = match env.ranks {
+        None => None,
+        Some(g) => Some(gather_scalars(g, &rows)?),
+    };
+    let (settings, full, summary) = estimate_held(
+        env,
+        coeffs,
+        &rollouts,
+        everyone.as_deref().unwrap_or(&rows),
+        &rows,
+        dim,
+    )?;
     let path = in_stage_coeffs_path(&env.run.root, env.iter);
-    atomic_write(&path, |w| {
-        deltarl_coeffs::shell::write(w, &settings, &full, &summary, env.meta())
-    })
-    .with_context(|| format!("cannot write {}", path.display()))?;
+    if env.writes() {
+        atomic_write(&path, |w| {
+            deltarl_coeffs::shell::write(w, &settings, &full, &summary, env.meta())
+        })
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     // 2. The rows as the file keeps them.
     let stored = s.persist.apply(rows, s.pass.sketch_seed(env.iter));
     // 3. Under a sketch: the coefficients it gives, against full width's.
     let sketch = match s.persist {
-        Stored::Projected { dim: k } => Some(agreement(env, coeffs, &rollouts, &stored, k, &full)?),
+        Stored::Projected { dim: k } => {
+            // The stored rows keep the scalars: one process's are every response's.
+            let scalars = everyone.as_deref().unwrap_or(&stored);
+            let (_, sketched, _) = estimate_held(env, coeffs, &rollouts, scalars, &stored, k)?;
+            Some(agreement(k, &full, &sketched)?)
+        }
         Stored::Full | Stored::None => None,
     };
+    // 4. The file: one process writes its rows; among several, each rank's pieces go to
+    //    rank 0 in pass order, which alone writes.
+    let pieces = split(stored, &piece_rows);
     let mut stats = Stats::default();
-    stats.add(&stored);
+    if !env.writes() {
+        if let Some(g) = env.ranks {
+            let pieces = pieces.map(|p| Ok(Piece::Rows(p)));
+            crate::ranks::stream_to_rank0(g, passes.len(), pieces, &mut |_| Ok(()))?;
+        }
+        return Ok(None);
+    }
     env.write_output(Stage::Features, |w| -> Result<()> {
         let mut out = deltarl_features::writer(&s.pass, env.iter, hidden, s.persist, w, env.meta());
-        out.write_owned(stored)?;
+        let mut sink = |r: Vec<FeatureRow>| -> Result<()> {
+            stats.add(&r);
+            out.write_owned(r)?;
+            Ok(())
+        };
+        match env.ranks {
+            None => pieces.into_iter().try_for_each(&mut sink)?,
+            Some(g) => {
+                let pieces = pieces.map(|p| Ok(Piece::Rows(p)));
+                crate::ranks::stream_to_rank0(g, passes.len(), pieces, &mut sink)?;
+            }
+        }
         out.finish()?;
         Ok(())
     })?;
@@ -298,19 +321,66 @@ fn held(
     Ok(Some(ran))
 }
 
-/// How the coefficients estimated from the sketched `rows` (`k` dimensions) agree with
-/// `full`'s, over the tokens of responses with a non-zero advantage.
-fn agreement(
+/// The coefficients from held rows: this process's `rows` (of `dim` dimensions), with
+/// `scalars` holding every response's per-token scalars; among several processes each
+/// pass's results are exchanged with the other ranks'.
+fn estimate_held(
     env: &Env,
     coeffs: &deltarl_coeffs::Settings,
     rollouts: &[RolloutRow],
+    scalars: &[FeatureRow],
     rows: &[FeatureRow],
-    k: usize,
-    full: &[CoeffRow],
-) -> Result<SketchAgreement> {
-    let (_, sketched, _) = super::coeffs::estimate_rows(env, coeffs, rollouts, rows, k)?;
+    dim: usize,
+) -> Result<(
+    deltarl_coeffs::Settings,
+    Vec<CoeffRow>,
+    deltarl_schemas::CoeffsSummary,
+)> {
+    match env.ranks {
+        None => {
+            super::coeffs::estimate_rows(env, coeffs, rollouts, scalars, Source::Rows(rows), dim)
+        }
+        Some(g) => {
+            let mut share = |local: &[u8]| {
+                g.all_gather_bytes(local)
+                    .map_err(|e| deltarl_coeffs::Error::Exchange(format!("{e:#}")))
+            };
+            let source = Source::Shared(rows, &mut share);
+            super::coeffs::estimate_rows(env, coeffs, rollouts, scalars, source, dim)
+        }
+    }
+}
+
+/// Every rank's rows without their vectors (the per-token scalars), on every rank.
+fn gather_scalars(g: &deltarl_dist::Group, rows: &[FeatureRow]) -> Result<Vec<FeatureRow>> {
+    let stripped = Stored::None.apply(rows.to_vec(), 0);
+    let mut bytes = Vec::new();
+    if !stripped.is_empty() {
+        write_table(&mut bytes, &stripped, &FileMeta::new("part", ""))?;
+    }
+    let mut all = Vec::new();
+    for (rank, b) in g.all_gather_bytes(&bytes)?.into_iter().enumerate() {
+        if !b.is_empty() {
+            let what = format!("the per-token scalars of rank {rank}");
+            all.extend(read_table::<FeatureRow, _>(b.as_slice(), &what)?.0);
+        }
+    }
+    Ok(all)
+}
+
+/// `rows` cut into consecutive pieces of the given lengths.
+fn split(rows: Vec<FeatureRow>, lengths: &[usize]) -> impl Iterator<Item = Vec<FeatureRow>> + '_ {
+    let mut rest = rows.into_iter();
+    lengths
+        .iter()
+        .map(move |&n| rest.by_ref().take(n).collect())
+}
+
+/// How the coefficients estimated from a sketch of `k` dimensions agree with `full`'s,
+/// over the tokens of responses with a non-zero advantage.
+fn agreement(k: usize, full: &[CoeffRow], sketched: &[CoeffRow]) -> Result<SketchAgreement> {
     let a: Vec<Vec<f32>> = full.iter().map(|r| r.coeff.clone()).collect();
-    let b: Vec<Vec<f32>> = sketched.into_iter().map(|r| r.coeff).collect();
+    let b: Vec<Vec<f32>> = sketched.iter().map(|r| r.coeff.clone()).collect();
     Ok(deltarl_coeffs::agreement(
         u32::try_from(k).unwrap_or(u32::MAX),
         &a,
@@ -319,10 +389,11 @@ fn agreement(
     )?)
 }
 
-/// Refuses, before the pass, to hold more vectors than the machine has memory for: every
-/// response token's `dim` f32 values (and its sketch's), against what the kernel says is
-/// available now, with a quarter left for the model and the estimate.
-fn check_memory(rollouts: &[RolloutRow], dim: usize, persist: Stored) -> Result<()> {
+/// Refuses, before the pass, to hold more vectors than the machine has memory for: the
+/// `dim` f32 values of every response token this process computes (`rollouts`, and its
+/// sketch's), against what the kernel says is available now, with a quarter left for the
+/// model and the estimate.
+fn check_memory(rollouts: &[&RolloutRow], dim: usize, persist: Stored) -> Result<()> {
     let tokens: u64 = rollouts
         .iter()
         .map(|r| r.response_token_ids.len() as u64)

@@ -5,6 +5,8 @@ pub enum Error {
     Setting(String),
     #[error("invalid coefficient input: {0}")]
     Input(String),
+    #[error("exchanging results among processes: {0}")]
+    Exchange(String),
     #[error(transparent)]
     Table(#[from] deltarl_schemas::Error),
 }

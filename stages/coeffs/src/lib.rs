@@ -21,6 +21,7 @@ pub mod shell;
 mod summary;
 mod sums;
 mod vectors;
+mod wire;
 
 pub use agreement::{agreement, spearman};
 pub use delta::{delta_coefficients, DeltaStats};

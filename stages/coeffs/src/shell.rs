@@ -86,16 +86,23 @@ impl Vectors for FileVectors {
     }
 }
 
+/// How processes that each hold some responses' vectors exchange a pass's results: this
+/// process's bytes in, every process's out (an all-gather).
+pub type Share<'s> = dyn FnMut(&[u8]) -> Result<Vec<Vec<u8>>> + 's;
+
 /// The vectors of feature rows held in memory (the features stage's own, before anything is
 /// written), placed by key at their position in the estimator's order as [`FileVectors`]
 /// places a file's: one batch a pass, no stored sums (DelTA then takes them in a pass, in
 /// the order a file's are taken, so the coefficients are those from the file bit for bit).
-pub struct RowVectors<'r> {
+/// With a [`Share`], the rows are this process's share and every pass's results are
+/// exchanged with the other processes'.
+pub struct RowVectors<'r, 's> {
     rows: &'r [FeatureRow],
     position: Vec<Option<usize>>,
+    share: Option<&'r mut Share<'s>>,
 }
 
-impl<'r> RowVectors<'r> {
+impl<'r, 's> RowVectors<'r, 's> {
     /// The vectors of `rows` of the responses `sorted`, in the estimator's order.
     pub fn new(rows: &'r [FeatureRow], sorted: &[Response<'_>]) -> Self {
         let at: HashMap<(&str, u32), usize> = sorted
@@ -107,11 +114,21 @@ impl<'r> RowVectors<'r> {
             .iter()
             .map(|r| at.get(&(r.prompt_id.as_str(), r.sample_idx)).copied())
             .collect();
-        RowVectors { rows, position }
+        RowVectors {
+            rows,
+            position,
+            share: None,
+        }
+    }
+
+    /// The rows as this process's share of the responses, results exchanged by `share`.
+    pub fn shared(mut self, share: &'r mut Share<'s>) -> Self {
+        self.share = Some(share);
+        self
     }
 }
 
-impl Vectors for RowVectors<'_> {
+impl Vectors for RowVectors<'_, '_> {
     fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()> {
         let items: Vec<(usize, &[f32])> = self
             .rows
@@ -121,15 +138,28 @@ impl Vectors for RowVectors<'_> {
             .collect();
         visit(&items)
     }
+
+    fn shared(&self) -> bool {
+        self.share.is_some()
+    }
+
+    fn share(&mut self, local: &[u8]) -> Result<Vec<Vec<u8>>> {
+        match self.share.as_mut() {
+            Some(share) => share(local),
+            None => Ok(vec![local.to_vec()]),
+        }
+    }
 }
 
 /// Where the token vectors of an estimate come from.
-#[derive(Clone, Copy)]
-pub enum Source<'a> {
+pub enum Source<'a, 's> {
     /// features.parquet, read once a pass.
     File(&'a Path),
     /// The feature rows in memory.
     Rows(&'a [FeatureRow]),
+    /// This process's share of the feature rows, each pass's results exchanged with the
+    /// other processes' by the [`Share`] (every process estimates every coefficient).
+    Shared(&'a [FeatureRow], &'a mut Share<'s>),
 }
 
 /// The stage's work: coefficient rows in rollout order plus the summary, the vectors read
@@ -145,7 +175,7 @@ pub fn run(
     features_scalars: &[FeatureScalars],
     features_probs: &[FeatureProbs],
     dim: usize,
-    source: Source<'_>,
+    source: Source<'_, '_>,
     decode: &dyn Fn(&[u32]) -> Result<String>,
 ) -> Result<(Vec<CoeffRow>, CoeffsSummary)> {
     let score_of = Index::new(scores);
@@ -233,6 +263,10 @@ pub fn run(
         ),
         Source::Rows(rows) => {
             estimate_sorted(settings, dim, &sorted, &mut RowVectors::new(rows, &sorted))
+        }
+        Source::Shared(rows, share) => {
+            let mut src = RowVectors::new(rows, &sorted).shared(share);
+            estimate_sorted(settings, dim, &sorted, &mut src)
         }
     }?
     .unsort(&order);

@@ -6,6 +6,7 @@
 use rayon::prelude::*;
 
 use crate::sums;
+use crate::wire::Wire;
 use crate::{Error, Response, Result};
 
 /// A batch of a pass: (index of the response in the estimator's order, its token-major
@@ -26,6 +27,19 @@ pub trait Vectors {
     fn sums(&self) -> Option<Vec<&[f64]>> {
         None
     }
+
+    /// Whether several processes each hold some of the responses' vectors (a pass then
+    /// visits this process's only, and [`Vectors::share`] exchanges the results).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Among several processes: every process's encoded per-response results of a pass,
+    /// this one's (`local`) included, by an all-gather. Only called when
+    /// [`Vectors::shared`].
+    fn share(&mut self, local: &[u8]) -> Result<Vec<Vec<u8>>> {
+        Ok(vec![local.to_vec()])
+    }
 }
 
 /// The vectors of responses held in memory ([`Response::features`]): one batch a pass.
@@ -39,31 +53,58 @@ impl Vectors for InMemory<'_, '_> {
 }
 
 /// Runs one pass of `src` and computes `f(index, vectors)` for every response (each batch
-/// in parallel), giving the results in index order. A response missing from the pass or
-/// given twice is an error naming it.
-pub(crate) fn each<T: Send>(
+/// in parallel), giving the results in index order. Among several processes
+/// ([`Vectors::shared`]) each computes its own responses' and the results are exchanged,
+/// bit for bit, so every process holds every response's. A response missing from the pass
+/// or given twice is an error naming it.
+pub(crate) fn each<T: Send + Wire>(
     src: &mut dyn Vectors,
     rs: &[Response<'_>],
     f: impl Fn(usize, &[f32]) -> Result<T> + Sync,
 ) -> Result<Vec<T>> {
     let mut out: Vec<Option<T>> = (0..rs.len()).map(|_| None).collect();
+    let place = |out: &mut Vec<Option<T>>, i: usize, r: T| -> Result<()> {
+        let slot = out
+            .get_mut(i)
+            .ok_or_else(|| Error::Input(format!("vectors of response {i} of {}", rs.len())))?;
+        if slot.is_some() {
+            return Err(Error::Input(format!(
+                "{}: vectors given twice",
+                rs[i].key()
+            )));
+        }
+        *slot = Some(r);
+        Ok(())
+    };
     src.pass(&mut |batch| {
         let results: Vec<(usize, Result<T>)> =
             batch.par_iter().map(|&(i, v)| (i, f(i, v))).collect();
         for (i, r) in results {
-            let slot = out
-                .get_mut(i)
-                .ok_or_else(|| Error::Input(format!("vectors of response {i} of {}", rs.len())))?;
-            if slot.is_some() {
-                return Err(Error::Input(format!(
-                    "{}: vectors given twice",
-                    rs[i].key()
-                )));
-            }
-            *slot = Some(r?);
+            place(&mut out, i, r?)?;
         }
         Ok(())
     })?;
+    if src.shared() {
+        let mut local = Vec::new();
+        let mine: Vec<bool> = out.iter().map(Option::is_some).collect();
+        for (i, r) in out.iter().enumerate() {
+            if let Some(r) = r {
+                (i as u64).put(&mut local);
+                r.put(&mut local);
+            }
+        }
+        for blob in src.share(&local)? {
+            let mut rest = blob.as_slice();
+            while !rest.is_empty() {
+                let i = usize::try_from(u64::take(&mut rest)?).unwrap_or(usize::MAX);
+                let r = T::take(&mut rest)?;
+                // This process's own results come back with the others'.
+                if mine.get(i) != Some(&true) {
+                    place(&mut out, i, r)?;
+                }
+            }
+        }
+    }
     out.into_iter()
         .enumerate()
         .map(|(i, r)| r.ok_or_else(|| Error::Input(format!("{}: no feature vectors", rs[i].key()))))
