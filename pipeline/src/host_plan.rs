@@ -16,8 +16,13 @@ use deltarl_model::Dtype;
 pub struct HostWorkload {
     pub dtype: Dtype,
     pub parameters: u64,
-    /// The stored vector width (the hidden size, or `features.project_dim` below it).
+    /// The vector width of the features pass (the hidden size, or `features.project_dim`
+    /// below it).
     pub vector_dim: u64,
+    /// The width features.parquet stores (`features.persist`): the pass's, a sketch's, or
+    /// 0. Below the pass's, the features stage holds its vectors and estimates the
+    /// coefficients itself.
+    pub stored_dim: u64,
     /// Responses an iteration and their longest prompt and response.
     pub responses: u64,
     pub prompt_tokens: u64,
@@ -38,7 +43,8 @@ pub struct HostWorkload {
 pub struct HostPlan {
     pub rollout_resident: u64,
     /// One process's features stage, or under torchrun rank 0's (the largest; a rank's
-    /// share of the rows waits in its spill file on disk).
+    /// share of the rows waits in its spill file on disk, or is held when the stage
+    /// estimates the coefficients).
     pub features_resident: u64,
     pub coeffs_resident: u64,
     pub update_resident: u64,
@@ -68,15 +74,26 @@ impl HostPlan {
         // text (~4 bytes a token).
         let rollouts = r * (8 * lp + 12 * lr);
         let value = if w.dtype == Dtype::Bf16 { 2 } else { 4 };
-        // Features: the vector, then probability, log-prob and entropy (f32 each), and a
-        // response's vector sum (f64).
-        let features_file = tokens * (k * value + 12) + r * k * 8;
+        let stored = w.stored_dim;
+        // Features: the vector as stored, then probability, log-prob and entropy (f32
+        // each), and a response's vector sum (f64).
+        let features_file = tokens * (stored * value + 12) + r * stored * 8;
         let pass = w.features_rows.min(r) * lr * (4 * k + 12);
         // Under torchrun a rank encodes each pass into its spill file as it comes (one
         // pass's rows and their bytes), and rank 0 then holds one piece at a time as
         // Parquet bytes and as rows while it appends it: whatever the rank's share.
-        let piece = w.features_rows.min(r) * lr * (k * value + 12);
-        let features_resident = if w.ranks.max(1) == 1 {
+        let piece = w.features_rows.min(r) * lr * (stored * value + 12);
+        // The estimator's per-token scalars (~36 bytes: margins, assignments, raw and final
+        // coefficients) and five f64 vectors of the vector width a response.
+        let estimator = tokens * 36 + 5 * r * k * 8;
+        let ranks = w.ranks.max(1);
+        let features_resident = if stored < k {
+            // Held: the rank's share of the rows in f32 and its sketch (rounded up to whole
+            // responses), every response's scalars, the estimator, one piece and one row
+            // group on their way to the file.
+            let share = r.div_ceil(ranks) * lr;
+            rollouts + share * 4 * (k + stored) + tokens * 12 + estimator + piece + ROW_GROUP
+        } else if ranks == 1 {
             // The rollouts, one pass's rows in f32 and one row group being written.
             rollouts + pass + ROW_GROUP
         } else {
@@ -88,11 +105,15 @@ impl HostPlan {
             // The whole batch of rows, written at the end.
             rollout_resident: rollouts,
             features_resident,
-            // The rollouts, per token the entropy and the estimator's scalars (margins,
-            // assignments, raw and final coefficients: ~36 bytes), five f64 vectors of the
-            // vector width a response (the stored sums, their copy, the initial, refit and
-            // coefficient-weighted partials), and one batch of decoded vectors.
-            coeffs_resident: rollouts + tokens * 36 + 5 * r * k * 8 + VECTOR_BATCH,
+            // The rollouts, per token the entropy and the estimator's scalars, its f64
+            // vectors (the stored sums, their copy, the initial, refit and
+            // coefficient-weighted partials), and one batch of decoded vectors; when the
+            // features stage estimated, the rows it wrote, read and written again.
+            coeffs_resident: if stored < k {
+                rollouts + 2 * (tokens * 4 + r * 32)
+            } else {
+                rollouts + estimator + VECTOR_BATCH
+            },
             // The rollouts and, per token, old log-probs, coefficients and the joined rows.
             update_resident: rollouts + tokens * 24,
             rollouts_file: rollouts,
@@ -150,12 +171,19 @@ pub struct Wall {
 impl HostPlan {
     /// Writing the features file once and the coefficient stage's passes over it, at
     /// `rates`.
+    /// The passes are none when the features stage estimated (the file lacks the vectors;
+    /// its passes run over memory, at the device's or the host memory's rate).
     pub fn wall(&self, w: &HostWorkload, rates: Rates) -> Wall {
         let bytes = self.features_file as f64;
+        let passes = if w.stored_dim < w.vector_dim {
+            0
+        } else {
+            w.coeffs_passes
+        };
         Wall {
             features_write_s: bytes / rates.write,
-            coeffs_passes: w.coeffs_passes,
-            coeffs_s: w.coeffs_passes as f64 * bytes / rates.pass,
+            coeffs_passes: passes,
+            coeffs_s: passes as f64 * bytes / rates.pass,
         }
     }
 }
@@ -169,6 +197,7 @@ mod tests {
             dtype: Dtype::Bf16,
             parameters: 1000,
             vector_dim: 8,
+            stored_dim: 8,
             responses: 10,
             prompt_tokens: 5,
             response_tokens: 20,
@@ -231,5 +260,43 @@ mod tests {
             ..w
         };
         assert_eq!(p.run_disk(&all, 3), 3 * p.per_iteration());
+    }
+
+    /// The features stage holding the vectors (`persist` = projected, a sketch of 2), by
+    /// hand.
+    #[test]
+    fn held_vectors_by_hand() {
+        let w = HostWorkload {
+            stored_dim: 2,
+            ranks: 2,
+            ..workload()
+        };
+        let p = HostPlan::new(&w);
+        // 200 x (2 x 2 + 12), and 10 sums of 2 f64.
+        assert_eq!(p.features_file, 3200 + 160);
+        // Rank 0: 5 responses x 20 tokens of 8 + 2 f32; 200 tokens' scalars; the estimator
+        // (200 x 36, 5 x 10 x 8 x 8); a piece of 4 x 20 x (2 x 2 + 12).
+        assert_eq!(
+            p.features_resident,
+            2800 + 100 * 40 + 200 * 12 + (7200 + 3200) + 1280 + ROW_GROUP
+        );
+        // The coeffs stage reads the rows written and writes them again.
+        assert_eq!(p.coeffs_resident, 2800 + 2 * (800 + 320));
+        // No pass over the file.
+        let wall = p.wall(
+            &w,
+            Rates {
+                write: 1000.0,
+                pass: 2000.0,
+                measured: false,
+            },
+        );
+        assert_eq!((wall.coeffs_passes, wall.coeffs_s), (0, 0.0));
+        // The whole share held grows with the responses a rank computes.
+        let more = HostPlan::new(&HostWorkload {
+            responses: 40,
+            ..w.clone()
+        });
+        assert!(more.features_resident - p.features_resident >= 15 * 20 * 40);
     }
 }

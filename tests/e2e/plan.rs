@@ -185,6 +185,24 @@ fn the_8b_plan_names_what_does_not_fit() {
         text.contains("features peak                                21.92 GB"),
         "{text}"
     );
+    // The features stage estimating where the vectors are (persist = "none"): rank 0
+    // holds its share, 256 responses x 20,480 tokens x 4,096 f32 (85.90 GB), every token's
+    // scalars (0.50), the estimator's (1.51 per token, 0.34 per response), the rollouts
+    // (0.54), a piece and a row group (0.13) = 88.92 GB; the file keeps no vectors and the
+    // coefficient stage makes no pass over it.
+    let text = plan(&["--set", "features.persist=\"none\""]);
+    let line = |text: &str, what: &str| {
+        text.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line(&text, "host, features process (rank 0 of 8)").ends_with(" 88.92 GB"),
+        "{text}"
+    );
+    assert!(line(&text, "features (0 values").ends_with(" 503.3 MB"), "{text}");
+    assert!(line(&text, "coeffs: 0 passes").contains(" 0.0 s "), "{text}");
     // The whole head: its [20,480, 151,936] f32 buffers dominate both passes.
     let text = plan(&["--set", "model.head_chunk_mb=0"]);
     eprintln!("{text}");

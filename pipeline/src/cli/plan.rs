@@ -280,7 +280,7 @@ impl Args {
         line(
             &format!(
                 "  features ({} values of {} bytes a token)",
-                hw.vector_dim,
+                hw.stored_dim,
                 if hw.dtype == Dtype::Bf16 { 2 } else { 4 }
             ),
             human(host.features_file),

@@ -28,6 +28,11 @@ pub(super) fn host_workload(
         dtype: w.dtype,
         parameters: shape.parameters(),
         vector_dim: k,
+        stored_dim: match o.features.persist {
+            deltarl_schemas::Persist::Full => k,
+            deltarl_schemas::Persist::Projected => (o.features.persist_dim as u64).min(k),
+            deltarl_schemas::Persist::None => 0,
+        },
         responses: o.rollout.prompts_per_iter as u64 * u64::from(o.rollout.samples_per_prompt),
         prompt_tokens: w.prompt_tokens,
         response_tokens: w.response_tokens,
