@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use deltarl_dist::{Group, Launch};
-use deltarl_schemas::{read_table, write_table, FileMeta, Shard, Stage, Table};
+use deltarl_schemas::{encode_piece, read_table, Shard, Stage, Table};
 use tch::Device;
 
 /// The least collective timeout: a hung peer is noticed after this long at the soonest.
@@ -190,12 +190,23 @@ pub fn gather_rows<T: Table, K: Ord>(
     rows: Vec<T>,
     key: impl Fn(&T) -> K,
 ) -> Result<Vec<T>> {
-    let mut all = Vec::new();
-    let own = std::iter::once(Ok(Piece::Rows(rows)));
-    stream_to_rank0(g, g.shard().world.max(1), own, &mut |part| {
-        all.extend(part);
-        Ok(())
-    })?;
+    // Rank 0's own rows stay as they are; the others' travel encoded.
+    let (mut all, own) = if g.rank() == 0 {
+        (rows, Vec::new())
+    } else {
+        (Vec::new(), encode_piece(&rows)?)
+    };
+    stream_to_rank0(
+        g,
+        g.shard().world.max(1),
+        std::iter::once(Ok(own)),
+        &mut |b, what| {
+            if !b.is_empty() {
+                all.extend(read_table::<T, _>(b.as_slice(), what)?.0);
+            }
+            Ok(())
+        },
+    )?;
     all.sort_by_key(|r| key(r));
     Ok(all)
 }
@@ -215,37 +226,6 @@ pub fn gather_samples<'a, T: Table>(
         let (id, sample) = of(r);
         (at.get(id).copied(), sample)
     })
-}
-
-/// One of a rank's pieces of work: its rows, or the same rows already encoded as Parquet
-/// (empty bytes: no rows).
-pub enum Piece<T> {
-    Rows(Vec<T>),
-    Parquet(Vec<u8>),
-}
-
-impl<T: Table> Piece<T> {
-    /// The piece as Parquet bytes (no bytes for no rows).
-    fn into_bytes(self) -> deltarl_schemas::Result<Vec<u8>> {
-        match self {
-            Piece::Rows(rows) if rows.is_empty() => Ok(Vec::new()),
-            Piece::Rows(rows) => {
-                let mut bytes = Vec::new();
-                write_table(&mut bytes, &rows, &FileMeta::new("part", ""))?;
-                Ok(bytes)
-            }
-            Piece::Parquet(bytes) => Ok(bytes),
-        }
-    }
-
-    /// The piece's rows (`what` names it in an error).
-    fn into_rows(self, what: &str) -> Result<Vec<T>> {
-        match self {
-            Piece::Rows(rows) => Ok(rows),
-            Piece::Parquet(bytes) if bytes.is_empty() => Ok(Vec::new()),
-            Piece::Parquet(bytes) => Ok(read_table::<T, _>(bytes.as_slice(), what)?.0),
-        }
-    }
 }
 
 /// A rank's pieces of a stage, encoded as Parquet a piece as they are made and kept in a
@@ -304,9 +284,9 @@ impl Spill {
         })
     }
 
-    /// Appends the next piece's rows, encoded.
-    pub fn push<T: Table>(&mut self, rows: Vec<T>) -> deltarl_schemas::Result<()> {
-        let bytes = Piece::Rows(rows).into_bytes()?;
+    /// Appends the next piece's rows, encoded ([`encode_piece`]).
+    pub fn push<T: Table>(&mut self, rows: &[T]) -> deltarl_schemas::Result<()> {
+        let bytes = encode_piece(rows)?;
         self.file
             .write_all_at(&bytes, self.end)
             .map_err(|source| deltarl_schemas::Error::Io {
@@ -318,14 +298,14 @@ impl Spill {
         Ok(())
     }
 
-    /// The pieces in the order they were pushed, read back one at a time.
-    pub fn pieces<T: Table>(&self) -> impl Iterator<Item = Result<Piece<T>>> + '_ {
+    /// The pieces' bytes in the order they were pushed, read back one at a time.
+    pub fn pieces(&self) -> impl Iterator<Item = Result<Vec<u8>>> + '_ {
         self.pieces.iter().map(|&(at, len)| {
             let mut bytes = vec![0u8; len];
             self.file
                 .read_exact_at(&mut bytes, at)
                 .with_context(|| format!("cannot read the spill file {}", self.path.display()))?;
-            Ok(Piece::Parquet(bytes))
+            Ok(bytes)
         })
     }
 }
@@ -344,16 +324,17 @@ impl Drop for Spill {
 }
 
 /// The pieces of `chunks` pieces of work dealt out as [`Shard::owns`] deals them (piece
-/// `c` to rank `c % world`), passed to `sink` as rows on rank 0 in piece order: each piece
-/// goes from its owner to rank 0 alone (its Parquet bytes, point to point), so rank 0
-/// holds one piece of the others' at a time and never the whole batch, and no other rank
-/// receives anything. `own` gives this rank's pieces in increasing order. The others'
-/// `sink` is never called.
-pub fn stream_to_rank0<T: Table>(
+/// `c` to rank `c % world`), passed to `sink` on rank 0 in piece order as their encoded
+/// bytes ([`encode_piece`], with a name for errors), never decoded on the way: each piece
+/// goes from its owner to rank 0 alone, point to point, so rank 0 holds one piece of the
+/// others' at a time and never the whole batch, and no other rank receives anything.
+/// `own` gives this rank's pieces in increasing order. The others' `sink` is never
+/// called.
+pub fn stream_to_rank0(
     g: &Group,
     chunks: usize,
-    own: impl Iterator<Item = Result<Piece<T>>>,
-    sink: &mut dyn FnMut(Vec<T>) -> Result<()>,
+    own: impl Iterator<Item = Result<Vec<u8>>>,
+    sink: &mut dyn FnMut(Vec<u8>, &str) -> Result<()>,
 ) -> Result<()> {
     let world = g.shard().world.max(1);
     let mut own = own;
@@ -361,22 +342,21 @@ pub fn stream_to_rank0<T: Table>(
         let owner = c % world;
         let mine = owner == g.rank();
         let piece = if mine { own.next().transpose()? } else { None };
-        let piece = piece.unwrap_or(Piece::Rows(Vec::new()));
+        let piece = piece.unwrap_or_default();
         if owner == 0 {
             // Rank 0's own piece needs nothing from the others.
             if mine {
-                sink(piece.into_rows(&format!("piece {c} of rank 0"))?)?;
+                sink(piece, &format!("piece {c} of rank 0"))?;
             }
             continue;
         }
         // From its owner to rank 0 alone; an empty piece (a rank with no work in it)
         // travels as no bytes.
         if mine {
-            g.send_bytes(&piece.into_bytes()?, 0)?;
+            g.send_bytes(&piece, 0)?;
         } else if g.rank() == 0 {
             let received = g.recv_bytes(owner)?;
-            let what = format!("piece {c} from rank {owner}");
-            sink(Piece::<T>::Parquet(received).into_rows(&what)?)?;
+            sink(received, &format!("piece {c} from rank {owner}"))?;
         }
     }
     Ok(())
@@ -453,13 +433,21 @@ mod tests {
         let pieces = vec![vec![row(0, 3), row(1, 1)], Vec::new(), vec![row(2, 5)]];
         let mut spill = Spill::create(&output, 1).unwrap();
         for p in &pieces {
-            spill.push(p.clone()).unwrap();
+            spill.push(p).unwrap();
         }
         let path = dir.path().join(".features.parquet.rank-1.spill");
         assert!(path.exists());
         let back: Vec<Vec<FeatureRow>> = spill
-            .pieces::<FeatureRow>()
-            .map(|p| p.unwrap().into_rows("piece").unwrap())
+            .pieces()
+            .map(|p| {
+                let p = p.unwrap();
+                if p.is_empty() {
+                    return Vec::new();
+                }
+                deltarl_schemas::read_table::<FeatureRow, _>(p.as_slice(), "piece")
+                    .unwrap()
+                    .0
+            })
             .collect();
         assert_eq!(back, pieces);
         drop(spill);

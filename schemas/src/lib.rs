@@ -8,6 +8,7 @@
 
 mod arrays;
 mod atomic;
+mod concat;
 mod error;
 mod io;
 mod key;
@@ -26,6 +27,7 @@ mod vectors;
 mod views;
 
 pub use atomic::{atomic_write, atomic_write_bytes, sha256_file, sha256_hex, temp_path};
+pub use concat::{encode_piece, PieceWriter};
 pub use error::{Error, Result};
 pub use io::{
     read_meta, read_table, vector_layout, FileMeta, READ_BATCH_ROWS, ROW_GROUP_ROWS,

@@ -103,7 +103,8 @@ fn vector_bytes(rows: &[FeatureRow], bf16_vectors: bool) -> usize {
         Vec::new(),
         FileMeta::new("features", ""),
     );
-    w.write(rows).unwrap();
+    w.append(deltarl_schemas::encode_piece(rows).unwrap(), "rows")
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("features.parquet");
     std::fs::write(&path, w.finish().unwrap()).unwrap();

@@ -201,8 +201,14 @@ fn the_8b_plan_names_what_does_not_fit() {
         line(&text, "host, features process (rank 0 of 8)").ends_with(" 88.92 GB"),
         "{text}"
     );
-    assert!(line(&text, "features (0 values").ends_with(" 503.3 MB"), "{text}");
-    assert!(line(&text, "coeffs: 0 passes").contains(" 0.0 s "), "{text}");
+    assert!(
+        line(&text, "features (0 values").ends_with(" 503.3 MB"),
+        "{text}"
+    );
+    assert!(
+        line(&text, "coeffs: 0 passes").contains(" 0.0 s "),
+        "{text}"
+    );
     // The whole head: its [20,480, 151,936] f32 buffers dominate both passes.
     let text = plan(&["--set", "model.head_chunk_mb=0"]);
     eprintln!("{text}");

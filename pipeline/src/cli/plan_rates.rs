@@ -1,6 +1,6 @@
 //! The rates `deltarl plan` estimates the host's features-file work with, measured here: a
 //! sample features file of the configuration's vector width and precision written once
-//! (encoding rows to Parquet, into the page cache), then estimated from with the
+//! (encoding rows to Parquet and copying them into the file, into the page cache), then estimated from with the
 //! configuration's estimator (its passes over the file, through the coefficient stage's
 //! reader). The sample is two responses (one of each advantage sign) of up to the
 //! configuration's response length, about 64 MB of file: large enough that a response's
@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use deltarl_coeffs::shell::FileVectors;
 use deltarl_coeffs::{estimate_sorted, fixed_order, Response, Settings};
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::{FeatureRow, FileMeta, Precision, TableWriter};
+use deltarl_schemas::{encode_piece, FeatureRow, FileMeta, PieceWriter, Precision};
 
 use super::bench::timing::median_seconds;
 use crate::host_plan::Rates;
@@ -63,8 +63,9 @@ pub fn measure(
     let path = dir.path().join("features.parquet");
     let write = || -> Result<()> {
         let file = std::io::BufWriter::new(std::fs::File::create(&path)?);
-        let mut w = TableWriter::new(file, &FileMeta::new("features", "plan"));
-        w.write(&rows)?;
+        // As the features stage writes: a pass's rows encoded as a piece, copied in.
+        let mut w = PieceWriter::<FeatureRow, _>::new(file, &FileMeta::new("features", "plan"));
+        w.append(encode_piece(&rows)?, "the rate sample")?;
         w.finish()?;
         Ok(())
     };

@@ -14,8 +14,8 @@ use deltarl_features::Stored;
 use deltarl_model::generate::logprob_temperature;
 use deltarl_schemas::layout::in_stage_coeffs_path;
 use deltarl_schemas::{
-    atomic_write, read_path, read_table, write_table, CoeffRow, FeatureRow, FeaturesSummary,
-    FileMeta, Persist, RolloutRow, SketchAgreement, Stage,
+    atomic_write, encode_piece, read_path, read_table, CoeffRow, FeatureRow, FeatureScalars,
+    FeaturesSummary, Persist, RolloutRow, SketchAgreement, Stage,
 };
 
 use super::contract::Contract;
@@ -23,7 +23,6 @@ use super::env::{load_policy, Env};
 use super::ran::Ran;
 use crate::config::Resolved;
 use crate::progress::Progress;
-use crate::ranks::Piece;
 
 /// The features stage's contract.
 pub struct Features;
@@ -121,11 +120,12 @@ fn pass(env: &Env, s: &deltarl_features::Settings) -> Result<Option<Ran<Features
     let failed = || format!("teacher-forced pass of the policy in {}", dir.display());
     let mut stats = Stats::default();
     match env.ranks {
-        // One process: each pass's rows go to the file as they come (one row group held).
+        // One process: each pass's rows go to the file as they come, encoded as a piece.
         None => {
             env.write_output(Stage::Features, |w| -> Result<()> {
                 let mut out =
                     deltarl_features::writer(s, env.iter, hidden, Stored::Full, w, env.meta());
+                let mut c = 0;
                 deltarl_features::run_each(
                     s,
                     job,
@@ -133,7 +133,8 @@ fn pass(env: &Env, s: &deltarl_features::Settings) -> Result<Option<Ran<Features
                     &rollouts,
                     &mut |rows| {
                         stats.add(&rows);
-                        out.write_owned(rows)?;
+                        out.append(encode_piece(&rows)?, &format!("pass {c}"))?;
+                        c += 1;
                         Ok(())
                     },
                     &mut |n| progress.inc(n as u64),
@@ -145,8 +146,9 @@ fn pass(env: &Env, s: &deltarl_features::Settings) -> Result<Option<Ran<Features
         }
         // Several processes: each computes its share of the passes (pass c on rank
         // c % world), encoding each pass into its spill file as it comes; then, pass by
-        // pass in order, rank 0 takes each from its owner and writes it, so no rank holds
-        // more than a pass or two in memory.
+        // pass in order, rank 0 takes each from its owner and copies its bytes into the
+        // file (decoding only its scalars for the summary), so no rank holds more than a
+        // pass or two in memory and the encoding is spread over the ranks.
         Some(g) => {
             let passes = deltarl_features::passes(s, &rollouts).len();
             let output = env.file(Stage::Features);
@@ -159,25 +161,25 @@ fn pass(env: &Env, s: &deltarl_features::Settings) -> Result<Option<Ran<Features
                 job,
                 &policy.model,
                 &rollouts,
-                &mut |rows| Ok(spill.push(rows)?),
+                &mut |rows| Ok(spill.push(&rows)?),
                 &mut |n| progress.inc(n as u64),
             )
             .with_context(failed)?;
-            let own = spill.pieces::<FeatureRow>();
+            let own = spill.pieces();
             if env.writes() {
+                let dim = deltarl_features::output_dim(hidden, s);
                 env.write_output(Stage::Features, |w| -> Result<()> {
                     let mut out =
                         deltarl_features::writer(s, env.iter, hidden, Stored::Full, w, env.meta());
-                    crate::ranks::stream_to_rank0(g, passes, own, &mut |rows| {
-                        stats.add(&rows);
-                        out.write_owned(rows)?;
-                        Ok(())
+                    crate::ranks::stream_to_rank0(g, passes, own, &mut |b, what| {
+                        stats.add_piece(&b, what, dim)?;
+                        Ok(out.append(b, what)?)
                     })?;
                     out.finish()?;
                     Ok(())
                 })?;
             } else {
-                crate::ranks::stream_to_rank0(g, passes, own, &mut |_| Ok(()))?;
+                crate::ranks::stream_to_rank0(g, passes, own, &mut |_, _| Ok(()))?;
             }
         }
     }
@@ -288,29 +290,33 @@ fn held(
         }
         Stored::Full | Stored::None => None,
     };
-    // 4. The file: one process writes its rows; among several, each rank's pieces go to
-    //    rank 0 in pass order, which alone writes.
+    // 4. The file: each pass's rows encoded as a piece where they are; among several
+    //    processes the pieces go to rank 0 in pass order, which copies them in.
+    let stored_dim = s.persist.dim(dim);
     let pieces = split(stored, &piece_rows);
     let mut stats = Stats::default();
     if !env.writes() {
         if let Some(g) = env.ranks {
-            let pieces = pieces.map(|p| Ok(Piece::Rows(p)));
-            crate::ranks::stream_to_rank0(g, passes.len(), pieces, &mut |_| Ok(()))?;
+            let pieces = pieces.map(|p| Ok(encode_piece(&p)?));
+            crate::ranks::stream_to_rank0(g, passes.len(), pieces, &mut |_, _| Ok(()))?;
         }
         return Ok(None);
     }
     env.write_output(Stage::Features, |w| -> Result<()> {
         let mut out = deltarl_features::writer(&s.pass, env.iter, hidden, s.persist, w, env.meta());
-        let mut sink = |r: Vec<FeatureRow>| -> Result<()> {
-            stats.add(&r);
-            out.write_owned(r)?;
-            Ok(())
-        };
         match env.ranks {
-            None => pieces.into_iter().try_for_each(&mut sink)?,
+            None => {
+                for (c, p) in pieces.enumerate() {
+                    stats.add(&p);
+                    out.append(encode_piece(&p)?, &format!("pass {c}"))?;
+                }
+            }
             Some(g) => {
-                let pieces = pieces.map(|p| Ok(Piece::Rows(p)));
-                crate::ranks::stream_to_rank0(g, passes.len(), pieces, &mut sink)?;
+                let pieces = pieces.map(|p| Ok(encode_piece(&p)?));
+                crate::ranks::stream_to_rank0(g, passes.len(), pieces, &mut |b, what| {
+                    stats.add_piece(&b, what, stored_dim)?;
+                    Ok(out.append(b, what)?)
+                })?;
             }
         }
         out.finish()?;
@@ -354,10 +360,7 @@ fn estimate_held(
 /// Every rank's rows without their vectors (the per-token scalars), on every rank.
 fn gather_scalars(g: &deltarl_dist::Group, rows: &[FeatureRow]) -> Result<Vec<FeatureRow>> {
     let stripped = Stored::None.apply(rows.to_vec(), 0);
-    let mut bytes = Vec::new();
-    if !stripped.is_empty() {
-        write_table(&mut bytes, &stripped, &FileMeta::new("part", ""))?;
-    }
+    let bytes = encode_piece(&stripped)?;
     let mut all = Vec::new();
     for (rank, b) in g.all_gather_bytes(&bytes)?.into_iter().enumerate() {
         if !b.is_empty() {
@@ -433,6 +436,23 @@ impl Stats {
             entropy_mean: self.entropy / self.tokens.max(1) as f64,
             sketch,
         }
+    }
+
+    /// A piece's rows, from its bytes: only the entropies are decoded (the vectors of
+    /// `dim` values are copied into the file, never read).
+    fn add_piece(&mut self, bytes: &[u8], what: &str, dim: usize) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        for r in read_table::<FeatureScalars, _>(bytes, what)?.0 {
+            self.rows += 1;
+            self.tokens += r.entropy.len();
+            self.dim = u32::try_from(dim).unwrap_or(u32::MAX);
+            for &e in &r.entropy {
+                self.entropy += f64::from(e);
+            }
+        }
+        Ok(())
     }
 
     fn add(&mut self, rows: &[FeatureRow]) {

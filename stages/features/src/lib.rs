@@ -15,7 +15,7 @@ use std::io::Write;
 
 use deltarl_model::Qwen3;
 use deltarl_schemas::seed::Rng;
-use deltarl_schemas::{FeatureRow, FileMeta, RolloutRow, TableWriter, PERSIST_KEY};
+use deltarl_schemas::{FeatureRow, FileMeta, PieceWriter, RolloutRow, PERSIST_KEY};
 use deltarl_teacher::{budget_chunks, head_chunk_tokens, token_stats};
 use tch::{Device, Kind, Tensor};
 
@@ -215,7 +215,9 @@ pub fn output_dim(hidden: usize, s: &Settings) -> usize {
 }
 
 /// The stage's Parquet shell: a writer of features.parquet for a model of hidden size
-/// `hidden` that takes rows as [`run_each`] emits them (one row group held at most);
+/// `hidden` that takes each forward pass's rows as one piece, encoded where they were
+/// computed ([`deltarl_schemas::encode_piece`]; the file's row groups are the passes', so
+/// it is the same whichever process computed which pass);
 /// records the settings, k and whether the vectors are projected (the vectors' column
 /// states its own dimension and precision), and, when it keeps not every vector
 /// (`stored`), what it keeps and the sketch's seed.
@@ -226,7 +228,7 @@ pub fn writer<W: Write + Send>(
     stored: Stored,
     out: W,
     meta: FileMeta,
-) -> TableWriter<FeatureRow, W> {
+) -> PieceWriter<FeatureRow, W> {
     let k = stored.dim(output_dim(hidden, s));
     let mut meta = meta
         .with(
@@ -244,5 +246,5 @@ pub fn writer<W: Write + Send>(
         }
         Stored::None => meta = meta.with(PERSIST_KEY, stored.persist().name()),
     }
-    TableWriter::new(out, &meta)
+    PieceWriter::new(out, &meta)
 }
