@@ -210,6 +210,15 @@ mod tests {
         }
     }
 
+    /// 1,000 B/s written, 2,000 B/s a pass.
+    fn given_rates() -> Rates {
+        Rates {
+            write: 1000.0,
+            pass: 2000.0,
+            measured: false,
+        }
+    }
+
     /// Every number by hand for a small workload.
     #[test]
     fn host_plan_by_hand() {
@@ -238,14 +247,7 @@ mod tests {
             2800 + 4 * 20 * 28 + 4 * 20 * 44 + ROW_GROUP
         );
         // 6,240 bytes written at 1,000 B/s; 3 passes at 2,000 B/s.
-        let wall = p.wall(
-            &w,
-            Rates {
-                write: 1000.0,
-                pass: 2000.0,
-                measured: false,
-            },
-        );
+        let wall = p.wall(&w, given_rates());
         assert_eq!((wall.features_write_s, wall.coeffs_s), (6.24, 9.36));
         // 10 iterations: 1 features file, checkpoints of the last 2 and of iterations 4
         // and 8 (older than the last 2, every 4th).
@@ -283,14 +285,7 @@ mod tests {
         // The coeffs stage reads the rows written and writes them again.
         assert_eq!(p.coeffs_resident, 2800 + 2 * (800 + 320));
         // No pass over the file.
-        let wall = p.wall(
-            &w,
-            Rates {
-                write: 1000.0,
-                pass: 2000.0,
-                measured: false,
-            },
-        );
+        let wall = p.wall(&w, given_rates());
         assert_eq!((wall.coeffs_passes, wall.coeffs_s), (0, 0.0));
         // The whole share held grows with the responses a rank computes.
         let more = HostPlan::new(&HostWorkload {

@@ -60,6 +60,28 @@ list_column_view!(
     vector_sum: Vec<f64>
 );
 
+impl From<&crate::FeatureRow> for FeatureScalars {
+    /// The row's entropies, as the view reads them from its file.
+    fn from(r: &crate::FeatureRow) -> Self {
+        FeatureScalars {
+            prompt_id: r.prompt_id.clone(),
+            sample_idx: r.sample_idx,
+            entropy: r.entropy.clone(),
+        }
+    }
+}
+
+impl From<&crate::FeatureRow> for FeatureProbs {
+    /// The row's token probabilities, as the view reads them from its file.
+    fn from(r: &crate::FeatureRow) -> Self {
+        FeatureProbs {
+            prompt_id: r.prompt_id.clone(),
+            sample_idx: r.sample_idx,
+            token_prob: r.token_prob.clone(),
+        }
+    }
+}
+
 /// A response's token vectors (the `features` column of features.parquet).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeatureVectors {

@@ -117,22 +117,8 @@ pub fn estimate_rows(
 ) -> Result<(Settings, Vec<CoeffRow>, CoeffsSummary)> {
     let (s, tokenizer) = prepared(env, s)?;
     let scores: Vec<ScoreRow> = read_path(&env.file(Stage::Score))?.0;
-    let entropies: Vec<FeatureScalars> = scalars
-        .iter()
-        .map(|r| FeatureScalars {
-            prompt_id: r.prompt_id.clone(),
-            sample_idx: r.sample_idx,
-            entropy: r.entropy.clone(),
-        })
-        .collect();
-    let probs: Vec<FeatureProbs> = scalars
-        .iter()
-        .map(|r| FeatureProbs {
-            prompt_id: r.prompt_id.clone(),
-            sample_idx: r.sample_idx,
-            token_prob: r.token_prob.clone(),
-        })
-        .collect();
+    let entropies: Vec<FeatureScalars> = scalars.iter().map(FeatureScalars::from).collect();
+    let probs: Vec<FeatureProbs> = scalars.iter().map(FeatureProbs::from).collect();
     let (out, summary) = shell::run(
         &s,
         rollouts,

@@ -60,22 +60,8 @@ pub fn run(r: Run, runs: &Path, c: &Case) -> Result<()> {
     let inputs = Inputs {
         rollouts: read_path(&at(Stage::Rollout))?.0,
         scores: read_path(&at(Stage::Score))?.0,
-        scalars: rows
-            .iter()
-            .map(|f| FeatureScalars {
-                prompt_id: f.prompt_id.clone(),
-                sample_idx: f.sample_idx,
-                entropy: f.entropy.clone(),
-            })
-            .collect(),
-        probs: rows
-            .iter()
-            .map(|f| FeatureProbs {
-                prompt_id: f.prompt_id.clone(),
-                sample_idx: f.sample_idx,
-                token_prob: f.token_prob.clone(),
-            })
-            .collect(),
+        scalars: rows.iter().map(FeatureScalars::from).collect(),
+        probs: rows.iter().map(FeatureProbs::from).collect(),
         rows,
     };
     let tokenizer = tokenizer_of(&dir, &cfg, c.iter)?;
