@@ -91,6 +91,21 @@ impl FeatureRow {
         &self.features[t * d..(t + 1) * d]
     }
 
+    /// The row's key and per-token scalars without its vectors (0 dimensions), copied
+    /// without touching the vectors: what a file that keeps no vectors stores.
+    pub fn without_vectors(&self) -> FeatureRow {
+        FeatureRow {
+            prompt_id: self.prompt_id.clone(),
+            sample_idx: self.sample_idx,
+            dim: 0,
+            precision: self.precision,
+            features: Vec::new(),
+            token_prob: self.token_prob.clone(),
+            logprob: self.logprob.clone(),
+            entropy: self.entropy.clone(),
+        }
+    }
+
     fn keyed(&self) -> (ResponseKey<'_>, &[f32]) {
         let key = ResponseKey {
             prompt_id: &self.prompt_id,

@@ -34,16 +34,7 @@ impl FileVectors {
     /// ([`fixed_order`]).
     pub fn new(path: &Path, sorted: &[Response<'_>]) -> Result<Self> {
         let file = VectorFile::open(path)?;
-        let at: HashMap<(&str, u32), usize> = sorted
-            .iter()
-            .enumerate()
-            .map(|(k, r)| ((r.prompt_id, r.sample_idx), k))
-            .collect();
-        let position = file
-            .keys()
-            .iter()
-            .map(|(p, s)| at.get(&(p.as_str(), *s)).copied())
-            .collect();
+        let position = positions(file.keys().iter().map(|(p, s)| (p.as_str(), *s)), sorted);
         Ok(FileVectors {
             file,
             position,
@@ -86,6 +77,20 @@ impl Vectors for FileVectors {
     }
 }
 
+/// Where each of `keys` (rows of a file or in memory, in their order) sits in the
+/// estimator's order `sorted`: `None` for a key the estimator has no response of.
+fn positions<'k>(
+    keys: impl Iterator<Item = (&'k str, u32)>,
+    sorted: &[Response<'_>],
+) -> Vec<Option<usize>> {
+    let at: HashMap<(&str, u32), usize> = sorted
+        .iter()
+        .enumerate()
+        .map(|(k, r)| ((r.prompt_id, r.sample_idx), k))
+        .collect();
+    keys.map(|key| at.get(&key).copied()).collect()
+}
+
 /// How processes that each hold some responses' vectors exchange a pass's results: this
 /// process's bytes in, every process's out (an all-gather).
 pub type Share<'s> = dyn FnMut(&[u8]) -> Result<Vec<Vec<u8>>> + 's;
@@ -105,15 +110,10 @@ pub struct RowVectors<'r, 's> {
 impl<'r, 's> RowVectors<'r, 's> {
     /// The vectors of `rows` of the responses `sorted`, in the estimator's order.
     pub fn new(rows: &'r [FeatureRow], sorted: &[Response<'_>]) -> Self {
-        let at: HashMap<(&str, u32), usize> = sorted
-            .iter()
-            .enumerate()
-            .map(|(k, r)| ((r.prompt_id, r.sample_idx), k))
-            .collect();
-        let position = rows
-            .iter()
-            .map(|r| at.get(&(r.prompt_id.as_str(), r.sample_idx)).copied())
-            .collect();
+        let position = positions(
+            rows.iter().map(|r| (r.prompt_id.as_str(), r.sample_idx)),
+            sorted,
+        );
         RowVectors {
             rows,
             position,
