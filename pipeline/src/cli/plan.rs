@@ -97,7 +97,7 @@ impl Args {
             (Some(write), Some(pass)) => crate::cli::plan_rates::given(write, pass)?,
             _ => crate::cli::plan_rates::measure(
                 hw.vector_dim,
-                crate::stage::features::settings(&cfg).precision(),
+                cfg.stages.features.pass.precision(),
                 hw.response_tokens,
                 &cfg.coeffs,
             )?,

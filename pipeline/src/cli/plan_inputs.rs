@@ -72,7 +72,7 @@ pub(super) fn model_shape(
     if source == "tiny" {
         return Ok(Shape::new(&deltarl_warmstart::tiny_config(
             &cfg.opts.model.tiny,
-            crate::stage::warmstart::tiny_task(cfg),
+            cfg.stages.warmstart.task,
         )?));
     }
     let dir = cfg.opts.model.folder();

@@ -1,7 +1,7 @@
 //! Configuration in two layers (as ruff does): TOML *options* ([`options`]), every field
 //! documented and unknown keys rejected, resolved and validated once here into
-//! [`Resolved`]; each stage then takes the part it uses as its own settings (in the
-//! stage layer above this one), and that part alone makes up the stage's hash.
+//! [`Resolved`], with each stage's settings (the part of the configuration it uses, in the
+//! stage crate's own type: [`stages`]), and that part alone makes up the stage's hash.
 //!
 //! A file may start with `extends = "other.toml"` (relative to itself) and then state only
 //! what differs; tables are merged key by key. Keys whose default depends on the algorithm
@@ -25,10 +25,12 @@ mod locate;
 mod options;
 pub mod overrides;
 pub mod ranges;
+mod stages;
 mod update;
 pub use by_algorithm::ByAlgorithm;
 pub use eval::EvalOptions;
 pub use options::*;
+pub use stages::{FeaturesSettings, Stages};
 
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (k, v) in over {
@@ -166,6 +168,10 @@ pub struct Resolved {
     pub aggregation: Aggregation,
     pub eps_high: f64,
     pub config_path: PathBuf,
+    /// Each stage's settings, built from the above once (each stage's hash is theirs; the
+    /// run hash is the above).
+    #[serde(skip)]
+    pub stages: Stages,
 }
 
 /// The validated coefficient settings as the run hash takes them: the estimator alone.
@@ -267,6 +273,16 @@ impl Resolved {
         limits::check(&o)?;
         let coeffs = deltarl_coeffs::Settings::new(estimator)
             .map_err(|e| anyhow::anyhow!("config [coeffs]: {e}"))?;
+        let stages = Stages::new(
+            &o,
+            &stages::ByAlgorithmValues {
+                advantage,
+                overlong_penalty,
+                aggregation,
+                eps_high,
+                coeffs: &coeffs,
+            },
+        );
         Ok(Resolved {
             advantage,
             overlong_penalty,
@@ -275,6 +291,7 @@ impl Resolved {
             eps_high,
             opts: o,
             config_path: path.to_path_buf(),
+            stages,
         })
     }
 

@@ -28,8 +28,8 @@ impl Contract for Coeffs {
     type Summary = CoeffsSummary;
 
     /// Validated when the configuration was resolved.
-    fn settings(cfg: &Resolved) -> Result<Settings> {
-        Ok(cfg.coeffs.clone())
+    fn settings(cfg: &Resolved) -> &Settings {
+        &cfg.coeffs
     }
 
     /// The coefficients the features stage estimated, when it did (its file keeps not

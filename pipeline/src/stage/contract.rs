@@ -17,11 +17,11 @@ pub trait Contract {
     /// The stage.
     const STAGE: Stage;
     /// The part of the configuration the stage uses; its serialisation is the stage's hash.
-    type Settings: Serialize;
+    type Settings: Serialize + Clone;
     /// What its manifest records.
     type Summary: StageSummary;
-    /// The stage's settings under this configuration, validated.
-    fn settings(cfg: &Resolved) -> Result<Self::Settings>;
+    /// The stage's settings under this configuration, as it was resolved.
+    fn settings(cfg: &Resolved) -> &Self::Settings;
     /// Files the stage reads besides the outputs of its upstream stages and its policy.
     fn extra_inputs(_: &Self::Settings, _: &Env) -> Result<Vec<PathBuf>> {
         Ok(Vec::new())

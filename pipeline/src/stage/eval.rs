@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use deltarl_eval::{accuracy_by_source, fitting, summarize, Request, Sampler, Sampling};
+use deltarl_eval::{accuracy_by_source, fitting, summarize, Request, Sampler};
 use deltarl_model::Tokenizer;
 use deltarl_schemas::{
     write_table, BenchmarkSummary, Engine, EvalRow, EvalSummary, PromptRow, Stage,
@@ -27,8 +27,8 @@ impl Contract for Eval {
     type Settings = Settings;
     type Summary = EvalSummary;
 
-    fn settings(cfg: &Resolved) -> Result<Settings> {
-        Ok(settings(cfg))
+    fn settings(cfg: &Resolved) -> &Settings {
+        &cfg.stages.eval
     }
 
     fn extra_inputs(s: &Settings, _: &Env) -> Result<Vec<PathBuf>> {
@@ -53,49 +53,8 @@ impl Contract for Eval {
     }
 }
 
-/// How held-out answers are sampled under this configuration: the rollout's prompt and
-/// length limits.
-pub fn sampling(cfg: &Resolved) -> Sampling {
-    let o = &cfg.opts;
-    Sampling {
-        seed: o.seed,
-        template: o.data.template.clone(),
-        max_new_tokens: o.rollout.max_new_tokens,
-        stop: o.rollout.stop.clone(),
-        max_batch_rows: o.rollout.max_batch_rows,
-        max_cache_tokens: crate::config::zero_is_off(o.rollout.kv_cache_tokens),
-        session_rows: crate::config::zero_is_off(o.rollout.session_rows),
-        extract: o.score.extract,
-        extract_fallbacks: o.score.extract_fallbacks.clone(),
-    }
-}
-
 /// The eval stage's settings (the eval crate's own).
 pub type Settings = deltarl_eval::Settings;
-
-/// The eval stage's settings under this configuration.
-pub fn settings(cfg: &Resolved) -> Settings {
-    let o = &cfg.opts;
-    Settings {
-        data_source: o.data.source.clone(),
-        problems: o.eval.problems,
-        samples: o.eval.samples,
-        temperature: o.eval.temperature,
-        top_p: o.eval.top_p,
-        top_k: o.eval.top_k,
-        sampling: sampling(cfg),
-        dtype: o.model.dtype,
-        benchmarks: o.eval.benchmarks.clone(),
-        chat_template: o.data.chat_template,
-        code: o.score.code.clone(),
-        engine: o.rollout.engine,
-        // Only with vLLM: our engine's hash has no server arguments.
-        vllm: match o.rollout.engine {
-            Engine::Native => Default::default(),
-            Engine::Vllm => o.rollout.vllm.clone(),
-        },
-    }
-}
 
 /// [`deltarl_eval::evaluate`] with a progress line (responses sampled), code problems run
 /// in a sandbox with `code`'s settings.

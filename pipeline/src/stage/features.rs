@@ -7,12 +7,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 
 use deltarl_features::Stored;
-use deltarl_model::generate::logprob_temperature;
 use deltarl_schemas::layout::in_stage_coeffs_path;
-use deltarl_schemas::{encode_piece, read_path, FeaturesSummary, Persist, RolloutRow, Stage};
+use deltarl_schemas::{encode_piece, read_path, FeaturesSummary, RolloutRow, Stage};
 
 mod file;
 mod held;
@@ -31,18 +29,8 @@ impl Contract for Features {
     type Settings = Settings;
     type Summary = FeaturesSummary;
 
-    fn settings(cfg: &Resolved) -> Result<Settings> {
-        let o = &cfg.opts.features;
-        let persist = match o.persist {
-            Persist::Full => Stored::Full,
-            Persist::Projected => Stored::Projected { dim: o.persist_dim },
-            Persist::None => Stored::None,
-        };
-        Ok(Settings {
-            pass: settings(cfg),
-            persist,
-            coeffs: (!persist.is_full()).then(|| cfg.coeffs.clone()),
-        })
+    fn settings(cfg: &Resolved) -> &Settings {
+        &cfg.stages.features
     }
 
     /// The scores, when the stage estimates the coefficients.
@@ -74,36 +62,8 @@ impl Contract for Features {
     }
 }
 
-/// The features stage's settings: the pass's, what the file keeps of the vectors, and when
-/// that is not every vector the coefficient settings the stage estimates with. Serialised
-/// flat, the last two only when the file keeps not every vector, so every configuration
-/// that keeps them all hashes as it always did.
-#[derive(Clone, Debug, Serialize)]
-pub struct Settings {
-    #[serde(flatten)]
-    pub pass: deltarl_features::Settings,
-    #[serde(skip_serializing_if = "Stored::is_full")]
-    pub persist: Stored,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub coeffs: Option<deltarl_coeffs::Settings>,
-}
-
-/// The features pass's settings under this configuration (its [`deltarl_features::Job`] is
-/// the run's: iteration and shard).
-pub fn settings(cfg: &Resolved) -> deltarl_features::Settings {
-    let o = &cfg.opts;
-    deltarl_features::Settings {
-        seed: o.seed,
-        proxy: o.features.proxy,
-        project_dim: crate::config::zero_is_off(o.features.project_dim),
-        temperature: logprob_temperature(o.rollout.temperature),
-        chunk_rows: o.features.chunk_rows,
-        chunk_tokens: crate::config::zero_is_off(o.features.chunk_tokens),
-        head_chunk_bytes: o.model.head_chunk_bytes(),
-        layout: o.model.layout,
-        dtype: o.model.dtype,
-    }
-}
+/// The features stage's settings (the pass's, and what the file keeps of the vectors).
+pub type Settings = crate::config::FeaturesSettings;
 
 /// The pass with every vector written as it comes (`persist = "full"`).
 fn pass(env: &Env, s: &deltarl_features::Settings) -> Result<Option<Ran<FeaturesSummary>>> {

@@ -53,7 +53,7 @@ pub struct Prepared {
 impl Prepared {
     fn new<C: Contract>(cfg: &Resolved, wrap: fn(C::Settings) -> Typed) -> Result<Self> {
         let stage = C::STAGE;
-        let settings = C::settings(cfg)?;
+        let settings = C::settings(cfg).clone();
         let failed = || format!("cannot serialise the settings of stage {stage}");
         // The hash is of the settings in their declared field order, as it always was.
         let text = serde_json::to_string(&settings).with_context(failed)?;
@@ -228,7 +228,7 @@ mod tests {
         };
         assert_eq!(changed(sharded), vec![]);
         assert_eq!(
-            update::settings(&config(sharded)).sharding,
+            config(sharded).stages.update.sharding,
             deltarl_optim::Sharding::Gradients
         );
         assert_eq!(changed(|o| o.rollout.top_k = 5), vec![Rollout]);

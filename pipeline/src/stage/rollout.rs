@@ -24,8 +24,8 @@ impl Contract for Rollout {
     type Settings = Settings;
     type Summary = RolloutSummary;
 
-    fn settings(cfg: &Resolved) -> Result<Settings> {
-        Ok(settings(cfg))
+    fn settings(cfg: &Resolved) -> &Settings {
+        &cfg.stages.rollout
     }
 
     fn extra_inputs(s: &Settings, _: &Env) -> Result<Vec<PathBuf>> {
@@ -52,21 +52,6 @@ impl Contract for Rollout {
 
 /// The rollout stage's settings (the rollout crate's own).
 pub type Settings = deltarl_rollout::Settings;
-
-/// The rollout's settings under this configuration.
-pub fn settings(cfg: &Resolved) -> Settings {
-    let o = &cfg.opts;
-    let mut rollout = o.rollout.clone();
-    let vllm = std::mem::take(&mut rollout.vllm);
-    rollout.vllm.extra_args = vllm.extra_args.clone();
-    Settings {
-        seed: o.seed,
-        data: o.data.clone(),
-        rollout,
-        dtype: o.model.dtype,
-        vllm,
-    }
-}
 
 /// The engine's sampling settings for these options at `temperature`.
 pub fn sample_settings(r: &RolloutOptions, temperature: f64, eos_ids: Vec<u32>) -> SampleSettings {

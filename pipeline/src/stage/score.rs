@@ -19,8 +19,8 @@ impl Contract for Score {
     type Settings = Settings;
     type Summary = ScoreSummary;
 
-    fn settings(cfg: &Resolved) -> Result<Settings> {
-        Ok(settings(cfg))
+    fn settings(cfg: &Resolved) -> &Settings {
+        &cfg.stages.score
     }
 
     fn run(env: &Env, s: &Settings) -> Result<Option<Ran<ScoreSummary>>> {
@@ -37,23 +37,6 @@ impl Contract for Score {
 
 /// The score stage's settings (the score crate's own).
 pub type Settings = deltarl_score::Settings;
-
-/// Scoring's settings under this configuration.
-pub fn settings(cfg: &Resolved) -> Settings {
-    let o = &cfg.opts;
-    Settings {
-        advantage: cfg.advantage,
-        overlong: cfg.overlong_penalty.then_some((
-            o.rollout.max_new_tokens,
-            o.score.overlong_buffer,
-            o.score.overlong_factor,
-        )),
-        dynamic_sampling: o.score.dynamic_sampling,
-        extract: o.score.extract,
-        extract_fallbacks: o.score.extract_fallbacks.clone(),
-        code: o.score.code.clone(),
-    }
-}
 
 fn score(env: &Env, s: &Settings) -> Result<Ran<ScoreSummary>> {
     let src = env.file(Stage::Rollout);

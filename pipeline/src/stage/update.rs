@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use deltarl_dist::Group;
-use deltarl_model::generate::logprob_temperature;
-use deltarl_optim::{AdamW, Sharding};
+use deltarl_optim::AdamW;
 use deltarl_schemas::{Stage, UpdateSummary};
 use deltarl_update::shell::{check_steps, train_rows, write_metrics, Inputs};
-use deltarl_update::{JoinSettings, LossSettings};
 
 use super::contract::Contract;
 use super::env::{load_policy, Env};
@@ -28,8 +26,8 @@ impl Contract for Update {
     type Settings = Settings;
     type Summary = UpdateSummary;
 
-    fn settings(cfg: &Resolved) -> Result<Settings> {
-        Ok(settings(cfg))
+    fn settings(cfg: &Resolved) -> &Settings {
+        &cfg.stages.update
     }
 
     fn extra_inputs(_: &Settings, env: &Env) -> Result<Vec<PathBuf>> {
@@ -59,57 +57,6 @@ impl Contract for Update {
 
 /// The update stage's settings (the update crate's own).
 pub type Settings = deltarl_update::Settings;
-
-/// The update's settings under this configuration.
-pub fn settings(cfg: &Resolved) -> Settings {
-    let (o, u) = (&cfg.opts, &cfg.opts.update);
-    Settings {
-        seed: o.seed,
-        join: JoinSettings {
-            old_logprobs: u.old_logprobs,
-            tis_cap: (u.tis_cap > 0.0).then_some(u.tis_cap),
-        },
-        loss: LossSettings {
-            surrogate: match u.surrogate {
-                crate::config::SurrogateKind::Clip => deltarl_update::Surrogate::Clip,
-                crate::config::SurrogateKind::Cispo => {
-                    deltarl_update::Surrogate::Cispo { cap: u.cispo_cap }
-                }
-                crate::config::SurrogateKind::Sapo => deltarl_update::Surrogate::Sapo {
-                    tau_pos: u.sapo_temperature_pos,
-                    tau_neg: u.sapo_temperature_neg,
-                },
-            },
-            ratio: u.ratio,
-            eps_low: u.eps_low,
-            eps_high: cfg.eps_high,
-            dual_clip: (u.dual_clip > 0.0).then_some(u.dual_clip),
-            aggregation: cfg.aggregation,
-            norm_len: o.rollout.max_new_tokens as f64,
-            kl_coef: u.kl_coef,
-            entropy_coef: u.entropy_coef,
-            future_kl: u.fipo.settings(u.dual_clip),
-        },
-        optimizer_steps: u.optimizer_steps,
-        micro_batch_rows: u.micro_batch_rows,
-        micro_batch_tokens: crate::config::zero_is_off(u.micro_batch_tokens),
-        activation_checkpointing: u.activation_checkpointing,
-        sharding: match (u.shard_optimizer, u.shard_gradients) {
-            (false, _) => Sharding::Replicated,
-            (true, false) => Sharding::Optimizer,
-            (true, true) => Sharding::Gradients,
-        },
-        warmup_steps: u.warmup_steps,
-        lr: u.lr,
-        weight_decay: u.weight_decay,
-        grad_clip: u.grad_clip,
-        temperature: logprob_temperature(o.rollout.temperature),
-        head_chunk_bytes: o.model.head_chunk_bytes(),
-        layout: o.model.layout,
-        dtype: o.model.dtype,
-        shard_bytes: o.checkpoint.shard_mb.saturating_mul(1_000_000),
-    }
-}
 
 /// The folder of the optimizer state written beside a policy folder: `iter-N/optimizer/`,
 /// outside the Hugging Face folder so engines that load every `*.safetensors` of a model

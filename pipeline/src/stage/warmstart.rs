@@ -22,8 +22,8 @@ impl Contract for Warmstart {
     type Settings = Settings;
     type Summary = WarmstartSummary;
 
-    fn settings(cfg: &Resolved) -> Result<Settings> {
-        Ok(settings(cfg))
+    fn settings(cfg: &Resolved) -> &Settings {
+        &cfg.stages.warmstart
     }
 
     fn run(env: &Env, s: &Settings) -> Result<Option<Ran<WarmstartSummary>>> {
@@ -42,26 +42,6 @@ impl Contract for Warmstart {
             s.heldout_t1_accuracy
         )
     }
-}
-
-/// Everything the warm start reads from the configuration.
-pub fn settings(cfg: &Resolved) -> Settings {
-    let o = &cfg.opts;
-    Settings {
-        seed: o.seed,
-        warmstart: o.warmstart.clone(),
-        tiny: o.model.tiny,
-        template: o.data.template.clone(),
-        dtype: o.model.dtype,
-        heldout: super::eval::sampling(cfg),
-        task: tiny_task(cfg),
-    }
-}
-
-/// The task the tiny model is warm-started on: the built-in one `data.source` names, else
-/// the compact one.
-pub fn tiny_task(cfg: &Resolved) -> deltarl_data::Task {
-    cfg.opts.data.source.task().unwrap_or_default()
 }
 
 fn warm_start(env: &Env, s: &Settings) -> Result<Ran<WarmstartSummary>> {

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Manifest, Stage};
 
 use crate::context::Ctx;
-use crate::stage::eval::{heldout_rows, settings, Settings};
+use crate::stage::eval::{heldout_rows, Settings};
 
 /// Answers a problem in the sampled readout: enough that a problem's score is a fraction,
 /// not a coin, at four times a greedy evaluation's cost.
@@ -22,7 +22,7 @@ fn native_settings(cfg: &crate::config::Resolved) -> Settings {
     Settings {
         engine: deltarl_schemas::Engine::Native,
         vllm: Default::default(),
-        ..settings(cfg)
+        ..cfg.stages.eval.clone()
     }
 }
 
