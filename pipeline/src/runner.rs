@@ -263,7 +263,13 @@ impl<'a> Runner<'a> {
                     where_(iter, stage)
                 )
             })?;
-        let measured = ran.measured;
+        let mut measured = ran.measured;
+        // Each process's memory over a stage they shared (rank 0's own is measured below,
+        // with the manifest's writing).
+        if let Some(r) = self.ctx.ranks.as_ref().filter(|_| stage::shared(stage)) {
+            let all = crate::memory::gather(&r.group, crate::memory::finish(mem))?;
+            measured.extend(crate::memory::by_rank(&all));
+        }
         let mut outputs = ran.outputs;
         outputs.push(run.output(iter, stage));
         let mut out_hashes = std::collections::BTreeMap::new();
@@ -388,9 +394,12 @@ impl<'a> Runner<'a> {
                 Command::End => return Ok(()),
                 Command::Run { iter, stage } => {
                     let env = self.env(iter, stage)?;
+                    let mem = crate::memory::start();
                     self.prepared(stage)?
                         .run(&env)
                         .with_context(|| format!("stage {stage} of {}", where_(iter, stage)))?;
+                    // This process's memory over the stage, for rank 0's metrics.
+                    crate::memory::gather(&r.group, crate::memory::finish(mem))?;
                 }
             }
         }

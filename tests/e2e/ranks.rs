@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
+mod features_memory;
 mod persist;
 mod resume;
 mod zero2_memory;
