@@ -256,3 +256,13 @@ assert set(df["finish_reason"].unique()) <= {"stop", "length"}
         &[root, Path::new(&rows.to_string())],
     );
 }
+
+/// The last line of a run's `metrics.jsonl` for `stage` (the run's folder `run`).
+pub fn last_metrics(run: &Path, stage: &str) -> serde_json::Value {
+    let log = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+    log.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["stage"] == stage)
+        .unwrap_or_else(|| panic!("no {stage} line in {}", run.display()))
+}

@@ -29,13 +29,7 @@ fn measured(runs: &Path, run: &str, stage: &str, sets: &[&str]) -> f64 {
         cmd.args(["--set", s]);
     }
     ok(cmd.output().unwrap());
-    let log = std::fs::read_to_string(runs.join(run).join("metrics.jsonl")).unwrap();
-    let last = log
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["stage"] == stage)
-        .unwrap();
+    let last = last_metrics(&runs.join(run), stage);
     let m = &last["metrics"];
     let key = |k: &str| m[format!("{stage}/{k}")].as_f64().unwrap();
     key("rss_peak_bytes") - key("rss_start_bytes")

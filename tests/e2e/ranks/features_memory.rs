@@ -21,13 +21,7 @@ const HIDDEN: usize = 512;
 /// Each rank's resident growth over the last features stage of `run` (peak minus start),
 /// from `metrics.jsonl`: rank 0's own keys, the others' by rank.
 fn growth_by_rank(runs: &Path, run: &str, ranks: usize) -> Vec<f64> {
-    let log = std::fs::read_to_string(runs.join(run).join("metrics.jsonl")).unwrap();
-    let last = log
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["stage"] == "features")
-        .unwrap();
+    let last = last_metrics(&runs.join(run), "features");
     assert_eq!(last["processes"], ranks, "{last}");
     let m = &last["metrics"];
     (0..ranks)

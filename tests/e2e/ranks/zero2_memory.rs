@@ -24,13 +24,7 @@ fn measured_and_planned(runs: &Path, cfg: &Path, gradients: bool) -> (f64, f64) 
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", both(&out));
-    let log = std::fs::read_to_string(runs.join("r/metrics.jsonl")).unwrap();
-    let last = log
-        .lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["stage"] == "update")
-        .unwrap();
+    let last = last_metrics(&runs.join("r"), "update");
     let m = &last["metrics"];
     let key = |k: &str| m[format!("update/{k}")].as_f64().unwrap();
     let measured = key("rss_peak_bytes") - key("rss_start_bytes");
