@@ -182,11 +182,6 @@ fn estimator_only<S: serde::Serializer>(
     coeffs.estimator.serialize(s)
 }
 
-/// A key where 0 means "off" (no limit, no projection, a free port), as an `Option`.
-pub fn zero_is_off<T: Default + PartialEq>(value: T) -> Option<T> {
-    (value != T::default()).then_some(value)
-}
-
 impl Resolved {
     pub fn load(path: &Path) -> Result<Self> {
         Self::load_with(path, &[])

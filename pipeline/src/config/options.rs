@@ -190,6 +190,11 @@ impl ModelOptions {
 /// Who generates the rollouts (recorded in the rollout's summary too).
 pub use deltarl_schemas::Engine;
 
+/// A key where 0 means "off" (no limit, no projection, a free port), as an `Option`.
+pub fn zero_is_off<T: Default + PartialEq>(value: T) -> Option<T> {
+    (value != T::default()).then_some(value)
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreOptions {

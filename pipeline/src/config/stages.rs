@@ -12,7 +12,7 @@ use deltarl_optim::Sharding;
 use deltarl_schemas::{Engine, Persist};
 use deltarl_update::{Aggregation, JoinSettings, LossSettings, Surrogate};
 
-use super::{zero_is_off, AdvantageKind, Options, SurrogateKind};
+use super::options::{zero_is_off, AdvantageKind, Options, SurrogateKind};
 
 /// Each stage's settings (the coefficient estimator's are [`super::Resolved::coeffs`]).
 #[derive(Clone, Debug)]
