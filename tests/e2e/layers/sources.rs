@@ -35,6 +35,11 @@ pub(super) fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
             ) {
                 parts.pop();
             }
+            // A test module in a file of its own (`#[cfg(test)] mod tests;`) is left out as
+            // an inline one is: it sits below the module it tests by construction.
+            if parts.last().is_some_and(|m| m == "tests") {
+                continue;
+            }
             out.insert(parts.join("::"), p);
         }
     }
