@@ -174,7 +174,9 @@ impl Ctx {
             crate::data::read_benchmark(Path::new(b))
                 .with_context(|| format!("config key `eval.benchmarks`: {b:?}"))?;
         }
-        if !self.tiny() {
+        let hidden = if self.tiny() {
+            o.model.tiny.hidden_size
+        } else {
             let dir = self.base_dir();
             if !dir.join("config.json").is_file() {
                 bail!(
@@ -184,7 +186,7 @@ impl Ctx {
             }
             // Opened as the rollout will open it (but no tensor read), so a broken folder
             // is refused before this configuration is recorded.
-            deltarl_model::check_folder(&dir)
+            let model = deltarl_model::check_folder(&dir)
                 .with_context(|| format!("config key `model.source` = {:?}", o.model.source))?;
             // The chat template compiled and rendered now, not first at the rollout after
             // the run is recorded.
@@ -195,6 +197,20 @@ impl Ctx {
                         o.model.source
                     )
                 })?;
+            }
+            model.hidden_size
+        };
+        // A sketch keeps fewer dimensions than the pass's vectors have.
+        let features = &self.cfg.stages.features;
+        if let deltarl_features::Stored::Projected { dim: k } = features.persist {
+            let dim = deltarl_features::output_dim(hidden, &features.pass);
+            if k >= dim {
+                bail!(
+                    "config key `features.persist_dim` = {k}: the policy's vectors have {dim} \
+                     dimensions (`model.source` = {:?}), so a sketch of {k} keeps nothing \
+                     less; use features.persist = \"full\"",
+                    o.model.source
+                );
             }
         }
         Ok(())

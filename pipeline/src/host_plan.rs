@@ -88,11 +88,18 @@ impl HostPlan {
         let estimator = tokens * 36 + 5 * r * k * 8;
         let ranks = w.ranks.max(1);
         let features_resident = if stored < k {
-            // Held: the rank's share of the rows in f32 and its sketch (rounded up to whole
-            // responses), every response's scalars, the estimator, one piece and one row
-            // group on their way to the file.
+            // Held: the rank's share of the vectors at the model's precision and its sketch
+            // in f32 (rounded up to whole responses), one batch of them widened for a pass,
+            // every response's scalars, the estimator, one piece and one row group on their
+            // way to the file.
             let share = r.div_ceil(ranks) * lr;
-            rollouts + share * 4 * (k + stored) + tokens * 12 + estimator + piece + ROW_GROUP
+            rollouts
+                + share * (value * k + 4 * stored)
+                + VECTOR_BATCH
+                + tokens * 12
+                + estimator
+                + piece
+                + ROW_GROUP
         } else if ranks == 1 {
             // The rollouts, one pass's rows in f32 and one row group being written.
             rollouts + pass + ROW_GROUP
@@ -276,11 +283,21 @@ mod tests {
         let p = HostPlan::new(&w);
         // 200 x (2 x 2 + 12), and 10 sums of 2 f64.
         assert_eq!(p.features_file, 3200 + 160);
-        // Rank 0: 5 responses x 20 tokens of 8 + 2 f32; 200 tokens' scalars; the estimator
-        // (200 x 36, 5 x 10 x 8 x 8); a piece of 4 x 20 x (2 x 2 + 12).
+        // Rank 0: 5 responses x 20 tokens of 8 bf16 values and 2 f32, and a batch of them
+        // widened; 200 tokens' scalars; the estimator (200 x 36, 5 x 10 x 8 x 8); a piece
+        // of 4 x 20 x (2 x 2 + 12).
         assert_eq!(
             p.features_resident,
-            2800 + 100 * 40 + 200 * 12 + (7200 + 3200) + 1280 + ROW_GROUP
+            2800 + 100 * (16 + 8) + VECTOR_BATCH + 200 * 12 + (7200 + 3200) + 1280 + ROW_GROUP
+        );
+        // An f32 model's vectors take twice the bytes.
+        let f32s = HostPlan::new(&HostWorkload {
+            dtype: Dtype::F32,
+            ..w.clone()
+        });
+        assert_eq!(
+            f32s.features_resident - p.features_resident,
+            100 * 8 * 2 + (4 * 20 * 2 * 2)
         );
         // The coeffs stage reads the rows written and writes them again.
         assert_eq!(p.coeffs_resident, 2800 + 2 * (800 + 320));
@@ -292,6 +309,6 @@ mod tests {
             responses: 40,
             ..w.clone()
         });
-        assert!(more.features_resident - p.features_resident >= 15 * 20 * 40);
+        assert!(more.features_resident - p.features_resident >= 15 * 20 * 24);
     }
 }

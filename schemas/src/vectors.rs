@@ -119,7 +119,7 @@ impl Precision {
     /// Appends `values` to `out` at this precision. A bf16 value is an f32 whose low 16
     /// bits are zero; any other is refused (it would be stored rounded), and so is a
     /// non-finite value; the error names the value's index.
-    fn encode(self, values: &[f32], out: &mut Vec<u8>) -> std::result::Result<(), String> {
+    pub fn encode(self, values: &[f32], out: &mut Vec<u8>) -> std::result::Result<(), String> {
         if let Some(i) = values.iter().position(|x| !x.is_finite()) {
             return Err(format!("value {i} is {}", values[i]));
         }

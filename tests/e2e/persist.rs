@@ -198,3 +198,31 @@ fn in_stage_coefficients_of_a_bf16_model_are_the_file_estimates() {
     assert_eq!(layout("full").precision, Precision::Bf16);
     assert_eq!(layout("projected").precision, Precision::Bf16);
 }
+
+/// A sketch as wide as the vectors keeps nothing less: refused by key and value before the
+/// run is recorded (the micro model's vectors have 32 dimensions; narrower sketches run in
+/// the tests above).
+#[test]
+fn a_sketch_as_wide_as_the_vectors_is_refused_before_anything_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = micro_config(dir.path());
+    let runs = dir.path().join("runs");
+    let out = iterate(
+        &runs,
+        &cfg,
+        "wide",
+        &[
+            "--set",
+            "features.persist=\"projected\"",
+            "--set",
+            "features.persist_dim=32",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`features.persist_dim` = 32") && err.contains("have 32 dimensions"),
+        "{err}"
+    );
+    assert!(!runs.join("wide/run.toml").exists(), "{err}");
+}

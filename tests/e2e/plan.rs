@@ -180,10 +180,11 @@ fn the_8b_plan_names_what_does_not_fit() {
         "{text}"
     );
     // The features stage estimating where the vectors are (persist = "none"): rank 0
-    // holds its share, 256 responses x 20,480 tokens x 4,096 f32 (85.90 GB), every token's
-    // scalars (0.50), the estimator's (1.51 per token, 0.34 per response), the rollouts
-    // (0.54), a piece and a row group (0.13) = 88.92 GB; the file keeps no vectors and the
-    // coefficient stage makes no pass over it.
+    // holds its share, 256 responses x 20,480 tokens x 4,096 bf16 values (42.95 GB), a
+    // batch of them widened for a pass (0.02), every token's scalars (0.50), the
+    // estimator's (1.51 per token, 0.34 per response), the rollouts (0.54), a piece and a
+    // row group (0.13) = 45.99 GB; the file keeps no vectors and the coefficient stage
+    // makes no pass over it.
     let text = plan(&["--set", "features.persist=\"none\""]);
     let line = |text: &str, what: &str| {
         text.lines()
@@ -192,7 +193,7 @@ fn the_8b_plan_names_what_does_not_fit() {
             .to_string()
     };
     assert!(
-        line(&text, "host, features process (rank 0 of 8)").ends_with(" 88.92 GB"),
+        line(&text, "host, features process (rank 0 of 8)").ends_with(" 45.99 GB"),
         "{text}"
     );
     assert!(

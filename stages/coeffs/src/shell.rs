@@ -7,7 +7,7 @@ use std::path::Path;
 
 use deltarl_schemas::{
     read_path, vector_layout, write_table, CoeffRow, CoeffsSummary, FeatureProbs, FeatureRow,
-    FeatureScalars, FileMeta, Index, Keyed, RolloutRow, ScoreRow, VectorFile,
+    FeatureScalars, FileMeta, Index, Keyed, Precision, RolloutRow, ScoreRow, VectorFile,
 };
 
 use crate::{
@@ -95,33 +95,83 @@ fn positions<'k>(
 /// process's bytes in, every process's out (an all-gather).
 pub type Share<'s> = dyn FnMut(&[u8]) -> Result<Vec<Vec<u8>>> + 's;
 
-/// The vectors of feature rows held in memory (the features stage's own, before anything is
-/// written), placed by key at their position in the estimator's order as [`FileVectors`]
-/// places a file's: one batch a pass, no stored sums (DelTA then takes them in a pass, in
-/// the order a file's are taken, so the coefficients are those from the file bit for bit).
-/// With a [`Share`], the rows are this process's share and every pass's results are
+/// Responses' vectors held in memory (the features stage's own, before anything is
+/// written) at the precision the pass computed them at: a bf16 model's take 2 bytes a
+/// value, losing nothing (each is a bf16 value), half what f32 would hold. A pass widens
+/// them batch by batch, as a file's are.
+pub struct HeldVectors {
+    precision: Precision,
+    keys: Vec<(String, u32)>,
+    packed: Vec<Vec<u8>>,
+}
+
+impl HeldVectors {
+    pub fn new(precision: Precision) -> Self {
+        HeldVectors {
+            precision,
+            keys: Vec::new(),
+            packed: Vec::new(),
+        }
+    }
+
+    /// The vectors of `rows`.
+    pub fn of(rows: &[FeatureRow], precision: Precision) -> Result<Self> {
+        let mut held = HeldVectors::new(precision);
+        for r in rows {
+            held.push(r)?;
+        }
+        Ok(held)
+    }
+
+    /// Holds `row`'s vectors, which must be at this precision (a value it cannot keep
+    /// exactly is refused, naming the row).
+    pub fn push(&mut self, row: &FeatureRow) -> Result<()> {
+        let mut bytes = Vec::new();
+        self.precision
+            .encode(&row.features, &mut bytes)
+            .map_err(|e| {
+                Error::Input(format!(
+                    "the vectors of {}/{} at {}: {e}",
+                    row.prompt_id, row.sample_idx, self.precision
+                ))
+            })?;
+        self.keys.push((row.prompt_id.clone(), row.sample_idx));
+        self.packed.push(bytes);
+        Ok(())
+    }
+
+    /// The bytes the vectors take.
+    pub fn bytes(&self) -> usize {
+        self.packed.iter().map(Vec::len).sum()
+    }
+}
+
+/// The vectors of [`HeldVectors`], placed by key at their position in the estimator's
+/// order as [`FileVectors`] places a file's, widened in batches of at most
+/// [`VECTOR_BATCH_BYTES`] of f32, no stored sums (DelTA then takes them in a pass, in the
+/// order a file's are taken, so the coefficients are those from the file bit for bit).
+/// With a [`Share`], the vectors are this process's share and every pass's results are
 /// exchanged with the other processes'.
 pub struct RowVectors<'r, 's> {
-    rows: &'r [FeatureRow],
+    held: &'r HeldVectors,
     position: Vec<Option<usize>>,
+    floats: Vec<f32>,
     share: Option<&'r mut Share<'s>>,
 }
 
 impl<'r, 's> RowVectors<'r, 's> {
-    /// The vectors of `rows` of the responses `sorted`, in the estimator's order.
-    pub fn new(rows: &'r [FeatureRow], sorted: &[Response<'_>]) -> Self {
-        let position = positions(
-            rows.iter().map(|r| (r.prompt_id.as_str(), r.sample_idx)),
-            sorted,
-        );
+    /// The vectors `held` of the responses `sorted`, in the estimator's order.
+    pub fn new(held: &'r HeldVectors, sorted: &[Response<'_>]) -> Self {
+        let position = positions(held.keys.iter().map(|(p, s)| (p.as_str(), *s)), sorted);
         RowVectors {
-            rows,
+            held,
             position,
+            floats: Vec::new(),
             share: None,
         }
     }
 
-    /// The rows as this process's share of the responses, results exchanged by `share`.
+    /// The vectors as this process's share of the responses, results exchanged by `share`.
     pub fn shared(mut self, share: &'r mut Share<'s>) -> Self {
         self.share = Some(share);
         self
@@ -130,13 +180,39 @@ impl<'r, 's> RowVectors<'r, 's> {
 
 impl Vectors for RowVectors<'_, '_> {
     fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()> {
-        let items: Vec<(usize, &[f32])> = self
-            .rows
-            .iter()
-            .zip(&self.position)
-            .filter_map(|(r, k)| k.map(|k| (k, r.features.as_slice())))
-            .collect();
-        visit(&items)
+        let (held, floats) = (self.held, &mut self.floats);
+        let width = held.precision.width();
+        // (position, end in `floats`) of the batch's responses.
+        let mut rows: Vec<(usize, usize)> = Vec::new();
+        let mut flush = |floats: &mut Vec<f32>, rows: &mut Vec<(usize, usize)>| {
+            let mut start = 0;
+            let batch: Vec<(usize, &[f32])> = rows
+                .iter()
+                .map(|&(k, end)| {
+                    let v = &floats[start..end];
+                    start = end;
+                    (k, v)
+                })
+                .collect();
+            let done = visit(&batch);
+            floats.clear();
+            rows.clear();
+            done
+        };
+        floats.clear();
+        for (bytes, k) in held.packed.iter().zip(&self.position) {
+            let Some(k) = *k else { continue };
+            let values = bytes.len() / width;
+            if !floats.is_empty() && (floats.len() + values) * 4 > VECTOR_BATCH_BYTES {
+                flush(floats, &mut rows)?;
+            }
+            held.precision.decode_into(bytes, floats);
+            rows.push((k, floats.len()));
+        }
+        if !rows.is_empty() {
+            flush(floats, &mut rows)?;
+        }
+        Ok(())
     }
 
     fn shared(&self) -> bool {
@@ -155,11 +231,11 @@ impl Vectors for RowVectors<'_, '_> {
 pub enum Source<'a, 's> {
     /// features.parquet, read once a pass.
     File(&'a Path),
-    /// The feature rows in memory.
-    Rows(&'a [FeatureRow]),
-    /// This process's share of the feature rows, each pass's results exchanged with the
-    /// other processes' by the [`Share`] (every process estimates every coefficient).
-    Shared(&'a [FeatureRow], &'a mut Share<'s>),
+    /// The vectors held in memory.
+    Held(&'a HeldVectors),
+    /// This process's share of the vectors, each pass's results exchanged with the other
+    /// processes' by the [`Share`] (every process estimates every coefficient).
+    Shared(&'a HeldVectors, &'a mut Share<'s>),
 }
 
 /// The stage's work: coefficient rows in rollout order plus the summary, the vectors read
@@ -261,11 +337,11 @@ pub fn run(
             &sorted,
             &mut FileVectors::new(path, &sorted)?,
         ),
-        Source::Rows(rows) => {
-            estimate_sorted(settings, dim, &sorted, &mut RowVectors::new(rows, &sorted))
+        Source::Held(held) => {
+            estimate_sorted(settings, dim, &sorted, &mut RowVectors::new(held, &sorted))
         }
-        Source::Shared(rows, share) => {
-            let mut src = RowVectors::new(rows, &sorted).shared(share);
+        Source::Shared(held, share) => {
+            let mut src = RowVectors::new(held, &sorted).shared(share);
             estimate_sorted(settings, dim, &sorted, &mut src)
         }
     }?

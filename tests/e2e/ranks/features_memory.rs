@@ -163,13 +163,14 @@ fn a_rank_holds_its_share_or_a_bounded_buffer_as_tokens_grow() {
         let mb: Vec<String> = g.iter().map(|x| format!("{:.1}", x / 1e6)).collect();
         eprintln!("  {k:?}: {}", mb.join(" "));
     }
-    // Measured when written (MB a rank; 1x then 4x the tokens): full 92-94 then 100-104 at
-    // two ranks, 87-96 then 95-99 at four; none 98-104 then 156-160 at two, 86-99 then
-    // 119-125 at four. A pass: 8 rows x 256 tokens of 512 f32 values (4.2 MB), its bf16 encoding (2.1 MB),
-    // the logits of a head chunk and the model's activations — the same in both
-    // iterations. What a rank may gain beyond its share as the tokens grow 4x is a few
-    // passes that the allocator keeps, or rank 0 receiving one piece while writing
-    // another: 8 passes' vectors, 34 MB, bound it.
+    // Measured when written (MB a rank; 1x then 4x the tokens): full 91-94 then 100-104 at
+    // two ranks, 86-96 then 95-99 at four; none 94-98 then 128-131 at two, 87-97 then
+    // 105-112 at four (with the vectors held in f32, before they were held at the model's
+    // precision: 156-160 and 119-125 at 4x). A pass: 8 rows x 256 tokens of 512 f32
+    // values (4.2 MB), its bf16 encoding (2.1 MB), the logits of a head chunk and the
+    // model's activations, the same in both iterations. What a rank may gain beyond its
+    // share as the tokens grow 4x is a few passes that the allocator keeps, or rank 0
+    // receiving one piece while writing another: 8 passes' vectors, 34 MB, bound it.
     let pass = (PASS_ROWS * TOKENS * HIDDEN * 4) as f64;
     let buffer = 8.0 * pass;
     for ranks in [2, 4] {
@@ -180,13 +181,13 @@ fn a_rank_holds_its_share_or_a_bounded_buffer_as_tokens_grow() {
                 full <= buffer,
                 "persist full, rank {r} of {ranks}: grew {full} more at 4x the tokens"
             );
-            // Held: the vectors of the rank's own passes (f32, 2 KB a token), the per-token
+            // Held: the vectors of the rank's own passes (bf16, 1 KB a token), the per-token
             // scalars of every rank (three f32 a token) and the buffer.
             let share = |scale: usize| {
                 let rollouts = runs
                     .join(&rollouts[&scale])
                     .join("iter-0001/rollouts.parquet");
-                let own = tokens_of_rank(&rollouts, r, ranks) * HIDDEN * 4;
+                let own = tokens_of_rank(&rollouts, r, ranks) * HIDDEN * 2;
                 let all = (0..ranks)
                     .map(|q| tokens_of_rank(&rollouts, q, ranks))
                     .sum::<usize>()
@@ -201,8 +202,8 @@ fn a_rank_holds_its_share_or_a_bounded_buffer_as_tokens_grow() {
                  share {more} more"
             );
             // The instrument sees what a rank holds: half its share's growth at least, where
-            // that growth (50 MB at two ranks) is well above the ranks' spread at one size
-            // (up to 12 MB between ranks doing the same work: 86-98 MB at 4 ranks).
+            // that growth (25 MB at two ranks; half of it 12.5, measured 30-37) is above the
+            // ranks' spread at one size (up to 10 MB between ranks doing the same work).
             assert!(
                 ranks != 2 || held >= 0.5 * more,
                 "persist none, rank {r} of {ranks}: grew {held}, its share {more} more"

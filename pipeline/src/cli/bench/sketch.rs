@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use deltarl_coeffs::shell::{self, Source};
+use deltarl_coeffs::shell::{self, HeldVectors, Source};
 use deltarl_schemas::{
-    read_path, CoeffRow, FeatureProbs, FeatureRow, FeatureScalars, RolloutRow, ScoreRow, Stage,
+    read_path, CoeffRow, FeatureProbs, FeatureRow, FeatureScalars, Precision, RolloutRow, ScoreRow,
+    Stage,
 };
 
 use super::timing::{median_seconds, Run};
@@ -70,7 +71,7 @@ pub fn run(r: Run, runs: &Path, c: &Case) -> Result<()> {
             .decode(ids)
             .map_err(|e| deltarl_coeffs::Error::Input(e.to_string()))
     };
-    let estimate = |rows: &[FeatureRow], k: usize| -> Result<Vec<CoeffRow>> {
+    let estimate = |held: &HeldVectors, k: usize| -> Result<Vec<CoeffRow>> {
         let (out, _) = shell::run(
             &settings,
             &inputs.rollouts,
@@ -78,14 +79,16 @@ pub fn run(r: Run, runs: &Path, c: &Case) -> Result<()> {
             &inputs.scalars,
             &inputs.probs,
             k,
-            Source::Rows(rows),
+            Source::Held(held),
             &decode,
         )?;
         Ok(out)
     };
-    let full = estimate(&inputs.rows, dim)?;
+    let precision = inputs.rows.first().map_or(Precision::F32, |r| r.precision);
+    let held = HeldVectors::of(&inputs.rows, precision)?;
+    let full = estimate(&held, dim)?;
     let t_full = median_seconds(r.reps, || {
-        let _ = estimate(&inputs.rows, dim);
+        let _ = estimate(&held, dim);
     });
     let tokens: usize = inputs.rows.iter().map(FeatureRow::tokens).sum();
     println!(
@@ -106,8 +109,7 @@ pub fn run(r: Run, runs: &Path, c: &Case) -> Result<()> {
         "k", "Spearman", "max |dc|", "tokens", "sketch s", "estimate s"
     );
     let a: Vec<Vec<f32>> = full.iter().map(|x| x.coeff.clone()).collect();
-    let seed =
-        deltarl_schemas::seed::seed_for(cfg.opts.seed, c.iter, Stage::Features.name(), "sketch", 0);
+    let seed = cfg.stages.features.pass.sketch_seed(c.iter);
     for &k in &c.dims {
         if k == 0 || k >= dim {
             bail!("--dims {k}: a sketch needs 1 to {} dimensions", dim - 1);
@@ -115,6 +117,7 @@ pub fn run(r: Run, runs: &Path, c: &Case) -> Result<()> {
         let t = std::time::Instant::now();
         let sketched = deltarl_features::sketch(&inputs.rows, k, seed);
         let t_sketch = t.elapsed().as_secs_f64();
+        let sketched = HeldVectors::of(&sketched, precision)?;
         let b: Vec<Vec<f32>> = estimate(&sketched, k)?
             .into_iter()
             .map(|x| x.coeff)

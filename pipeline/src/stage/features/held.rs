@@ -4,12 +4,12 @@
 
 use anyhow::{bail, Context, Result};
 
-use deltarl_coeffs::shell::Source;
+use deltarl_coeffs::shell::{HeldVectors, Source};
 use deltarl_features::Stored;
 use deltarl_schemas::layout::in_stage_coeffs_path;
 use deltarl_schemas::{
     atomic_write, encode_piece, read_path, read_table, CoeffRow, FeatureRow, FeaturesSummary,
-    RolloutRow, SketchAgreement, Stage,
+    Precision, RolloutRow, SketchAgreement, Stage,
 };
 
 use crate::progress::Progress;
@@ -39,9 +39,9 @@ pub(super) fn held(
     if let Stored::Projected { dim: k } = persist {
         if k >= dim {
             bail!(
-                "config key `featurepersist_dim` = {k}: the vectors of the policy in {} \
+                "config key `features.persist_dim` = {k}: the vectors of the policy in {} \
                  have {dim} dimensions, so a sketch of {k} keeps nothing less; use \
-                 featurepersist = \"full\"",
+                 features.persist = \"full\"",
                 dir.display()
             );
         }
@@ -57,39 +57,47 @@ pub(super) fn held(
         .filter(|(c, _)| job.shard.owns(*c))
         .flat_map(|(_, p)| p.iter().copied())
         .collect();
-    check_memory(&own, dim, persist)?;
+    let precision = pass.precision();
+    check_memory(&own, dim, precision, persist)?;
     let progress = Progress::new("features", rollouts.len() as u64);
     let failed = || format!("teacher-forced pass of the policy in {}", dir.display());
-    // This process's rows, and how many each of its passes gave (its pieces of the file).
-    let mut rows: Vec<FeatureRow> = Vec::new();
+    // This process's vectors, held at the model's precision; its rows as the file keeps
+    // them (the scalars, and a sketch's vectors), and how many each of its passes gave
+    // (its pieces of the file).
+    let mut held = HeldVectors::new(precision);
+    let mut stored: Vec<FeatureRow> = Vec::new();
     let mut piece_rows: Vec<usize> = Vec::new();
+    let seed = pass.sketch_seed(env.iter);
     deltarl_features::run_each(
         pass,
         job,
         &policy.model,
         &rollouts,
-        &mut |r| {
-            piece_rows.push(r.len());
-            rows.extend(r);
+        &mut |rows| {
+            piece_rows.push(rows.len());
+            for r in &rows {
+                held.push(r).map_err(|e| deltarl_features::Error::Row {
+                    prompt_id: r.prompt_id.clone(),
+                    sample_idx: r.sample_idx,
+                    message: e.to_string(),
+                })?;
+            }
+            stored.extend(persist.apply(rows, seed));
             Ok(())
         },
         &mut |n| progress.inc(n as u64),
     )
     .with_context(failed)?;
     progress.finish();
-    // 1. The coefficients at full width, where the vectors are.
+    // 1. The coefficients at full width, where the vectors are. The stored rows keep the
+    //    scalars: one process's are every response's.
     let everyone = match env.ranks {
         None => None,
-        Some(g) => Some(gather_scalars(g, &rows)?),
+        Some(g) => Some(gather_scalars(g, &stored)?),
     };
-    let (settings, full, summary) = estimate_held(
-        env,
-        coeffs,
-        &rollouts,
-        everyone.as_deref().unwrap_or(&rows),
-        &rows,
-        dim,
-    )?;
+    let scalars = everyone.as_deref().unwrap_or(&stored);
+    let (settings, full, summary) = estimate_held(env, coeffs, &rollouts, scalars, &held, dim)?;
+    drop(held);
     let path = in_stage_coeffs_path(&env.run.root, env.iter);
     if env.writes() {
         atomic_write(&path, |w| {
@@ -97,19 +105,16 @@ pub(super) fn held(
         })
         .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    // 2. The rows as the file keeps them.
-    let stored = persist.apply(rows, pass.sketch_seed(env.iter));
-    // 3. Under a sketch: the coefficients it gives, against full width's.
+    // 2. Under a sketch: the coefficients it gives, against full width's.
     let sketch = match persist {
         Stored::Projected { dim: k } => {
-            // The stored rows keep the scalars: one process's are every response's.
-            let scalars = everyone.as_deref().unwrap_or(&stored);
-            let (_, sketched, _) = estimate_held(env, coeffs, &rollouts, scalars, &stored, k)?;
-            Some(agreement(k, &full, &sketched)?)
+            let sketched = HeldVectors::of(&stored, precision)?;
+            let (_, c, _) = estimate_held(env, coeffs, &rollouts, scalars, &sketched, k)?;
+            Some(agreement(k, &full, &c)?)
         }
         Stored::Full | Stored::None => None,
     };
-    // 4. The file: each pass's rows encoded as a piece where they are; among several
+    // 3. The file: each pass's rows encoded as a piece where they are; among several
     //    processes the pieces go to rank 0 in pass order, which copies them in.
     let pieces = split(stored, &piece_rows).map(|p| Ok(encode_piece(&p)?));
     let Some(stats) = super::file::write_pieces(env, pass, hidden, persist, passes.len(), pieces)?
@@ -121,7 +126,7 @@ pub(super) fn held(
     Ok(Some(ran))
 }
 
-/// The coefficients from held rows: this process's `rows` (of `dim` dimensions), with
+/// The coefficients from held vectors: this process's (of `dim` dimensions), with
 /// `scalars` holding every response's per-token scalars; among several processes each
 /// pass's results are exchanged with the other ranks'.
 fn estimate_held(
@@ -129,7 +134,7 @@ fn estimate_held(
     coeffs: &deltarl_coeffs::Settings,
     rollouts: &[RolloutRow],
     scalars: &[FeatureRow],
-    rows: &[FeatureRow],
+    held: &HeldVectors,
     dim: usize,
 ) -> Result<(
     deltarl_coeffs::Settings,
@@ -142,7 +147,7 @@ fn estimate_held(
             coeffs,
             rollouts,
             scalars,
-            Source::Rows(rows),
+            Source::Held(held),
             dim,
         ),
         Some(g) => {
@@ -150,7 +155,7 @@ fn estimate_held(
                 g.all_gather_bytes(local)
                     .map_err(|e| deltarl_coeffs::Error::Exchange(format!("{e:#}")))
             };
-            let source = Source::Shared(rows, &mut share);
+            let source = Source::Shared(held, &mut share);
             crate::stage::coeffs::estimate_rows(env, coeffs, rollouts, scalars, source, dim)
         }
     }
@@ -192,22 +197,27 @@ fn agreement(k: usize, full: &[CoeffRow], sketched: &[CoeffRow]) -> Result<Sketc
 }
 
 /// Refuses, before the pass, to hold more vectors than the machine has memory for: the
-/// `dim` f32 values of every response token this process computes (`rollouts`, and its
-/// sketch's), against what the kernel says is available now, with a quarter left for the
-/// model and the estimate.
-fn check_memory(rollouts: &[&RolloutRow], dim: usize, persist: Stored) -> Result<()> {
+/// `dim` values at `precision` of every response token this process computes
+/// (`rollouts`), and its sketch's in f32, against what the kernel says is available now,
+/// with a quarter left for the model and the estimate.
+fn check_memory(
+    rollouts: &[&RolloutRow],
+    dim: usize,
+    precision: Precision,
+    persist: Stored,
+) -> Result<()> {
     let tokens: u64 = rollouts
         .iter()
         .map(|r| r.response_token_ids.len() as u64)
         .sum();
-    let per_token = 4 * (dim + persist.dim(dim)) as u64;
+    let per_token = (precision.width() * dim + 4 * persist.dim(dim)) as u64;
     let need = tokens.saturating_mul(per_token);
     if let Some(free) = crate::memory::available() {
         if need > free / 4 * 3 {
             bail!(
-                "featurepersist = \"{}\" holds the iteration's vectors in memory: {tokens} \
+                "features.persist = \"{}\" holds the iteration's vectors in memory: {tokens} \
                  response tokens x {dim} dimensions need {:.1} GiB, and {:.1} GiB is \
-                 available; use featurepersist = \"full\" (the vectors streamed to the \
+                 available; use features.persist = \"full\" (the vectors streamed to the \
                  file) or fewer responses an iteration",
                 persist.persist(),
                 need as f64 / f64::from(1u32 << 30),
