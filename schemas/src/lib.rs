@@ -47,6 +47,6 @@ pub use tables::{
     CodeOutcome, CoeffRow, EvalRow, FeatureRow, FinishReason, Persist, PromptRow, RewardKind,
     RolloutRow, ScoreRow, Table, UpdateRow, PERSIST_KEY, VECTOR_SUM,
 };
-pub use vector_file::{VectorBatch, VectorFile};
+pub use vector_file::{Batcher, VectorBatch, VectorFile};
 pub use vectors::{sum_range_tokens, vector_sum, Precision, VectorLayout, SUM_RANGE_VALUES};
 pub use views::{FeatureProbs, FeatureScalars, FeatureSums, FeatureVectors, LogprobRow};

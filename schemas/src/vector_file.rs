@@ -18,8 +18,8 @@ use parquet::basic::{Compression, Encoding};
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 
 use crate::{
-    Error, FeatureScalars, FeatureSums, FeatureVectors, Result, Table, TableReader, VectorLayout,
-    VECTOR_SUM,
+    Error, FeatureScalars, FeatureSums, FeatureVectors, Precision, Result, Table, TableReader,
+    VectorLayout, VECTOR_SUM,
 };
 
 /// Where one response's vector bytes are in the file.
@@ -31,6 +31,72 @@ struct Span {
 
 /// A batch of a pass: (row of the response in the file, its token-major vectors).
 pub type VectorBatch<'a> = [(usize, &'a [f32])];
+
+/// Responses' vectors decoded into batches of about `max_bytes` of f32 (one response when
+/// a single one is larger), each handed to `visit` when the next would overflow it: a pass
+/// over a file's vectors, or over vectors held in memory. `floats` is the caller's buffer,
+/// kept from one pass to the next.
+pub struct Batcher<'b, 'v, E> {
+    max_bytes: usize,
+    floats: &'b mut Vec<f32>,
+    /// (row, end of its values in `floats`) of the batch's responses.
+    rows: Vec<(usize, usize)>,
+    visit: &'v mut dyn FnMut(&VectorBatch<'_>) -> Result<(), E>,
+}
+
+impl<'b, 'v, E> Batcher<'b, 'v, E> {
+    pub fn new(
+        max_bytes: usize,
+        floats: &'b mut Vec<f32>,
+        visit: &'v mut dyn FnMut(&VectorBatch<'_>) -> Result<(), E>,
+    ) -> Self {
+        floats.clear();
+        Batcher {
+            max_bytes,
+            floats,
+            rows: Vec::new(),
+            visit,
+        }
+    }
+
+    /// Adds response `row`'s values, `bytes` at `precision`, first visiting the batch so
+    /// far when they would overflow it.
+    pub fn push(&mut self, row: usize, bytes: &[u8], precision: Precision) -> Result<(), E> {
+        let values = bytes.len() / precision.width();
+        if !self.floats.is_empty() && (self.floats.len() + values) * 4 > self.max_bytes {
+            self.flush()?;
+        }
+        precision.decode_into(bytes, self.floats);
+        self.rows.push((row, self.floats.len()));
+        Ok(())
+    }
+
+    /// Visits what is left.
+    pub fn finish(mut self) -> Result<(), E> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        self.flush()
+    }
+
+    fn flush(&mut self) -> Result<(), E> {
+        let mut start = 0;
+        let floats = &self.floats[..];
+        let batch: Vec<(usize, &[f32])> = self
+            .rows
+            .iter()
+            .map(|&(row, end)| {
+                let v = &floats[start..end];
+                start = end;
+                (row, v)
+            })
+            .collect();
+        (self.visit)(&batch)?;
+        self.floats.clear();
+        self.rows.clear();
+        Ok(())
+    }
+}
 
 /// The vectors of a features file, read in passes.
 pub struct VectorFile {
@@ -120,33 +186,10 @@ impl VectorFile {
             return self.pass_arrow(max_bytes, visit);
         };
         let name = || self.path.display().to_string();
-        let width = self.layout.precision.width();
-        let (bytes, floats) = (&mut self.bytes, &mut self.floats);
-        floats.clear();
-        let mut rows: Vec<(usize, usize)> = Vec::new();
-        let flush = |floats: &mut Vec<f32>,
-                     rows: &mut Vec<(usize, usize)>,
-                     visit: &mut dyn FnMut(&VectorBatch<'_>) -> Result<(), E>|
-         -> Result<(), E> {
-            let mut start = 0;
-            let batch: Vec<(usize, &[f32])> = rows
-                .iter()
-                .map(|&(row, end)| {
-                    let v = &floats[start..end];
-                    start = end;
-                    (row, v)
-                })
-                .collect();
-            visit(&batch)?;
-            floats.clear();
-            rows.clear();
-            Ok(())
-        };
+        let precision = self.layout.precision;
+        let bytes = &mut self.bytes;
+        let mut batch = Batcher::new(max_bytes, &mut self.floats, visit);
         for (row, span) in spans.iter().enumerate() {
-            let values = span.len / width;
-            if !floats.is_empty() && (floats.len() + values) * 4 > max_bytes {
-                flush(floats, &mut rows, visit)?;
-            }
             bytes.resize(span.len, 0);
             self.file
                 .read_exact_at(bytes, span.at)
@@ -154,13 +197,9 @@ impl VectorFile {
                     file: name(),
                     source,
                 })?;
-            self.layout.precision.decode_into(bytes, floats);
-            rows.push((row, floats.len()));
+            batch.push(row, bytes, precision)?;
         }
-        if !rows.is_empty() {
-            flush(floats, &mut rows, visit)?;
-        }
-        Ok(())
+        batch.finish()
     }
 
     /// A pass through the Arrow reader (any layout Arrow reads).

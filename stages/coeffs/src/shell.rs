@@ -6,8 +6,9 @@ use std::io::Write;
 use std::path::Path;
 
 use deltarl_schemas::{
-    read_path, vector_layout, write_table, CoeffRow, CoeffsSummary, FeatureProbs, FeatureRow,
-    FeatureScalars, FileMeta, Index, Keyed, Precision, RolloutRow, ScoreRow, VectorFile,
+    read_path, vector_layout, write_table, Batcher, CoeffRow, CoeffsSummary, FeatureProbs,
+    FeatureRow, FeatureScalars, FileMeta, Index, Keyed, Precision, RolloutRow, ScoreRow,
+    VectorFile,
 };
 
 use crate::{
@@ -180,39 +181,14 @@ impl<'r, 's> RowVectors<'r, 's> {
 
 impl Vectors for RowVectors<'_, '_> {
     fn pass(&mut self, visit: &mut Visit<'_>) -> Result<()> {
-        let (held, floats) = (self.held, &mut self.floats);
-        let width = held.precision.width();
-        // (position, end in `floats`) of the batch's responses.
-        let mut rows: Vec<(usize, usize)> = Vec::new();
-        let mut flush = |floats: &mut Vec<f32>, rows: &mut Vec<(usize, usize)>| {
-            let mut start = 0;
-            let batch: Vec<(usize, &[f32])> = rows
-                .iter()
-                .map(|&(k, end)| {
-                    let v = &floats[start..end];
-                    start = end;
-                    (k, v)
-                })
-                .collect();
-            let done = visit(&batch);
-            floats.clear();
-            rows.clear();
-            done
-        };
-        floats.clear();
+        let held = self.held;
+        let mut batch = Batcher::new(VECTOR_BATCH_BYTES, &mut self.floats, visit);
         for (bytes, k) in held.packed.iter().zip(&self.position) {
-            let Some(k) = *k else { continue };
-            let values = bytes.len() / width;
-            if !floats.is_empty() && (floats.len() + values) * 4 > VECTOR_BATCH_BYTES {
-                flush(floats, &mut rows)?;
+            if let Some(k) = *k {
+                batch.push(k, bytes, held.precision)?;
             }
-            held.precision.decode_into(bytes, floats);
-            rows.push((k, floats.len()));
         }
-        if !rows.is_empty() {
-            flush(floats, &mut rows)?;
-        }
-        Ok(())
+        batch.finish()
     }
 
     fn shared(&self) -> bool {
