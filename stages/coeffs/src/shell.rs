@@ -131,10 +131,11 @@ impl HeldVectors {
         self.precision
             .encode(&row.features, &mut bytes)
             .map_err(|e| {
-                Error::Input(format!(
-                    "the vectors of {}/{} at {}: {e}",
-                    row.prompt_id, row.sample_idx, self.precision
-                ))
+                let key = deltarl_schemas::ResponseKey {
+                    prompt_id: &row.prompt_id,
+                    sample_idx: row.sample_idx,
+                };
+                Error::Input(format!("the vectors of {key} at {}: {e}", self.precision))
             })?;
         self.keys.push((row.prompt_id.clone(), row.sample_idx));
         self.packed.push(bytes);

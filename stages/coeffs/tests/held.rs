@@ -95,7 +95,10 @@ fn a_value_bf16_cannot_keep_is_refused_by_response() {
         .err()
         .unwrap()
         .to_string();
-    let key = format!("{}/{}", rows[3].prompt_id, rows[3].sample_idx);
+    let key = format!(
+        "prompt_id {:?}, sample_idx {}",
+        rows[3].prompt_id, rows[3].sample_idx
+    );
     assert!(err.contains(&key) && err.contains("value 5"), "{err}");
     assert!(HeldVectors::of(&rows, Precision::F32).is_ok());
 }
