@@ -2,9 +2,10 @@
 //! prefill) or one decoding step against a preallocated cache: Qwen3's per-head q/k
 //! RMSNorm, or Qwen2's q/k/v projection biases.
 
-use tch::{nn, nn::Module, Kind, Tensor};
+use tch::{nn, Kind, Tensor};
 
 use crate::norm::RmsNorm;
+use crate::packed::PackedMatrix;
 use crate::rope::Rope;
 use crate::Family;
 
@@ -22,7 +23,37 @@ pub struct Attention {
     head_dim: i64,
 }
 
+/// An attention block's projections packed for decoding, those that pack (see
+/// [`crate::packed`]).
+#[derive(Debug)]
+pub struct PackedAttention {
+    q: Option<PackedMatrix>,
+    k: Option<PackedMatrix>,
+    v: Option<PackedMatrix>,
+    o: Option<PackedMatrix>,
+}
+
+impl PackedAttention {
+    /// How many of the projections are packed.
+    pub fn count(&self) -> usize {
+        [&self.q, &self.k, &self.v, &self.o]
+            .iter()
+            .filter(|m| m.is_some())
+            .count()
+    }
+}
+
 impl Attention {
+    /// The projections that pack, packed.
+    pub fn pack(&self) -> PackedAttention {
+        PackedAttention {
+            q: PackedMatrix::linear(&self.q_proj),
+            k: PackedMatrix::linear(&self.k_proj),
+            v: PackedMatrix::linear(&self.v_proj),
+            o: PackedMatrix::linear(&self.o_proj),
+        }
+    }
+
     pub fn new(
         p: nn::Path,
         hidden: i64,
@@ -56,21 +87,33 @@ impl Attention {
 
     /// Steps 1-3 of a pass: x [B, T, hidden] -> q [B, heads, T, d], k and v
     /// [B, kv_heads, T, d], q and k rotated by `rope` (tables broadcastable to [B, 1, T, d]).
-    fn qkv(&self, x: &Tensor, rope: &(Tensor, Tensor)) -> (Tensor, Tensor, Tensor) {
+    /// With `packed`, the projections go through it.
+    fn qkv(
+        &self,
+        x: &Tensor,
+        rope: &(Tensor, Tensor),
+        packed: Option<&PackedAttention>,
+    ) -> (Tensor, Tensor, Tensor) {
         let (b, t) = (x.size()[0], x.size()[1]);
         // 1. Projections, split into heads: [B, T, heads, d].
-        let q = self
-            .q_proj
-            .forward(x)
-            .view([b, t, self.heads, self.head_dim]);
-        let k = self
-            .k_proj
-            .forward(x)
-            .view([b, t, self.kv_heads, self.head_dim]);
-        let v = self
-            .v_proj
-            .forward(x)
-            .view([b, t, self.kv_heads, self.head_dim]);
+        let q = PackedMatrix::apply(&self.q_proj, packed.and_then(|p| p.q.as_ref()), x).view([
+            b,
+            t,
+            self.heads,
+            self.head_dim,
+        ]);
+        let k = PackedMatrix::apply(&self.k_proj, packed.and_then(|p| p.k.as_ref()), x).view([
+            b,
+            t,
+            self.kv_heads,
+            self.head_dim,
+        ]);
+        let v = PackedMatrix::apply(&self.v_proj, packed.and_then(|p| p.v.as_ref()), x).view([
+            b,
+            t,
+            self.kv_heads,
+            self.head_dim,
+        ]);
 
         // 2. Per-head RMSNorm on q and k (Qwen3), then heads first: [B, heads, T, d].
         let norm = |n: &Option<RmsNorm>, x: Tensor| match n {
@@ -86,13 +129,13 @@ impl Attention {
     }
 
     /// Last step of a pass: attention output [B, heads, T, d] -> [B, T, hidden].
-    fn merge(&self, out: &Tensor) -> Tensor {
+    fn merge(&self, out: &Tensor, packed: Option<&PackedAttention>) -> Tensor {
         let (b, t) = (out.size()[0], out.size()[2]);
         let out = out
             .transpose(1, 2)
             .contiguous()
             .view([b, t, self.heads * self.head_dim]);
-        self.o_proj.forward(&out)
+        PackedMatrix::apply(&self.o_proj, packed.and_then(|p| p.o.as_ref()), &out)
     }
 
     /// x: [B, T, hidden] at positions 0..T (a whole sequence, causal). Returns [B, T,
@@ -106,7 +149,7 @@ impl Attention {
     ) -> Tensor {
         let t = x.size()[1];
         // 1-3. q [B, heads, T, d], k and v [B, kv_heads, T, d].
-        let (q, k, v) = self.qkv(x, rope);
+        let (q, k, v) = self.qkv(x, rope, None);
 
         // 4. Grouped-query causal attention: each kv head serves heads / kv_heads query
         //    heads (SDPA broadcasts the kv heads itself).
@@ -127,7 +170,7 @@ impl Attention {
         }
 
         // 5. Merge heads and project back: [B, T, hidden].
-        self.merge(&out)
+        self.merge(&out, None)
     }
 
     /// A prompt and continuations of it in one pass, the prompt computed once (see
@@ -148,7 +191,7 @@ impl Attention {
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         // 1. The prompt alone, causal, as a one-row pass: q [1, heads, P, d], k and v
         //    [1, kv_heads, P, d].
-        let (qp, kp, vp) = self.qkv(xp, rope_p);
+        let (qp, kp, vp) = self.qkv(xp, rope_p, None);
         let out_p = Tensor::scaled_dot_product_attention::<Tensor>(
             &qp,
             &kp,
@@ -162,7 +205,7 @@ impl Attention {
         // 2. The continuations' q [B, heads, R, d] against the prompt's keys and values
         //    broadcast to every row, then their own: [B, kv_heads, P + R, d] (the prompt's
         //    gradient sums over the B rows).
-        let (qr, kr, vr) = self.qkv(xr, rope_r);
+        let (qr, kr, vr) = self.qkv(xr, rope_r, None);
         let with_prompt = |prompt: &Tensor, own: &Tensor| {
             Tensor::cat(&[&prompt.expand([g, -1, -1, -1], false), own], 2)
         };
@@ -179,7 +222,7 @@ impl Attention {
             gqa,
         );
         // 4. Merge heads and project back.
-        (self.merge(&out_p), self.merge(&out_r))
+        (self.merge(&out_p, None), self.merge(&out_r, None))
     }
 
     /// One decoding step of R rows, each at its own position, against a preallocated cache
@@ -187,17 +230,19 @@ impl Attention {
     ///
     /// x: [R, 1, hidden]; `rope`: each row's tables, [R, 1, 1, d]; `step` says where each
     /// row's key goes and which keys it sees. Returns [R, 1, hidden] and writes this step's
-    /// key and value of row r at position `pos[r]` of cache row r.
+    /// key and value of row r at position `pos[r]` of cache row r. With `packed`, the
+    /// projections go through it.
     pub fn forward_step(
         &self,
         x: &Tensor,
         rope: &(Tensor, Tensor),
         cache: &mut (Tensor, Tensor),
         step: &Step,
+        packed: Option<&PackedAttention>,
     ) -> Tensor {
         let r = x.size()[0];
         // 1-3. q [R, heads, 1, d], k and v [R, kv_heads, 1, d].
-        let (q, k, v) = self.qkv(x, rope);
+        let (q, k, v) = self.qkv(x, rope, packed);
 
         // 4. Write the new key and value in place: cache[r, :, pos[r], :] for every row
         //    (advanced indices on dims 0 and 2 take values shaped [R, kv_heads, d]).
@@ -229,7 +274,7 @@ impl Attention {
         );
 
         // 6. Back to [R, heads, 1, d], merge heads and project: [R, 1, hidden].
-        self.merge(&out.reshape([r, self.heads, 1, self.head_dim]))
+        self.merge(&out.reshape([r, self.heads, 1, self.head_dim]), packed)
     }
 }
 

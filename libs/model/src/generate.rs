@@ -191,6 +191,8 @@ fn run_session(
     let vocab = model.lm_head_weight().size()[0];
     let logits = Tensor::zeros([session.slots as i64, vocab], (Kind::Float, device));
     let mut sampler = Sampler::default();
+    // The weights packed for this session's steps (CPU f32), decided by the model alone.
+    let packed = model.pack();
     // The prompt prefilled last: (slice, its cache, its last logits [1, V]).
     let mut prefilled: Option<(usize, KvCache, Tensor)> = None;
     loop {
@@ -303,10 +305,11 @@ fn run_session(
         let ids = Tensor::from_slice(&next)
             .view([next.len() as i64, 1])
             .to_device(device);
-        let hidden = model.hidden_step(&ids, &mut cache, &pos);
+        let hidden = model.hidden_step(&ids, &mut cache, &pos, packed.as_ref());
         model.logits_into(
             &hidden.squeeze_dim(1),
             &logits.narrow(0, 0, rows.len() as i64),
+            packed.as_ref(),
         )?;
         for p in &mut pos {
             *p += 1;

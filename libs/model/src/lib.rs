@@ -16,6 +16,7 @@ pub mod generate;
 mod mlp;
 mod model;
 mod norm;
+pub mod packed;
 mod recompute;
 mod rope;
 pub mod roundoff;
@@ -39,7 +40,7 @@ pub use checkpoint::{
 pub use config::{Dtype, Family, Llama3Rope, Qwen3Config};
 pub use error::{Error, RequestProblem, Result};
 pub use folder::check_folder;
-pub use model::{layer_of, Qwen3};
+pub use model::{layer_of, Packed, Qwen3};
 pub use recompute::Checkpointed;
 pub use shape::Shape;
 pub use shared::Continuations;

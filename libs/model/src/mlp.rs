@@ -2,6 +2,8 @@
 
 use tch::{nn, nn::Module, Tensor};
 
+use crate::packed::PackedMatrix;
+
 #[derive(Debug)]
 pub struct Mlp {
     gate_proj: nn::Linear,
@@ -9,7 +11,34 @@ pub struct Mlp {
     down_proj: nn::Linear,
 }
 
+/// The block's projections packed for decoding, those that pack (see [`crate::packed`]).
+#[derive(Debug)]
+pub struct PackedMlp {
+    gate: Option<PackedMatrix>,
+    up: Option<PackedMatrix>,
+    down: Option<PackedMatrix>,
+}
+
+impl PackedMlp {
+    /// How many of the projections are packed.
+    pub fn count(&self) -> usize {
+        [&self.gate, &self.up, &self.down]
+            .iter()
+            .filter(|m| m.is_some())
+            .count()
+    }
+}
+
 impl Mlp {
+    /// The projections that pack, packed.
+    pub fn pack(&self) -> PackedMlp {
+        PackedMlp {
+            gate: PackedMatrix::linear(&self.gate_proj),
+            up: PackedMatrix::linear(&self.up_proj),
+            down: PackedMatrix::linear(&self.down_proj),
+        }
+    }
+
     pub fn new(p: nn::Path, hidden: i64, inter: i64) -> Self {
         let c = nn::LinearConfig {
             bias: false,
@@ -26,5 +55,12 @@ impl Mlp {
     pub fn forward(&self, x: &Tensor) -> Tensor {
         let gate = self.gate_proj.forward(x).silu();
         self.down_proj.forward(&(gate * self.up_proj.forward(x)))
+    }
+
+    /// [`Mlp::forward`] through the packed projections.
+    pub fn forward_packed(&self, x: &Tensor, p: &PackedMlp) -> Tensor {
+        let gate = PackedMatrix::apply(&self.gate_proj, p.gate.as_ref(), x).silu();
+        let up = PackedMatrix::apply(&self.up_proj, p.up.as_ref(), x);
+        PackedMatrix::apply(&self.down_proj, p.down.as_ref(), &(gate * up))
     }
 }

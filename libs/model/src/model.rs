@@ -2,9 +2,10 @@
 
 use tch::{nn, nn::Module, Device, Tensor};
 
-use crate::attention::{Attention, Step};
-use crate::mlp::Mlp;
+use crate::attention::{Attention, PackedAttention, Step};
+use crate::mlp::{Mlp, PackedMlp};
 use crate::norm::RmsNorm;
+use crate::packed::PackedMatrix;
 use crate::rope::Rope;
 use crate::slots::{KvCache, SlotCache};
 use crate::{Family, Qwen3Config, Result};
@@ -73,19 +74,55 @@ impl Block {
         (mlp(xp, ap), mlp(xr, ar))
     }
 
-    /// [`Block::forward`] for one decoding step of rows at their own positions.
+    /// [`Block::forward`] for one decoding step of rows at their own positions, through
+    /// the block's packed projections when there are some.
     pub(crate) fn forward_step(
         &self,
         x: &Tensor,
         rope: &(Tensor, Tensor),
         cache: &mut (Tensor, Tensor),
         step: &Step,
+        packed: Option<&PackedBlock>,
     ) -> Tensor {
-        let h =
-            x + self
-                .self_attn
-                .forward_step(&self.input_layernorm.forward(x), rope, cache, step);
-        &h + self.mlp.forward(&self.post_attention_layernorm.forward(&h))
+        let h = x + self.self_attn.forward_step(
+            &self.input_layernorm.forward(x),
+            rope,
+            cache,
+            step,
+            packed.map(|p| &p.attn),
+        );
+        let normed = self.post_attention_layernorm.forward(&h);
+        let mlp = match packed {
+            Some(p) => self.mlp.forward_packed(&normed, &p.mlp),
+            None => self.mlp.forward(&normed),
+        };
+        &h + mlp
+    }
+}
+
+/// A block's projections packed for decoding.
+#[derive(Debug)]
+pub(crate) struct PackedBlock {
+    attn: PackedAttention,
+    mlp: PackedMlp,
+}
+
+/// A model's decoding weights packed once for a generation session: the blocks'
+/// projections and the LM head, those that pack (see [`crate::packed`]).
+#[derive(Debug)]
+pub struct Packed {
+    layers: Vec<PackedBlock>,
+    head: Option<PackedMatrix>,
+}
+
+impl Packed {
+    /// How many of the model's matrices are packed.
+    pub fn matrices(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|b| b.attn.count() + b.mlp.count())
+            .sum::<usize>()
+            + usize::from(self.head.is_some())
     }
 }
 
@@ -188,18 +225,50 @@ impl Qwen3 {
         self.norm.forward(&x)
     }
 
+    /// The decoding weights packed for the CPU's matrix product (those that pack: see
+    /// [`PackedMatrix::new`]), or None where none can be (not on the CPU, not f32, MKL
+    /// absent, packing turned off, or every matrix too small): then decoding goes through
+    /// libtorch's `linear` as a whole.
+    pub fn pack(&self) -> Option<Packed> {
+        if !crate::packed::available() {
+            return None;
+        }
+        let layers = self
+            .layers
+            .iter()
+            .map(|b| PackedBlock {
+                attn: b.self_attn.pack(),
+                mlp: b.mlp.pack(),
+            })
+            .collect();
+        let head = match &self.lm_head {
+            Some(head) => PackedMatrix::linear(head),
+            None => PackedMatrix::new(&self.embed_tokens.ws, None),
+        };
+        let packed = Packed { layers, head };
+        (packed.matrices() > 0).then_some(packed)
+    }
+
     /// One decoding step of the first R rows of `cache`: ids [R, 1] int64 at each row's own
     /// position (`pos`, host) -> final normed hidden states [R, 1, hidden]. Writes the
-    /// rows' keys and values at those positions.
-    pub fn hidden_step(&self, ids: &Tensor, cache: &mut SlotCache, pos: &[i64]) -> Tensor {
+    /// rows' keys and values at those positions. With `packed` (this model's,
+    /// [`Qwen3::pack`]), the projections go through it.
+    pub fn hidden_step(
+        &self,
+        ids: &Tensor,
+        cache: &mut SlotCache,
+        pos: &[i64],
+        packed: Option<&Packed>,
+    ) -> Tensor {
         // 1. Token embeddings: [R, 1, hidden].
         let mut x = self.embed_tokens.forward(ids);
         // 2. Where each row reads and writes, and its rotary tables: [R, 1, 1, d].
         let step = Step::new(pos, x.device());
         let table = self.rope.at_rows(&step.pos, x.kind());
         // 3. Decoder blocks.
-        for (block, kv) in self.layers.iter().zip(cache.layers.iter_mut()) {
-            x = block.forward_step(&x, &table, kv, &step);
+        for (i, (block, kv)) in self.layers.iter().zip(cache.layers.iter_mut()).enumerate() {
+            let p = packed.and_then(|p| p.layers.get(i));
+            x = block.forward_step(&x, &table, kv, &step, p);
         }
         // 4. Final RMSNorm.
         self.norm.forward(&x)
@@ -215,10 +284,17 @@ impl Qwen3 {
 
     /// hidden: [R, hidden] -> logits written into `out` ([R, vocab], contiguous, f32): a
     /// decoding step's head into a buffer kept from step to step, so no step allocates
-    /// (and the kernel zeroes) a fresh [R, vocab] block.
-    pub fn logits_into(&self, hidden: &Tensor, out: &Tensor) -> Result<()> {
+    /// (and the kernel zeroes) a fresh [R, vocab] block. With `packed`, through its head.
+    pub fn logits_into(
+        &self,
+        hidden: &Tensor,
+        out: &Tensor,
+        packed: Option<&Packed>,
+    ) -> Result<()> {
         let w = self.lm_head_weight();
-        if w.kind() == out.kind() {
+        if let Some(head) = packed.and_then(|p| p.head.as_ref()) {
+            head.forward_into(hidden, out);
+        } else if w.kind() == out.kind() {
             let _ = hidden.f_mm_out(out, &w.tr())?;
         } else {
             out.shallow_clone().f_copy_(&self.logits(hidden))?;

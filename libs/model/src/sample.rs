@@ -98,10 +98,11 @@ pub fn sample_on_device(
 /// Draws the tokens of a decoding step, reusing its host buffer from step to step.
 ///
 /// Logits on the CPU with no top-k / top-p truncation (the paper's setting) are sampled on
-/// the host, row by row in f64 (the reference arithmetic of [`sample_on_device`], in two
-/// passes over a row and no [rows, vocabulary] temporaries: at a real vocabulary and
-/// hundreds of rows those temporaries cost more than the decoding step's matrix
-/// products); everything else goes to [`sample_on_device`].
+/// the host, row by row in f64 (the reference arithmetic of [`sample_on_device`], with no
+/// [rows, vocabulary] temporaries: at a real vocabulary and hundreds of rows those
+/// temporaries cost more than the decoding step's matrix products; each row's
+/// exponentials are computed once, into one buffer a thread, and the draw reads them
+/// back); everything else goes to [`sample_on_device`].
 #[derive(Debug, Default)]
 pub struct Sampler {
     host: Vec<f32>,
@@ -144,10 +145,11 @@ impl Sampler {
                 .zip(uniforms.chunks(per))
                 .map(|(block, us)| {
                     scope.spawn(move || {
+                        let mut exps = Vec::with_capacity(vocab);
                         block
                             .chunks(vocab)
                             .zip(us)
-                            .map(|(row, &u)| draw_row(row, t, greedy, u))
+                            .map(|(row, &u)| draw_row(row, t, greedy, u, &mut exps))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -176,7 +178,7 @@ impl Sampler {
 /// maximum; greedy takes the first maximal index, otherwise the first index whose
 /// cumulative mass exceeds u times the row's total (the last one if rounding leaves none).
 /// None when the row has a NaN or +inf logit (no distribution to sample).
-fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64) -> Option<(u32, f32)> {
+fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, exps: &mut Vec<f64>) -> Option<(u32, f32)> {
     // 1. The maximum (and its first index), refusing NaN and +inf.
     let (mut max, mut arg) = (f64::NEG_INFINITY, 0usize);
     for (i, &x) in row.iter().enumerate() {
@@ -189,8 +191,11 @@ fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64) -> Option<(u32, f32)> {
             arg = i;
         }
     }
-    // 2. The normaliser: sum of exp(z - max) in index order.
-    let sum: f64 = row.iter().map(|&x| (f64::from(x) / t - max).exp()).sum();
+    // 2. The normaliser: sum of exp(z - max) in index order, each term kept in `exps`
+    //    (the thread's buffer) for step 3.
+    exps.clear();
+    exps.extend(row.iter().map(|&x| (f64::from(x) / t - max).exp()));
+    let sum: f64 = exps.iter().sum();
     let lse = max + sum.ln();
     if !lse.is_finite() {
         return None;
@@ -202,8 +207,8 @@ fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64) -> Option<(u32, f32)> {
         let target = u * sum;
         let mut acc = 0.0;
         let mut tok = row.len() - 1;
-        for (i, &x) in row.iter().enumerate() {
-            acc += (f64::from(x) / t - max).exp();
+        for (i, &e) in exps.iter().enumerate() {
+            acc += e;
             if acc > target {
                 tok = i;
                 break;

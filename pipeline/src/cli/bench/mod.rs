@@ -90,6 +90,10 @@ enum What {
         /// Our engine only (no transformers anchor): for sweeps of one setting.
         #[arg(long)]
         no_transformers: bool,
+        /// Also time our engine with its weights unpacked (every step through libtorch's
+        /// `linear`, as before the packed matrix product), side by side.
+        #[arg(long)]
+        unpacked: bool,
         /// Also time the rollout stage's vLLM path (`make vllm`) on the same folder against
         /// vLLM's offline `LLM.generate`, start-up and in-place reload apart.
         #[arg(long, value_enum, default_value = "native")]
@@ -171,6 +175,7 @@ impl Args {
                 new_tokens,
                 slots,
                 no_transformers,
+                unpacked,
                 engine,
             } => rollout::run(
                 run,
@@ -184,6 +189,7 @@ impl Args {
                     slots,
                 },
                 !no_transformers,
+                unpacked,
                 engine,
             ),
             What::Trl { config, sets } => trl::run(run, &trl::Case { config, sets }),

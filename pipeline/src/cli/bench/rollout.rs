@@ -153,7 +153,13 @@ pub struct Ours {
     pub seconds: f64,
 }
 
-pub fn run(run: Run, shape: &Shape, transformers: bool, engine: EngineArg) -> Result<()> {
+pub fn run(
+    run: Run,
+    shape: &Shape,
+    transformers: bool,
+    unpacked: bool,
+    engine: EngineArg,
+) -> Result<()> {
     let prompts = shape.prompt_ids()?;
     let assets = Assets::write(&[&baseline::HF_GENERATE, &super::rollout_vllm::VLLM_GENERATE])?;
     let prompts_file = assets.path(&baseline::HF_GENERATE) + ".prompts.json";
@@ -164,7 +170,16 @@ pub fn run(run: Run, shape: &Shape, transformers: bool, engine: EngineArg) -> Re
     let mean_prompt =
         prompts.iter().map(Vec::len).sum::<usize>() as f64 / prompts.len().max(1) as f64;
     let cost = Cost::of(&policy, mean_prompt + shape.new_tokens as f64 / 2.0);
+    let packed = policy.model.pack().is_some();
     let ours = ours(run, shape, &prompts, &policy)?;
+    let plain = if unpacked && packed {
+        deltarl_model::packed::set_enabled(false);
+        let plain = self::ours(run, shape, &prompts, &policy);
+        deltarl_model::packed::set_enabled(true);
+        Some(plain?)
+    } else {
+        None
+    };
     drop(policy);
     let (lo, hi) = (
         prompts.iter().map(Vec::len).min().unwrap_or(0),
@@ -188,11 +203,20 @@ pub fn run(run: Run, shape: &Shape, transformers: bool, engine: EngineArg) -> Re
     let step_ms = 1e3 * ours.seconds / steps.max(1) as f64;
     let read_gbs = cost.weight_bytes * steps as f64 / ours.seconds / 1e9;
     println!(
-        "  deltarl                {:>10.1} tok/s  {step_ms:.1} ms/step; {gflops:.1} GFLOP/s useful = {:.0}% of matmul; weights {read_gbs:.1} GB/s = {:.0}% of copy",
+        "  deltarl{}{:>10.1} tok/s  {step_ms:.1} ms/step; {gflops:.1} GFLOP/s useful = {:.0}% of matmul; weights {read_gbs:.1} GB/s = {:.0}% of copy",
+        if packed { " (packed)       " } else { " (libtorch GEMM)" },
         ours.tokens_per_s,
         100.0 * gflops / machine.matmul_gflops,
         100.0 * read_gbs / machine.copy_gbs
     );
+    if let Some(plain) = plain {
+        println!(
+            "  deltarl (unpacked)     {:>10.1} tok/s  {:.1} ms/step (packed {:.2}x)",
+            plain.tokens_per_s,
+            1e3 * plain.seconds / steps.max(1) as f64,
+            ours.tokens_per_s / plain.tokens_per_s
+        );
+    }
     if !transformers {
         return Ok(());
     }
