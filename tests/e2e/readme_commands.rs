@@ -98,6 +98,11 @@ const BLOCKS: &[(&str, How)] = &[
                 "--prompts 8 --batch 8 \\\n    --prompt-len 48 --min-prompt-len 16 --new-tokens 64 --reps 3",
                 "--prompts 2 --batch 2 \\\n    --prompt-len 12 --min-prompt-len 4 --new-tokens 4 --reps 1",
             ),
+            // Packed against unpacked on the real model at the engine issue's shape, micro.
+            (
+                "--prompts 64 --batch 8 \\\n    --prompt-len 48 --min-prompt-len 16 --new-tokens 128 --reps 3",
+                "--prompts 2 --batch 2 \\\n    --prompt-len 12 --min-prompt-len 4 --new-tokens 4 --reps 1",
+            ),
         ]),
     ),
     (
