@@ -130,12 +130,11 @@ impl HeldVectors {
         let mut bytes = Vec::new();
         self.precision
             .encode(&row.features, &mut bytes)
-            .map_err(|e| {
-                let key = deltarl_schemas::ResponseKey {
-                    prompt_id: &row.prompt_id,
-                    sample_idx: row.sample_idx,
-                };
-                Error::Input(format!("the vectors of {key} at {}: {e}", self.precision))
+            .map_err(|problem| Error::Vectors {
+                prompt_id: row.prompt_id.clone(),
+                sample_idx: row.sample_idx,
+                precision: self.precision,
+                problem,
             })?;
         self.keys.push((row.prompt_id.clone(), row.sample_idx));
         self.packed.push(bytes);

@@ -76,10 +76,16 @@ pub(super) fn held(
         &mut |rows| {
             piece_rows.push(rows.len());
             for r in &rows {
+                // The row's key once: the features error names it.
                 held.push(r).map_err(|e| deltarl_features::Error::Row {
                     prompt_id: r.prompt_id.clone(),
                     sample_idx: r.sample_idx,
-                    message: e.to_string(),
+                    message: match e {
+                        deltarl_coeffs::Error::Vectors {
+                            precision, problem, ..
+                        } => format!("its vectors at {precision}: {problem}"),
+                        e => e.to_string(),
+                    },
                 })?;
             }
             stored.extend(persist.apply(rows, seed));
