@@ -7,7 +7,9 @@
 use deltarl_model::generate::{generate, generate_part, Request, Sample, SampleSettings};
 use deltarl_model::{random_policy, Policy};
 use deltarl_schemas::Shard;
-use tch::{Kind, Tensor};
+mod common;
+
+use common::greedy_gaps;
 
 fn policy(tied: bool, seed: u64) -> (tempfile::TempDir, Policy) {
     tch::set_num_threads(1);
@@ -58,18 +60,6 @@ fn max_lp_diff(a: &Sample, b: &Sample) -> f64 {
         .zip(&b.logprobs)
         .map(|(x, y)| f64::from((x - y).abs()))
         .fold(0.0, f64::max)
-}
-
-/// Teacher-forced top-2 logit gaps at each response position of `prompt + tokens`.
-fn greedy_gaps(p: &Policy, prompt: &[u32], tokens: &[u32]) -> Vec<f64> {
-    let ids: Vec<i64> = prompt.iter().chain(tokens).map(|&x| i64::from(x)).collect();
-    let logits = tch::no_grad(|| p.model.forward(&Tensor::from_slice(&ids).unsqueeze(0)))
-        .squeeze_dim(0)
-        .to_kind(Kind::Double);
-    let (top, _) = logits.topk(2, -1, true, true);
-    let gap = top.select(1, 0) - top.select(1, 1);
-    let gap = Vec::<f64>::try_from(gap).unwrap();
-    gap[prompt.len() - 1..prompt.len() - 1 + tokens.len()].to_vec()
 }
 
 #[test]

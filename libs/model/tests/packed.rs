@@ -7,7 +7,11 @@
 
 use deltarl_model::generate::{generate, Request, Sample, SampleSettings};
 use deltarl_model::{build, init_weights, packed, Dtype, Policy, Qwen3Config, Tokenizer};
-use tch::{Device, Kind, Tensor};
+use tch::Device;
+
+mod common;
+
+use common::greedy_gaps;
 
 /// A Qwen3 of hidden 256: its gate/up/down (256 x 2,048) and head (2,048 x 256) are
 /// 2^19 values each, the smallest that pack; its attention projections do not.
@@ -38,17 +42,6 @@ fn policy(dir: &std::path::Path) -> Policy {
         }
     });
     p
-}
-
-/// Teacher-forced top-2 logit gaps at each response position of `prompt + tokens`.
-fn greedy_gaps(p: &Policy, prompt: &[u32], tokens: &[u32]) -> Vec<f64> {
-    let ids: Vec<i64> = prompt.iter().chain(tokens).map(|&x| i64::from(x)).collect();
-    let logits = tch::no_grad(|| p.model.forward(&Tensor::from_slice(&ids).unsqueeze(0)))
-        .squeeze_dim(0)
-        .to_kind(Kind::Double);
-    let (top, _) = logits.topk(2, -1, true, true);
-    let gap = Vec::<f64>::try_from(top.select(1, 0) - top.select(1, 1)).unwrap();
-    gap[prompt.len() - 1..prompt.len() - 1 + tokens.len()].to_vec()
 }
 
 #[test]
