@@ -1,6 +1,6 @@
 //! SwiGLU feed-forward block.
 
-use tch::{nn, nn::Module, Tensor};
+use tch::{nn, Tensor};
 
 use crate::packed::PackedMatrix;
 
@@ -53,14 +53,14 @@ impl Mlp {
 
     /// x: [B, T, hidden] -> [B, T, hidden]
     pub fn forward(&self, x: &Tensor) -> Tensor {
-        let gate = self.gate_proj.forward(x).silu();
-        self.down_proj.forward(&(gate * self.up_proj.forward(x)))
+        self.forward_packed(x, None)
     }
 
-    /// [`Mlp::forward`] through the packed projections.
-    pub fn forward_packed(&self, x: &Tensor, p: &PackedMlp) -> Tensor {
-        let gate = PackedMatrix::apply(&self.gate_proj, p.gate.as_ref(), x).silu();
-        let up = PackedMatrix::apply(&self.up_proj, p.up.as_ref(), x);
-        PackedMatrix::apply(&self.down_proj, p.down.as_ref(), &(gate * up))
+    /// [`Mlp::forward`], through the packed projections where `p` has them.
+    pub fn forward_packed(&self, x: &Tensor, p: Option<&PackedMlp>) -> Tensor {
+        let gate = PackedMatrix::apply(&self.gate_proj, p.and_then(|p| p.gate.as_ref()), x);
+        let up = PackedMatrix::apply(&self.up_proj, p.and_then(|p| p.up.as_ref()), x);
+        let down = p.and_then(|p| p.down.as_ref());
+        PackedMatrix::apply(&self.down_proj, down, &(gate.silu() * up))
     }
 }

@@ -92,11 +92,7 @@ impl Block {
             packed.map(|p| &p.attn),
         );
         let normed = self.post_attention_layernorm.forward(&h);
-        let mlp = match packed {
-            Some(p) => self.mlp.forward_packed(&normed, &p.mlp),
-            None => self.mlp.forward(&normed),
-        };
-        &h + mlp
+        &h + self.mlp.forward_packed(&normed, packed.map(|p| &p.mlp))
     }
 }
 

@@ -58,7 +58,7 @@ extern "C" {
 }
 
 /// MKL's packed GEMM, found in the process's libraries.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Mkl {
     get_size: GetSize,
     pack: Pack,
@@ -94,7 +94,7 @@ fn mkl() -> Option<Mkl> {
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
 /// Turns packing off (or on again) for sessions started after the call: `deltarl bench
-/// rollout --plain-gemm` times the unpacked engine beside the packed one, and tests
+/// rollout --unpacked` times the unpacked engine beside the packed one, and tests
 /// compare the two.
 pub fn set_enabled(on: bool) {
     ENABLED.store(on, Ordering::SeqCst);
@@ -118,12 +118,6 @@ pub struct PackedMatrix {
 /// The row count the packing is sized for; MKL's packed A serves any column count (our
 /// rows) in `sgemm_compute`.
 const PACK_ROWS: c_int = 512;
-
-impl std::fmt::Debug for Mkl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Mkl")
-    }
-}
 
 /// The smallest weight packed, in values. Below it, per-call packing is a small copy and
 /// libtorch's unpacked kernels are as fast or faster (measured here with `deltarl bench
