@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use crate::config::ranges::RANGES;
+use crate::config::ranges;
 use crate::config::Resolved;
 use anyhow::{Context, Result};
 
@@ -41,7 +41,7 @@ impl Args {
             }
             Command::Ranges => {
                 let mut text = String::from("| key | accepted | why |\n|---|---|---|\n");
-                for r in RANGES {
+                for r in ranges::all() {
                     text += &format!("| `{}` | {} | {} |\n", r.key, r.bound.describe(), r.why);
                 }
                 crate::cli::stdout::print_stdout(&text)

@@ -258,7 +258,7 @@ impl Resolved {
                 task: oracle_task(
                     "oracle-filler",
                     deltarl_data::Task::has_filler,
-                    "with filler sentences (tiny-steps-filler, or tiny-steps at dose 0)",
+                    "with filler (tiny-steps-filler, or tiny-steps at dose 0)",
                 )?,
                 value: o.coeffs.oracle_value,
             },
@@ -363,7 +363,7 @@ impl Resolved {
             }
         }
         // Every numeric key from its range's reading of the options.
-        for r in ranges::RANGES {
+        for r in ranges::all() {
             let Some(n) = (r.get)(&o) else { continue };
             let value = match n {
                 ranges::Number::Int(i) => toml::Value::Integer(i64::try_from(i)?),
