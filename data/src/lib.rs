@@ -28,14 +28,13 @@
 //! to start 7*13=91. next 45+91=136. therefore the answer is \boxed{136}
 //! ```
 //!
-//! A fourth, `tiny-steps-filler`, is `tiny-steps` with [`FILLER_STEPS`] reward-blind
-//! filler sentences, each in one of four wordings drawn at random, half after each step:
-//! most of its text, and the wording choices most of its gradient, carry nothing about
-//! correctness ([`Task::filler_tokens`] labels them; `tiny-steps` is the same task at
-//! dose 0):
+//! A fourth, `tiny-steps-filler`, is `tiny-steps` with [`FILLER_WORDS`] reward-blind
+//! filler words of random letters after its answer: most of its tokens, each a choice of
+//! ln 14 nats, carry nothing about correctness ([`Task::filler_tokens`] labels them;
+//! `tiny-steps` is the same task at dose 0):
 //!
 //! ```text
-//! first 7*13=91. we do it. as shown. ... then 45+91=136. note this. ... so the answer is \boxed{136}
+//! first 7*13=91. then 45+91=136. so the answer is \boxed{136} wfat oxhe dnbi ... saet
 //! ```
 //!
 //! Besides the tiny model's tasks, [`words`] generates English word problems for a
@@ -61,8 +60,8 @@ pub use task::{
 };
 pub use tokenizer::{task_tokenizer_json, tokenizer_config_json, tokenizer_json};
 pub use vocab::{
-    digit_ids, CHARS, EOS, EOS_ID, FILLER_PHRASES, FILLER_STEPS, PAD, PAD_ID, STEPS_EXTRA, UNK,
-    UNK_ID, VARIED_PHRASES,
+    digit_ids, CHARS, EOS, EOS_ID, FILLER_LETTERS, FILLER_WORDS, FILLER_WORD_LEN, PAD, PAD_ID,
+    STEPS_EXTRA, UNK, UNK_ID, VARIED_PHRASES,
 };
 
 #[cfg(test)]

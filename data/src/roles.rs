@@ -6,7 +6,7 @@
 //! oracle coefficient estimator reads these labels to bound what any token reweighting
 //! can gain on these tasks.
 
-use crate::{Problem, Task, FILLER_PHRASES, VARIED_PHRASES};
+use crate::{Problem, Task, VARIED_PHRASES};
 
 impl Task {
     /// Whether this task's responses have connective phrases to label
@@ -34,7 +34,7 @@ impl Task {
         Some(inside_wordings(pieces, wordings))
     }
 
-    /// Whether this task's responses can have filler sentences ([`Task::filler_tokens`]):
+    /// Whether this task's responses can have filler ([`Task::filler_tokens`]):
     /// `tiny-steps-filler`, and `tiny-steps`, the same task at dose 0 (none).
     pub fn has_filler(self) -> bool {
         match self {
@@ -44,18 +44,31 @@ impl Task {
     }
 
     /// For each token of a response, given as the text each token decodes to, whether it
-    /// lies inside a filler sentence (any of [`FILLER_PHRASES`] with the space that
-    /// follows it: a solution without its fillers is `tiny-steps`' text), by the rule of
-    /// [`Task::connective_tokens`]. `None` for tasks without filler ([`Task::has_filler`]).
+    /// is filler: for `tiny-steps-filler`, every token whose text lies wholly after the
+    /// last complete `\boxed{...}` — the answer the reward grades (the verifier's rule), so
+    /// nothing labelled can change a reward, whatever the policy writes there; a response
+    /// without a complete box has none. Tokens with no text (the end of sequence) are not
+    /// filler. `tiny-steps` is the dose 0: nothing is filler. `None` for tasks without
+    /// filler ([`Task::has_filler`]).
     pub fn filler_tokens(self, pieces: &[&str]) -> Option<Vec<bool>> {
-        if !self.has_filler() {
-            return None;
+        match self {
+            Task::Filler => {}
+            Task::Steps => return Some(vec![false; pieces.len()]),
+            Task::Arith | Task::Varied | Task::Code => return None,
         }
-        let wordings: Vec<String> = FILLER_PHRASES.iter().map(|w| format!("{w} ")).collect();
-        Some(inside_wordings(
-            pieces,
-            wordings.iter().map(String::as_str).collect(),
-        ))
+        let text: String = pieces.concat();
+        let answer_end = last_box_end(&text).unwrap_or(text.len());
+        let mut start = 0;
+        Some(
+            pieces
+                .iter()
+                .map(|p| {
+                    let after = start >= answer_end && !p.is_empty();
+                    start += p.len();
+                    after
+                })
+                .collect(),
+        )
     }
 
     /// Whether this task's responses are worked solutions whose first error can be found
@@ -63,8 +76,7 @@ impl Task {
     pub fn has_steps(self) -> bool {
         match self {
             Task::Arith | Task::Steps | Task::Varied => true,
-            // A filler solution's correct prefix would have to allow any wording of each of
-            // its fillers; not written (the dose-response runs do not use it).
+            // Not written for the filler task: the dose-response runs do not use it.
             Task::Filler | Task::Code => false,
         }
     }
@@ -114,6 +126,30 @@ impl Task {
 /// For each piece of a text cut into `pieces`, whether every byte of it lies inside one of
 /// `wordings`: the text is scanned left to right, and at each position the longest wording
 /// that starts there is taken. Empty pieces are not labelled.
+/// The byte just past the closing brace of the last complete `\boxed{...}` of `text`
+/// (braces balanced inside it), if any: an unclosed box is skipped for the one before it.
+fn last_box_end(text: &str) -> Option<usize> {
+    const OPEN: &str = "\\boxed{";
+    let mut search_end = text.len();
+    while let Some(at) = text[..search_end].rfind(OPEN) {
+        let mut depth = 1usize;
+        for (i, b) in text.bytes().enumerate().skip(at + OPEN.len()) {
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        search_end = at;
+    }
+    None
+}
+
 fn inside_wordings(pieces: &[&str], mut wordings: Vec<&str>) -> Vec<bool> {
     let text: String = pieces.concat();
     wordings.sort_by_key(|w| std::cmp::Reverse(w.len()));

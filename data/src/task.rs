@@ -7,7 +7,8 @@ use deltarl_schemas::PromptRow;
 use crate::row::math_row;
 use crate::{code, words};
 use crate::{
-    distinct, split_of_id, Split, CHARS, FILLER_PHRASES, FILLER_STEPS, STEPS_EXTRA, VARIED_PHRASES,
+    distinct, split_of_id, Split, CHARS, FILLER_LETTERS, FILLER_WORDS, FILLER_WORD_LEN,
+    STEPS_EXTRA, VARIED_PHRASES,
 };
 
 /// A built-in task: the problems of this crate in one solution format, with the
@@ -22,8 +23,8 @@ pub enum Task {
     Steps,
     /// `tiny-steps` with each connective in one of three phrasings ([`VARIED_PHRASES`]).
     Varied,
-    /// `tiny-steps` with [`FILLER_STEPS`] filler sentences, each in one of four wordings
-    /// ([`FILLER_PHRASES`]), half after each step.
+    /// `tiny-steps` with [`FILLER_WORDS`] filler words of random letters
+    /// ([`FILLER_LETTERS`]) after its answer.
     Filler,
     /// `def f(x):return 3*x+7` from `f(0)=7 f(1)=10 f(2)=13`, graded by running it
     /// ([`code`]).
@@ -78,7 +79,8 @@ impl Task {
 
     /// [`Task::solution`] with the wordings `pick` chooses, one index a choice (missing
     /// ones 0): `tiny-steps-varied`'s three connectives (into [`VARIED_PHRASES`]),
-    /// `tiny-steps-filler`'s [`FILLER_STEPS`] fillers (into [`FILLER_PHRASES`]); ignored by
+    /// `tiny-steps-filler`'s [`FILLER_WORDS`] x [`FILLER_WORD_LEN`] filler letters (into
+    /// [`FILLER_LETTERS`]); ignored by
     /// the other tasks.
     pub fn phrased(
         self,
@@ -107,19 +109,19 @@ impl Task {
                 )
             }
             Task::Filler => {
-                let fillers = |range: std::ops::Range<usize>| -> String {
-                    range
-                        .map(|i| format!("{} ", FILLER_PHRASES[choice(i, FILLER_PHRASES.len())]))
-                        .collect()
-                };
-                let half = FILLER_STEPS / 2;
+                // tiny-steps' solution, then the filler after its answer.
+                let letters: Vec<char> = FILLER_LETTERS.chars().collect();
+                let words: Vec<String> = (0..FILLER_WORDS)
+                    .map(|w| {
+                        (0..FILLER_WORD_LEN)
+                            .map(|l| letters[choice(w * FILLER_WORD_LEN + l, letters.len())])
+                            .collect()
+                    })
+                    .collect();
                 format!(
-                    "first {}*{}={prod}. {}then {}+{prod}={sum}. {}so the answer is \\boxed{{{sum}}}",
-                    p.b,
-                    p.c,
-                    fillers(0..half),
-                    p.a,
-                    fillers(half..FILLER_STEPS)
+                    "{} {}",
+                    Task::Steps.phrased(p, wrong, &[])?,
+                    words.join(" ")
                 )
             }
         })
@@ -352,8 +354,8 @@ pub fn warmstart_example(
         Task::Varied => (0..3)
             .map(|i| rng.below(VARIED_PHRASES[i].len() as u64) as usize)
             .collect(),
-        Task::Filler => (0..FILLER_STEPS)
-            .map(|_| rng.below(FILLER_PHRASES.len() as u64) as usize)
+        Task::Filler => (0..FILLER_WORDS * FILLER_WORD_LEN)
+            .map(|_| rng.below(FILLER_LETTERS.len() as u64) as usize)
             .collect(),
         Task::Arith | Task::Steps | Task::Code => Vec::new(),
     };

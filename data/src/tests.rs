@@ -109,98 +109,122 @@ fn warm_start_examples_draw_phrasings_for_the_varied_task_only() {
     }
 }
 
+/// A response's labels as a string: `f` for a filler token, `.` for the rest.
+fn filler_marks(task: Task, pieces: &[&str]) -> String {
+    let labels = task.filler_tokens(pieces).unwrap();
+    assert_eq!(labels.len(), pieces.len());
+    labels.iter().map(|&l| if l { 'f' } else { '.' }).collect()
+}
+
+fn chars_of(s: &str) -> Vec<String> {
+    s.chars().map(String::from).collect()
+}
+
 #[test]
 fn the_filler_format_by_hand() {
     let p = Problem { a: 45, b: 7, c: 13 };
-    let pick: Vec<usize> = (0..FILLER_STEPS).map(|i| i % 4).collect();
+    // Letter indices 0, 1, 2, ... into "abdefhinorstwx", wrapping.
+    let pick: Vec<usize> = (0..FILLER_WORDS * FILLER_WORD_LEN).collect();
     let s = Task::Filler.phrased(&p, None, &pick).unwrap();
-    let block = "note this. done here. we do it. as shown. ";
-    assert_eq!(
-        s,
-        format!(
-            "first 7*13=91. {block}{block}then 45+91=136. {block}{block}so the answer is \\boxed{{136}}"
-        )
-    );
-    // Without the fillers it is tiny-steps' solution, with or without an error.
+    let head = "first 7*13=91. then 45+91=136. so the answer is \\boxed{136}";
+    // 128 letters: "abde fhin orst wxab defh inor stwx ..." (14 letters, 7 words = 2 cycles).
+    let cycle = "abde fhin orst wxab defh inor stwx";
+    let words = format!("{cycle} {cycle} {cycle} {cycle} abde fhin orst wxab");
+    assert_eq!(s, format!("{head} {words}"));
+    assert_eq!(words.split(' ').count(), FILLER_WORDS);
+    // Without the filler it is tiny-steps' solution, with or without an error.
     for wrong in [None, Some((0, 2)), Some((1, -3))] {
         let full = Task::Filler.solution(&p, wrong).unwrap();
-        let mut bare = full.clone();
-        for w in FILLER_PHRASES {
-            bare = bare.replace(&format!("{w} "), "");
-        }
+        let bare = &full[..full.rfind('}').unwrap() + 1];
         assert_eq!(bare, Task::Steps.solution(&p, wrong).unwrap());
-    }
-    // One token decides each filler's wording, and it is no connective's first character.
-    let firsts: std::collections::BTreeSet<char> = FILLER_PHRASES
-        .iter()
-        .filter_map(|a| a.chars().next())
-        .collect();
-    assert_eq!(firsts.len(), FILLER_PHRASES.len());
-    for c in ['f', 't', 's'] {
-        assert!(!firsts.contains(&c), "{c}");
     }
     assert!(s.chars().all(|c| Task::Filler.chars().contains(c)), "{s}");
     assert_eq!(Task::Filler.vocab_size(), Task::Steps.vocab_size());
     assert_eq!(Task::from_source("tiny-steps-filler"), Some(Task::Filler));
-    // The labels: every filler with its following space, nothing of the steps.
-    let chars: Vec<String> = s.chars().map(String::from).collect();
+    // Every filler letter is a vocabulary character, none of them twice.
+    let letters: std::collections::BTreeSet<char> = FILLER_LETTERS.chars().collect();
+    assert_eq!(letters.len(), FILLER_LETTERS.chars().count());
+    assert!(letters.iter().all(|c| c.is_ascii_lowercase()));
+
+    // The labels: every token after the answer's closing brace (the space before the
+    // first word included), nothing of the steps, not the end of sequence.
+    let chars = chars_of(&s);
+    let mut pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
+    pieces.push("");
+    let want = ".".repeat(head.len()) + &"f".repeat(1 + words.len()) + ".";
+    assert_eq!(filler_marks(Task::Filler, &pieces), want);
+    // Multi-character pieces: a piece that straddles the brace is not filler.
+    let pieces = ["so \\boxed{13", "6} ab", "de fh", ""];
+    assert_eq!(filler_marks(Task::Filler, &pieces), "..f.");
+    // What the policy writes after a second complete box is filler, and that box is the
+    // answer; an unclosed last box is skipped for the one before it (the verifier's rule).
+    let pieces = ["\\boxed{1}", " x", "\\boxed{2}", " ab"];
+    assert_eq!(filler_marks(Task::Filler, &pieces), "...f");
+    let pieces = ["\\boxed{1}", " ab", "\\boxed{2"];
+    assert_eq!(filler_marks(Task::Filler, &pieces), ".ff");
+    // Nested braces close the box only at depth 0; no box at all: no filler.
+    let pieces = ["\\boxed{\\frac{1}{2}", "}", " ab"];
+    assert_eq!(filler_marks(Task::Filler, &pieces), "..f");
+    assert_eq!(filler_marks(Task::Filler, &["first 7", "*13=91."]), "..");
+    // tiny-steps is the dose 0: nothing to label, even after its box; tasks without filler
+    // are refused.
+    let steps = Task::Steps.solution(&p, None).unwrap() + " ab";
+    let chars = chars_of(&steps);
     let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
-    let labels = Task::Filler.filler_tokens(&pieces).unwrap();
-    assert_eq!(labels.len(), pieces.len());
-    let labelled: String = pieces
-        .iter()
-        .zip(&labels)
-        .filter(|(_, &l)| l)
-        .map(|(p, _)| *p)
-        .collect();
-    assert_eq!(labelled, block.repeat(4));
-    // tiny-steps is the dose 0: nothing to label; tasks without filler are refused.
-    let steps = Task::Steps.solution(&p, None).unwrap();
-    let chars: Vec<String> = steps.chars().map(String::from).collect();
-    let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
-    assert!(Task::Steps
-        .filler_tokens(&pieces)
-        .unwrap()
-        .iter()
-        .all(|&l| !l));
+    assert_eq!(filler_marks(Task::Steps, &pieces), ".".repeat(pieces.len()));
     assert_eq!(Task::Varied.filler_tokens(&pieces), None);
     assert_eq!(Task::Arith.filler_tokens(&pieces), None);
 }
 
-/// The dose: filler is over 70 % of the characters of every solution, the longest (largest
-/// numbers, an error that adds a digit, the longest wordings) and the shortest (smallest
-/// numbers, the shortest wordings) alike.
+/// The dose: filler is over 70 % of the tokens of every solution, the longest (largest
+/// numbers, an error that adds a digit) and the shortest (smallest numbers), its end of
+/// sequence counted.
 #[test]
 fn filler_is_most_of_every_solution() {
     let share = |s: &str| {
-        let chars: Vec<String> = s.chars().map(String::from).collect();
-        let pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
-        let labels = Task::Filler.filler_tokens(&pieces).unwrap();
-        labels.iter().filter(|&&l| l).count() as f64 / labels.len() as f64
+        let chars = chars_of(s);
+        let mut pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
+        pieces.push("");
+        let marks = filler_marks(Task::Filler, &pieces);
+        marks.matches('f').count() as f64 / marks.len() as f64
     };
     let (_, longest) = Task::Filler.longest_example();
-    let small = Problem { a: 0, b: 2, c: 2 };
-    let shortest_pick = [2, 3].repeat(FILLER_STEPS / 2);
-    let shortest = Task::Filler.phrased(&small, None, &shortest_pick).unwrap();
+    let shortest = Task::Filler
+        .solution(&Problem { a: 0, b: 2, c: 2 }, None)
+        .unwrap();
     for s in [&longest, &shortest] {
-        // The response's end-of-sequence token counts too: one more unlabelled token.
-        let with_eos = share(s) * s.chars().count() as f64 / (s.chars().count() + 1) as f64;
-        assert!(with_eos > 0.70, "{with_eos:.3}: {s}");
+        assert!(share(s) > 0.70, "{:.3}: {s}", share(s));
     }
-    // And it fits the configuration's 256 new tokens, with its end of sequence.
-    assert!(longest.chars().count() < 256, "{}", longest.chars().count());
+    // And it fits the configuration's new tokens with its end of sequence, 16 short of
+    // the limit where the overlong penalty starts.
+    assert!(
+        longest.chars().count() + 1 <= 288 - 16,
+        "{}",
+        longest.chars().count()
+    );
 }
 
 #[test]
-fn warm_start_examples_of_the_filler_task_draw_every_wording() {
+fn warm_start_examples_of_the_filler_task_draw_every_letter() {
     let mut rng = Rng::new(7);
     let texts: Vec<String> = (0..40)
         .map(|_| warmstart_example(Task::Filler, &mut rng, "Q: {question}\nA: ", 0.3).1)
         .collect();
-    for w in FILLER_PHRASES {
-        let used: usize = texts.iter().map(|t| t.matches(w).count()).sum();
-        // 40 examples x 16 fillers, a quarter each: 160 expected.
-        assert!((100..=220).contains(&used), "{w:?} used {used} times");
+    let fillers: String = texts
+        .iter()
+        .map(|t| &t[t.rfind('}').unwrap() + 1..])
+        .collect();
+    for c in FILLER_LETTERS.chars() {
+        let used = fillers.matches(c).count();
+        // 40 examples x 128 letters, a 14th each: 365.7 expected, sd 18.5 (binomial);
+        // the range is over 4.6 sd either side.
+        assert!((280..=450).contains(&used), "{c:?} used {used} times");
     }
     assert!(texts.iter().all(|t| t.starts_with("first ")), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .all(|t| t[t.rfind('}').unwrap() + 1..].split_whitespace().count() == FILLER_WORDS),
+        "{texts:?}"
+    );
 }

@@ -30,18 +30,21 @@ pub const VARIED_PHRASES: [[&str; 3]; 3] = [
     ],
 ];
 
-/// `tiny-steps-filler`'s reward-blind filler sentences, longest first. Each starts with a
-/// character no other filler and no `tiny-steps` connective starts with, so the choice is
-/// one token: ln 4 nats for a policy that learned the warm start's uniform draw, on text
-/// whose wording is independent of correctness. Every character is in the `tiny-steps`
-/// vocabulary.
-pub const FILLER_PHRASES: [&str; 4] = ["note this.", "done here.", "we do it.", "as shown."];
+/// The letters of `tiny-steps-filler`'s reward-blind filler words, each drawn uniformly in
+/// the warm start: every letter of the `tiny-steps` vocabulary, so each filler character is
+/// a choice of ln 14 = 2.64 nats for a policy that learned the draw (a choice at every
+/// filler token, where one of four wordings made one choice a sentence and carried too
+/// little of the update to test the premise: docs/results.md §15).
+pub const FILLER_LETTERS: &str = "abdefhinorstwx";
 
-/// How many filler sentences a `tiny-steps-filler` solution has (the dose F), half after
-/// each step: enough that filler is over 70 % of every solution's characters (the test
+/// How many filler words a `tiny-steps-filler` solution has after its answer (the dose F):
+/// enough that filler is over 70 % of every solution's tokens (the test
 /// `filler_is_most_of_every_solution` checks the bound on the longest and shortest
 /// problems).
-pub const FILLER_STEPS: usize = 16;
+pub const FILLER_WORDS: usize = 32;
+
+/// The letters of one filler word.
+pub const FILLER_WORD_LEN: usize = 4;
 
 /// The token ids of the digits `0`-`9` (the first characters of every task's vocabulary).
 pub fn digit_ids() -> std::ops::Range<u32> {

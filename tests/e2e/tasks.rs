@@ -210,9 +210,9 @@ assert negatives > 0 and zeros > 0, (negatives, zeros)
 }
 
 /// The filler task end to end (the high dose of the dose-response test): the warm start
-/// teaches its filler sentences, and `oracle-filler` gives 0 to exactly the characters of
-/// each filler sentence and its following space (found here by a scan written
-/// independently of the Rust code) and 1 elsewhere; `tiny-arith` has no filler to zero and
+/// teaches its filler words, and `oracle-filler` gives 0 to exactly the characters after
+/// the graded answer's closing brace (found here by a scan written independently of the
+/// Rust code) and 1 elsewhere; `tiny-arith` has no filler to zero and
 /// is refused by key.
 #[test]
 fn the_filler_oracle_zeroes_exactly_the_filler() {
@@ -220,7 +220,7 @@ fn the_filler_oracle_zeroes_exactly_the_filler() {
     let cfg = variant(
         &micro_config(dir.path()),
         "filler.toml",
-        "[data]\nsource = \"tiny-steps-filler\"\n[rollout]\nmax_new_tokens = 60\n\
+        "[data]\nsource = \"tiny-steps-filler\"\n[rollout]\nmax_new_tokens = 100\n\
          [score]\ndynamic_sampling = false\n[eval]\nevery = 0\n\
          [warmstart]\nsteps = 300\n[model.tiny]\nmax_position_embeddings = 320\n",
     );
@@ -236,26 +236,31 @@ fn the_filler_oracle_zeroes_exactly_the_filler() {
             "{JOINED}{}",
             r#"
 import json
-wordings = ["note this. ", "done here. ", "we do it. ", "as shown. "]
 # Each token's text from the base's own vocabulary (the specials decode to nothing).
 vocab = json.load(open(sys.argv[1] + "/base/tokenizer.json"))["model"]["vocab"]
 piece = {i: ("" if t in ("<pad>", "<eos>", "<unk>") else t) for t, i in vocab.items()}
+
+def answer_end(text):
+    """Just past the last complete box's closing brace (braces balanced), else None."""
+    at = len(text)
+    while True:
+        at = text.rfind("\\boxed{", 0, at)
+        if at < 0:
+            return None
+        depth = 0
+        for i in range(at + len("\\boxed"), len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                return i + 1
+
 zeros = 0
 for row in j.iter_rows(named=True):
     pieces = [piece[t] for t in row["response_token_ids"]]
     text, coeff = "".join(pieces), row["coeff"]
-    inside = [False] * len(text)
-    at = 0
-    while at < len(text):
-        w = next((w for w in wordings if text.startswith(w, at)), None)
-        if w is None:
-            at += 1
-        else:
-            inside[at:at + len(w)] = [True] * len(w)
-            at += len(w)
+    end = answer_end(text)
     want, at = [], 0
     for p in pieces:
-        want.append(0.0 if p and all(inside[at:at + len(p)]) else 1.0)
+        want.append(0.0 if p and end is not None and at >= end else 1.0)
         at += len(p)
     assert list(coeff) == want, (text, coeff)
     zeros += want.count(0.0)

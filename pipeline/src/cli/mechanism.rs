@@ -44,7 +44,7 @@ enum Classes {
     /// a wrong answer of its group has too (the AUROC, and the net gradients with
     /// `--gradients`); the arithmetic tasks.
     FirstError,
-    /// Filler = `tiny-steps-filler`'s filler sentences, the rest = everything else (the net
+    /// Filler = `tiny-steps-filler`'s filler words (after the answer), the rest = everything else (the net
     /// gradients only: how much of each side's update is text the reward cannot see).
     Filler,
 }
@@ -346,7 +346,7 @@ fn filler_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, gradients::R
         runs_dir,
         name,
         deltarl_data::Task::has_filler,
-        "has no filler sentences to split off (tiny-steps-filler, or tiny-steps at dose 0)",
+        "has no filler to split off (tiny-steps-filler, or tiny-steps at dose 0)",
     )?;
     let mut out = Vec::new();
     for iter in ctx.run.iterations() {

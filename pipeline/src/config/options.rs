@@ -271,7 +271,7 @@ pub struct CoeffOptions {
     /// `tiny-steps`, `tiny-steps-varied`): `oracle_value` on the tokens of a
     /// negative-advantage response before its first error, 1 elsewhere. `oracle-filler`
     /// needs `tiny-steps-filler` (or `tiny-steps`, its dose 0): `oracle_value` on the
-    /// tokens of its filler sentences, 1 elsewhere.
+    /// tokens of its filler (the words after the graded answer), 1 elsewhere.
     /// `ktae` adds to each token's advantage a score of how its token id goes with right
     /// answers in its group (`[coeffs.ktae]`).
     #[serde(default)]

@@ -7,7 +7,7 @@ use crate::{Error, Response, Result};
 #[derive(Clone, Copy)]
 pub(crate) enum Labelled {
     /// Every response's (`oracle-tokens`: the connective phrases; `oracle-filler`: the
-    /// filler sentences).
+    /// filler after the graded answer).
     All,
     /// Negative-advantage responses' only (`oracle-prefix`: the text before a wrong
     /// answer's first error, which only a negative advantage pushes the wrong way).

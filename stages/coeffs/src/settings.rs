@@ -46,7 +46,7 @@ pub enum Estimator {
         value: f64,
     },
     /// The filler oracle of the dose-response test: coefficient `value` on the tokens of
-    /// reward-blind filler sentences ([`deltarl_data::Task::filler_tokens`]) of every
+    /// reward-blind filler ([`deltarl_data::Task::filler_tokens`]) of every
     /// response, 1 elsewhere. Only `tiny-steps-filler` has filler (`tiny-steps` is its dose
     /// 0, where this is DAPO).
     OracleFiller {
@@ -185,7 +185,7 @@ impl Settings {
             Estimator::OracleFiller { task, value } => {
                 if !task.has_filler() {
                     return Err(Error::Setting(format!(
-                        "oracle-filler needs a task with filler sentences (tiny-steps-filler, \
+                        "oracle-filler needs a task with filler (tiny-steps-filler, \
                          or tiny-steps at dose 0), not {}",
                         task.source()
                     )));

@@ -132,7 +132,7 @@ fn the_first_error_oracle_reweights_only_wrong_answers_correct_prefixes() {
 }
 
 /// The filler oracle (`oracle-filler`) reweights every response's labelled tokens as
-/// `oracle-tokens` does (its labels are the filler sentences, `Task::filler_tokens`), is
+/// `oracle-tokens` does (its labels are the filler, `Task::filler_tokens`), is
 /// DAPO at value 1, and is refused on tasks without filler, by name.
 #[test]
 fn the_filler_oracle_reweights_labelled_tokens_of_every_response() {
