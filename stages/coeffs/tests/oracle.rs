@@ -158,12 +158,26 @@ fn the_filler_oracle_reweights_labelled_tokens_of_every_response() {
         estimate(&filler(1.0), 2, &batch).unwrap().coeffs,
         dapo.coeffs
     );
-    // tiny-steps is the dose 0: accepted (its responses have no filler to label).
-    assert!(Settings::new(Estimator::OracleFiller {
+    // tiny-steps is the dose 0: accepted, and its labels (none, even after the box) make
+    // the oracle at value 0 DAPO's coefficients bit for bit.
+    let dose0 = Settings::new(Estimator::OracleFiller {
         task: Task::Steps,
-        value: 0.0
+        value: 0.0,
     })
-    .is_ok());
+    .unwrap();
+    let none = Task::Steps
+        .filler_tokens(&["so ", "\\boxed{4}", " ab"])
+        .unwrap();
+    let batch = [
+        resp(0, 1.0, true, &F, &none),
+        resp(1, -1.0, true, &F, &none),
+        resp(2, 0.0, false, &F, &none),
+    ];
+    let uniform = Settings::new(Estimator::Uniform).unwrap();
+    assert_eq!(
+        estimate(&dose0, 2, &batch).unwrap().coeffs,
+        estimate(&uniform, 2, &batch).unwrap().coeffs
+    );
     for task in [Task::Arith, Task::Varied, Task::Code] {
         let e = Settings::new(Estimator::OracleFiller { task, value: 0.0 }).unwrap_err();
         let e = e.to_string();
