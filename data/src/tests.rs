@@ -197,11 +197,8 @@ fn filler_is_most_of_every_solution() {
     }
     // And it fits the configuration's new tokens with its end of sequence, 16 short of
     // the limit where the overlong penalty starts.
-    assert!(
-        longest.chars().count() + 1 <= 288 - 16,
-        "{}",
-        longest.chars().count()
-    );
+    let with_eos = longest.chars().count() + 1;
+    assert!(with_eos <= 288 - 16, "{with_eos}");
 }
 
 #[test]
