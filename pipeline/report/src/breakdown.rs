@@ -7,7 +7,7 @@ use std::path::Path;
 use deltarl_schemas::{layout, Stage};
 use polars::prelude::*;
 
-use crate::table::{complete, lazy_scan, polars_err};
+use crate::table::{lazy_scan, polars_err, readable};
 use crate::Result;
 
 /// The columns of the breakdown, in order.
@@ -51,7 +51,7 @@ pub fn breakdown_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
         let run = runs_dir.join(name);
         for it in layout::iterations(&run) {
             for stage in [Stage::Score, Stage::Eval] {
-                if complete(&run, it, stage) {
+                if readable(&run, it, stage) {
                     let path = layout::output_path(&run, it, stage);
                     frames.push(scan(&path, stage, i as u32, name, it)?);
                 }

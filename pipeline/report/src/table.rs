@@ -109,6 +109,13 @@ pub(crate) fn complete(run: &Path, iter: u32, stage: Stage) -> bool {
         && !layout::stale_path(run, iter, stage).exists()
 }
 
+/// A complete stage whose output is still on disk: `deltarl prune` removes old iterations'
+/// features (and checkpoints) but keeps their manifests, so a pruned iteration's columns
+/// read as missing instead of failing the report.
+pub(crate) fn readable(run: &Path, iter: u32, stage: Stage) -> bool {
+    complete(run, iter, stage) && layout::output_path(run, iter, stage).is_file()
+}
+
 pub(crate) fn polars_err(file: &Path) -> impl Fn(PolarsError) -> ReportError + '_ {
     move |e| ReportError::Polars {
         file: file.display().to_string(),
@@ -261,7 +268,7 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
                 column.push((stat.read)(&summaries));
             }
             for (spec, acc) in SPECS.iter().zip(&mut scans) {
-                if complete(&run, it, spec.stage) {
+                if readable(&run, it, spec.stage) {
                     let path = layout::output_path(&run, it, spec.stage);
                     acc.push(scan(&path, spec, i as u32, name, it)?);
                 }

@@ -498,3 +498,19 @@ fn bad_input_is_named() {
     let e = err(&["q"]);
     assert!(e.contains("coeffs.json") && e.contains("cos_before"), "{e}");
 }
+
+/// A pruned iteration (`deltarl prune`: its features removed, its manifest kept) reads as
+/// missing for the columns that file feeds, and the rest of the row is still read.
+#[test]
+fn a_pruned_file_reads_as_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    make_runs(dir.path());
+    let features = deltarl_schemas::layout::output_path(&dir.path().join("r"), 1, Stage::Features);
+    assert!(features.is_file());
+    std::fs::remove_file(&features).unwrap();
+    let runs = vec!["r".to_string(), "q".to_string()];
+    let df = iteration_table(dir.path(), &runs).unwrap();
+    assert_eq!(value(&df, "entropy", 0), None);
+    assert!(close(value(&df, "accuracy", 0), 0.5));
+    assert!(close(value(&df, "grad_norm", 0), 3.0));
+}
