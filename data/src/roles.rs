@@ -123,9 +123,6 @@ impl Task {
     }
 }
 
-/// For each piece of a text cut into `pieces`, whether every byte of it lies inside one of
-/// `wordings`: the text is scanned left to right, and at each position the longest wording
-/// that starts there is taken. Empty pieces are not labelled.
 /// The byte just past the closing brace of the last complete `\boxed{...}` of `text`
 /// (braces balanced inside it), if any: an unclosed box is skipped for the one before it.
 fn last_box_end(text: &str) -> Option<usize> {
@@ -150,6 +147,9 @@ fn last_box_end(text: &str) -> Option<usize> {
     None
 }
 
+/// For each piece of a text cut into `pieces`, whether every byte of it lies inside one of
+/// `wordings`: the text is scanned left to right, and at each position the longest wording
+/// that starts there is taken. Empty pieces are not labelled.
 fn inside_wordings(pieces: &[&str], mut wordings: Vec<&str>) -> Vec<bool> {
     let text: String = pieces.concat();
     wordings.sort_by_key(|w| std::cmp::Reverse(w.len()));

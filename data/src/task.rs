@@ -80,8 +80,7 @@ impl Task {
     /// [`Task::solution`] with the wordings `pick` chooses, one index a choice (missing
     /// ones 0): `tiny-steps-varied`'s three connectives (into [`VARIED_PHRASES`]),
     /// `tiny-steps-filler`'s [`FILLER_WORDS`] x [`FILLER_WORD_LEN`] filler letters (into
-    /// [`FILLER_LETTERS`]); ignored by
-    /// the other tasks.
+    /// [`FILLER_LETTERS`]); ignored by the other tasks.
     pub fn phrased(
         self,
         p: &Problem,
