@@ -45,9 +45,10 @@ impl Task {
 
     /// For each token of a response, given as the text each token decodes to, whether it
     /// is filler: for `tiny-steps-filler`, every token whose text lies wholly after the
-    /// last complete `\boxed{...}` — the answer the reward grades (the verifier's rule), so
-    /// nothing labelled can change a reward, whatever the policy writes there; a response
-    /// without a complete box has none. Tokens with no text (the end of sequence) are not
+    /// last complete `\boxed{...}` — the answer the reward grades, so nothing labelled can
+    /// change a reward; a response without a complete box has none. (The verifier also
+    /// grades `\fbox{...}`, `\boxed 5` and escaped braces, which this scan does not know:
+    /// a policy that wrote one after its box would have it labelled filler.) Tokens with no text (the end of sequence) are not
     /// filler. `tiny-steps` is the dose 0: nothing is filler. `None` for tasks without
     /// filler ([`Task::has_filler`]).
     pub fn filler_tokens(self, pieces: &[&str]) -> Option<Vec<bool>> {
