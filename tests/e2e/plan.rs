@@ -37,8 +37,17 @@ fn measured(runs: &Path, run: &str, stage: &str, sets: &[&str]) -> f64 {
 
 /// A small Qwen3 shape (4 layers, width 256, vocabulary 4096) where activations and the LM
 /// head dominate, with 32 responses of up to 128 tokens (a random model rarely samples one
-/// of its 3 end tokens, so most run to the limit the plan assumes): the plan's update peak (f32 and bf16, with and without activation
-/// checkpointing) and features peak are within 20 % of the measured ones.
+/// of its 3 end tokens, so most run to the limit the plan assumes): the plan's update peak
+/// (f32 and bf16, with and without activation checkpointing) and features peak, plus the
+/// stage's fixed cost, are within 20 % of the measured ones.
+///
+/// The plan counts tensors. A process also grows by what no tensor holds: the libraries'
+/// code paged in as the stage first calls it, MKL's per-thread buffers, the allocator's
+/// small-block arenas. That cost depends on the machine (on one 2-core machine here it was
+/// 25-60 MB: MKL sizes its buffers by the caches it finds), not on the workload, so the
+/// test measures it on this machine as the same stage's growth beyond its plan on a run of
+/// one-token responses (the same model and rows: 16 + 1 positions a row against 16 +
+/// 128) and adds it to the plan.
 #[test]
 fn the_plan_matches_measured_peak_memory_on_cpu() {
     let dir = tempfile::tempdir().unwrap();
@@ -89,28 +98,55 @@ lr = 1e-6
 every = 0
 "#,
     );
+    // (what, measured, plan, the stage's fixed cost measured on one-token responses).
     let mut report = Vec::new();
     for (run, dtype) in [
         ("f32", "model.dtype=\"f32\""),
         ("bf16", "model.dtype=\"bf16\""),
     ] {
+        let short = format!("{run}-short");
+        let one = "rollout.max_new_tokens=1";
         ok(iterate(&runs, &cfg, run, &["--iters", "1", "--set", dtype]));
+        ok(iterate(
+            &runs,
+            &cfg,
+            &short,
+            &["--iters", "1", "--set", dtype, "--set", one],
+        ));
+        // The stage's growth beyond its plan on the short run (never below 0).
+        let fixed = |stage: &str, sets: &[&str]| {
+            let mut with_one = sets.to_vec();
+            with_one.push(one);
+            let m = measured(&runs, &short, stage, &with_one);
+            let p = plan(&cfg, &with_one)["peak"][stage].as_f64().unwrap();
+            (m - p).max(0.0)
+        };
         for ckpt in ["false", "true"] {
             let c = format!("update.activation_checkpointing={ckpt}");
             let sets = [dtype, c.as_str()];
             let m = measured(&runs, run, "update", &sets);
             let p = plan(&cfg, &sets)["peak"]["update"].as_f64().unwrap();
-            report.push((format!("update {run} checkpointing {ckpt}"), m, p));
+            let f = fixed("update", &sets);
+            report.push((format!("update {run} checkpointing {ckpt}"), m, p, f));
         }
         let m = measured(&runs, run, "features", &[dtype]);
         let p = plan(&cfg, &[dtype])["peak"]["features"].as_f64().unwrap();
-        report.push((format!("features {run}"), m, p));
+        let f = fixed("features", &[dtype]);
+        report.push((format!("features {run}"), m, p, f));
     }
-    for (what, m, p) in &report {
-        eprintln!("{what}: measured {:.1} MB, plan {:.1} MB", m / 1e6, p / 1e6);
+    for (what, m, p, f) in &report {
+        eprintln!(
+            "{what}: measured {:.1} MB, plan {:.1} MB + fixed {:.1} MB",
+            m / 1e6,
+            p / 1e6,
+            f / 1e6
+        );
     }
-    for (what, m, p) in &report {
-        assert!((p / m - 1.0).abs() <= 0.2, "{what}: measured {m}, plan {p}");
+    for (what, m, p, f) in &report {
+        assert!(
+            ((p + f) / m - 1.0).abs() <= 0.2,
+            "{what}: measured {m}, plan {p} + fixed {f}"
+        );
     }
     // Checkpointing is what the plan says it is: a large saving here.
     assert!(report[1].1 < 0.6 * report[0].1, "{report:?}");
