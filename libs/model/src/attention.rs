@@ -255,7 +255,7 @@ impl Attention {
         let _ = cache.1.index_put_(&at, &v.squeeze_dim(2), false);
 
         // 5. Attention over the first `keys` positions of the rows' caches (a view, never a
-        //    copy), each row masked to its own keys 0..=pos[r]. Grouped query heads ride in
+        //    copy), each row masked to its own keys 0..=pos[r] (the step's additive mask). Grouped query heads ride in
         //    the query-length dimension: head h = j * group + i reads kv head j, so q as
         //    [R, kv_heads, group, d] meets the cache's own kv heads with no repeat.
         let group = self.heads / self.kv_heads;
@@ -287,20 +287,24 @@ pub struct Step {
     pub pos: Tensor,
     /// Positions attended: max(pos) + 1.
     pub keys: i64,
-    /// Key j visible to row r iff j <= pos[r]: bool [R, 1, 1, keys].
+    /// Added to row r's score of key j: 0 where j <= pos[r], -inf elsewhere, [R, 1, 1,
+    /// keys] in the model's precision. It is what attention makes of a boolean mask itself
+    /// (0 where visible, -inf where not), made once a step here instead of once per layer.
     pub mask: Tensor,
 }
 
 impl Step {
-    /// The step of rows at host positions `pos` on `device`.
-    pub fn new(pos: &[i64], device: tch::Device) -> Step {
+    /// The step of rows at host positions `pos`, for activations of `kind` on `device`.
+    pub fn new(pos: &[i64], (kind, device): (Kind, tch::Device)) -> Step {
         let keys = pos.iter().copied().max().map_or(1, |m| m + 1);
         let r = pos.len() as i64;
         let pos = Tensor::from_slice(pos).to_device(device);
-        let mask = Tensor::arange(keys, (Kind::Int64, device))
+        let hidden = Tensor::arange(keys, (Kind::Int64, device))
             .unsqueeze(0)
-            .le_tensor(&pos.unsqueeze(1))
+            .gt_tensor(&pos.unsqueeze(1))
             .view([r, 1, 1, keys]);
+        let mask =
+            Tensor::zeros([r, 1, 1, keys], (kind, device)).masked_fill(&hidden, f64::NEG_INFINITY);
         Step {
             rows: Tensor::arange(r, (Kind::Int64, device)),
             pos,

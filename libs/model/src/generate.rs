@@ -7,8 +7,9 @@
 //! cache ([`SlotCache`]): every row in flight advances one token a step, in one batch
 //! whatever its prompt's length (each row at its own position), so the weights are read
 //! once a step for all of them; when a row finishes, its slot goes to the next waiting
-//! sample at once. A group's prompt is prefilled once, when its first sample enters, and
-//! copied into its samples' slots.
+//! sample at once. A group's prompt is prefilled once, before its first sample enters
+//! (prompts of one length entering together share a pass), and copied into its samples'
+//! slots.
 //!
 //! The schedule (which sample sits in which slot at which step) is a function of the
 //! requests, the settings and the sampled tokens only, never of timing, so reruns are
@@ -20,7 +21,7 @@
 //!
 //! Sampling itself (temperature, top-k, top-p, the draw): see [`crate::sample`].
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use deltarl_schemas::seed::Rng;
 use deltarl_schemas::{FinishReason, Shard};
@@ -66,6 +67,47 @@ fn last_logits(model: &Qwen3, hidden: &Tensor) -> Tensor {
     model
         .logits(&hidden.narrow(1, t - 1, 1).squeeze_dim(1))
         .to_kind(Kind::Float)
+}
+
+/// Prefills the prompts of the slices among `entering` (the waiting samples the free
+/// slots take next) that have none yet, into `prefilled`. Prompts of one length share a
+/// pass, of at most max(slots / length, 1) prompts, so no pass holds more positions than a
+/// decoding step has rows. Which prompts share a pass follows from the schedule alone, so
+/// reruns are byte-identical; a prompt's cache from a shared pass differs from its own
+/// pass's by float round-off of the batched matrix products at most.
+fn prefill_entering<'a>(
+    model: &Qwen3,
+    requests: &[Request],
+    session: &Session,
+    entering: impl Iterator<Item = &'a (usize, usize)>,
+    prefilled: &mut BTreeMap<usize, (KvCache, Tensor)>,
+) {
+    let device = model.lm_head_weight().device();
+    // 1. The slices to prefill, by prompt length, each length in order of entry.
+    let mut by_len: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &(si, _) in entering {
+        let len = requests[session.slices[si].request].prompt_ids.len();
+        let same = by_len.entry(len).or_default();
+        if !prefilled.contains_key(&si) && !same.contains(&si) {
+            same.push(si);
+        }
+    }
+    // 2. One pass per chunk: [B, L] -> caches [B, kv_heads, L, d] a layer and last logits
+    //    [B, V], cut into one row per slice.
+    for (len, slices) in by_len {
+        for chunk in slices.chunks((session.slots / len.max(1)).max(1)) {
+            let prompts: Vec<Vec<u32>> = chunk
+                .iter()
+                .map(|&si| requests[session.slices[si].request].prompt_ids.clone())
+                .collect();
+            let mut kv = KvCache::new(model.config.num_hidden_layers);
+            let hidden = model.hidden(&ids_tensor(&prompts, device), Some(&mut kv));
+            let first = last_logits(model, &hidden);
+            for (b, &si) in (0i64..).zip(chunk) {
+                prefilled.insert(si, (kv.row(b), first.narrow(0, b, 1)));
+            }
+        }
+    }
 }
 
 /// Generates `seeds.len()` samples for every request. `progress(rows_done, tokens)` is
@@ -193,42 +235,60 @@ fn run_session(
     let mut sampler = Sampler::default();
     // The weights packed for this session's steps (CPU f32), decided by the model alone.
     let packed = model.pack();
-    // The prompt prefilled last: (slice, its cache, its last logits [1, V]).
-    let mut prefilled: Option<(usize, KvCache, Tensor)> = None;
+    // The prompts prefilled and not yet copied into every one of their samples' slots:
+    // slice -> (its cache, its last logits [1, V]).
+    let mut prefilled: BTreeMap<usize, (KvCache, Tensor)> = BTreeMap::new();
     loop {
-        // 1. Free slots take waiting samples; a group's prompt is prefilled once, when its
-        //    first sample enters, and copied into each of its samples' slots.
+        // 1. Free slots take waiting samples; a group's prompt is prefilled once, before
+        //    its first sample enters (the prompts entering together in shared passes), and
+        //    copied into its samples' slots (those entering together in one copy).
+        prefill_entering(
+            model,
+            requests,
+            session,
+            waiting.iter().take(session.slots - rows.len()),
+            &mut prefilled,
+        );
         while rows.len() < session.slots {
-            let Some((si, k)) = waiting.pop_front() else {
+            let Some(&(si, _)) = waiting.front() else {
                 break;
             };
+            // The samples of slice si entering now: consecutive in `waiting`, as many as
+            // the free slots take.
+            let n = waiting
+                .iter()
+                .take(session.slots - rows.len())
+                .take_while(|(s, _)| *s == si)
+                .count();
             let request = session.slices[si].request;
             let prompt = &requests[request].prompt_ids;
-            let (kv, first) = match prefilled.take() {
-                Some((p, kv, first)) if p == si => (kv, first),
-                _ => {
-                    let mut kv = KvCache::new(model.config.num_hidden_layers);
-                    let hidden = model.hidden(
-                        &ids_tensor(std::slice::from_ref(prompt), device),
-                        Some(&mut kv),
-                    );
-                    (kv, last_logits(model, &hidden))
-                }
+            let Some((kv, first)) = prefilled.get(&si) else {
+                return Err(Error::Generate(format!(
+                    "request {request}: no prefill for its prompt"
+                )));
             };
-            cache.fill(rows.len(), &kv);
-            logits.narrow(0, rows.len() as i64, 1).f_copy_(&first)?;
-            prefilled = Some((si, kv, first));
-            pos.push(prompt.len() as i64);
-            next.push(0);
-            rows.push(Row {
-                slice: si,
-                sample: k,
-                rng: Rng::new(requests[request].seeds[k]),
-                tokens: Vec::new(),
-                logprobs: Vec::new(),
-                finish: None,
-                stop: StopScanner::default(),
-            });
+            let at = rows.len();
+            cache.fill(at..at + n, kv);
+            logits
+                .narrow(0, at as i64, n as i64)
+                .f_copy_(&first.expand([n as i64, -1], false))?;
+            for (si, k) in waiting.drain(..n) {
+                pos.push(prompt.len() as i64);
+                next.push(0);
+                rows.push(Row {
+                    slice: si,
+                    sample: k,
+                    rng: Rng::new(requests[request].seeds[k]),
+                    tokens: Vec::new(),
+                    logprobs: Vec::new(),
+                    finish: None,
+                    stop: StopScanner::default(),
+                });
+            }
+            // Every sample of the slice has a slot: its prefill is no longer needed.
+            if waiting.front().map(|w| w.0) != Some(si) {
+                prefilled.remove(&si);
+            }
         }
         // Nothing in flight and nothing waiting: the session is done.
         if rows.is_empty() {

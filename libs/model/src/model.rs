@@ -259,7 +259,7 @@ impl Qwen3 {
         // 1. Token embeddings: [R, 1, hidden].
         let mut x = self.embed_tokens.forward(ids);
         // 2. Where each row reads and writes, and its rotary tables: [R, 1, 1, d].
-        let step = Step::new(pos, x.device());
+        let step = Step::new(pos, (x.kind(), x.device()));
         let table = self.rope.at_rows(&step.pos, x.kind());
         // 3. Decoder blocks.
         for (i, (block, kv)) in self.layers.iter().zip(cache.layers.iter_mut()).enumerate() {

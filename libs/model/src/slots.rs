@@ -33,6 +33,20 @@ impl KvCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Row `b` of a batch's cache, as a one-row cache (views, no copy).
+    pub fn row(&self, b: i64) -> KvCache {
+        KvCache {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| {
+                    l.as_ref()
+                        .map(|(k, v)| (k.narrow(0, b, 1), v.narrow(0, b, 1)))
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -72,15 +86,17 @@ impl SlotCache {
         self.capacity
     }
 
-    /// Copies a prefilled prompt's cache (one row, L positions) into `slot`'s positions
-    /// 0..L.
-    pub fn fill(&mut self, slot: usize, prompt: &KvCache) {
+    /// Copies a prefilled prompt's cache (one row, L positions) into positions 0..L of
+    /// slots `slots` (a group's samples entering together: one copy per layer for all of
+    /// them).
+    pub fn fill(&mut self, slots: std::ops::Range<usize>, prompt: &KvCache) {
+        let (first, n) = (slots.start as i64, slots.len() as i64);
         for (dst, src) in self.layers.iter_mut().zip(&prompt.layers) {
             if let Some((k, v)) = src {
                 let len = k.size()[2];
-                let at = |t: &Tensor| t.narrow(0, slot as i64, 1).narrow(2, 0, len);
-                at(&dst.0).copy_(k);
-                at(&dst.1).copy_(v);
+                let at = |t: &Tensor| t.narrow(0, first, n).narrow(2, 0, len);
+                at(&dst.0).copy_(&k.expand([n, -1, -1, -1], false));
+                at(&dst.1).copy_(&v.expand([n, -1, -1, -1], false));
             }
         }
     }
