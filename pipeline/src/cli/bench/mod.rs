@@ -98,6 +98,11 @@ enum What {
         /// vLLM's offline `LLM.generate`, start-up and in-place reload apart.
         #[arg(long, value_enum, default_value = "native")]
         engine: rollout::EngineArg,
+        /// Every engine at bf16 (the model's weights rounded to bf16, activations too), as
+        /// a bf16 run's rollout and vLLM's CPU default decode; the machine's limit is then
+        /// its measured bf16 matrix-product rate.
+        #[arg(long)]
+        bf16: bool,
     },
     /// DelTA's coefficients from a seeded sketch of the vectors against full width's, on an
     /// iteration a run recorded at full width: Spearman and max |dc| for each sketch
@@ -177,6 +182,7 @@ impl Args {
                 no_transformers,
                 unpacked,
                 engine,
+                bf16,
             } => rollout::run(
                 run,
                 &rollout::Shape {
@@ -187,6 +193,11 @@ impl Args {
                     min_prompt_len,
                     new_tokens,
                     slots,
+                    dtype: if bf16 {
+                        deltarl_model::Dtype::Bf16
+                    } else {
+                        deltarl_model::Dtype::F32
+                    },
                 },
                 !no_transformers,
                 unpacked,

@@ -34,6 +34,8 @@ pub struct Shape {
     pub new_tokens: usize,
     /// Rows our engine decodes together (None: every row at once).
     pub slots: Option<usize>,
+    /// The precision every engine decodes at.
+    pub dtype: deltarl_model::Dtype,
 }
 
 impl Shape {
@@ -77,18 +79,18 @@ impl Shape {
 /// This machine's limits, measured in the same run with the same thread count.
 #[derive(Clone, Copy, Debug)]
 pub struct Machine {
-    /// A 1024^3 f32 matrix product, GFLOP/s (median).
+    /// A 1024^3 matrix product at the decoding precision, GFLOP/s (median).
     pub matmul_gflops: f64,
     /// Copying 256 MiB of f32, bytes read + written a second, GB/s (median).
     pub copy_gbs: f64,
 }
 
 impl Machine {
-    pub fn measure(run: Run) -> Machine {
+    pub fn measure(run: Run, dtype: deltarl_model::Dtype) -> Machine {
         tch::no_grad(|| {
             let n = 1024;
-            let a = Tensor::randn([n, n], (Kind::Float, Device::Cpu));
-            let b = Tensor::randn([n, n], (Kind::Float, Device::Cpu));
+            let a = Tensor::randn([n, n], (dtype.kind(), Device::Cpu));
+            let b = Tensor::randn([n, n], (dtype.kind(), Device::Cpu));
             let _ = a.matmul(&b);
             let mm = median_seconds(run.reps.max(3), || {
                 let _ = a.matmul(&b);
@@ -165,8 +167,8 @@ pub fn run(
     let prompts_file = assets.path(&baseline::HF_GENERATE) + ".prompts.json";
     std::fs::write(&prompts_file, serde_json::to_string(&prompts)?)
         .with_context(|| format!("cannot write {prompts_file}"))?;
-    let machine = Machine::measure(run);
-    let policy = deltarl_model::load(&shape.model, Device::Cpu, deltarl_model::Dtype::F32)?;
+    let machine = Machine::measure(run, shape.dtype);
+    let policy = deltarl_model::load(&shape.model, Device::Cpu, shape.dtype)?;
     let mean_prompt =
         prompts.iter().map(Vec::len).sum::<usize>() as f64 / prompts.len().max(1) as f64;
     let cost = Cost::of(&policy, mean_prompt + shape.new_tokens as f64 / 2.0);
@@ -186,17 +188,20 @@ pub fn run(
         prompts.iter().map(Vec::len).max().unwrap_or(0),
     );
     println!(
-        "rollout: {} prompts ({lo}-{hi} tokens) x {} samples, {} new tokens, {} slots, {} threads, median of {}",
+        "rollout: {} prompts ({lo}-{hi} tokens) x {} samples, {} new tokens, {} slots, {} threads, {}, median of {}",
         shape.prompts,
         shape.batch,
         shape.new_tokens,
         shape.slots(),
         run.threads,
+        shape.dtype.hf_name(),
         run.reps
     );
     println!(
-        "  machine: f32 matmul 1024^3 {:.1} GFLOP/s; memory copy {:.1} GB/s",
-        machine.matmul_gflops, machine.copy_gbs
+        "  machine: {} matmul 1024^3 {:.1} GFLOP/s; memory copy {:.1} GB/s",
+        shape.dtype.hf_name(),
+        machine.matmul_gflops,
+        machine.copy_gbs
     );
     let gflops = ours.tokens_per_s * cost.flops_per_token / 1e9;
     let steps = shape.steps();
@@ -228,6 +233,7 @@ pub fn run(
         shape.new_tokens.to_string(),
         run.threads.to_string(),
         run.reps.to_string(),
+        shape.dtype.hf_name().to_string(),
     ])?;
     println!(
         "  transformers generate  {transformers:>10.1} tok/s  (deltarl {:.2}x)",
@@ -244,6 +250,7 @@ pub fn run(
                 &prompts,
                 &assets,
                 &prompts_file,
+                shape.dtype,
             )?;
             v.print(ours.tokens_per_s);
         }

@@ -66,7 +66,8 @@ impl VllmRates {
     }
 }
 
-/// Times the stage's path on a server of `model` (CPU, f32), then vLLM's offline engine.
+/// Times the stage's path on a server of `model` (CPU, at `dtype`), then vLLM's offline
+/// engine at the same precision.
 pub fn rates(
     run: Run,
     model: &Path,
@@ -75,6 +76,7 @@ pub fn rates(
     prompts: &[Vec<u32>],
     assets: &Assets,
     prompts_file: &str,
+    dtype: deltarl_model::Dtype,
 ) -> Result<VllmRates> {
     let folder = model
         .canonicalize()
@@ -96,13 +98,12 @@ pub fn rates(
     let at = crate::vllm::Placement {
         log: log.clone(),
         cpu: true,
-        dtype: deltarl_model::Dtype::F32,
+        dtype,
         seed: 0,
         env: Vec::new(),
     };
-    let reference = |ids: &[u32]| {
-        crate::vllm::trainer_logprobs(&folder, tch::Device::Cpu, deltarl_model::Dtype::F32, ids)
-    };
+    let reference =
+        |ids: &[u32]| crate::vllm::trainer_logprobs(&folder, tch::Device::Cpu, dtype, ids);
     let tokenizer = deltarl_model::Tokenizer::from_file(&folder.join("tokenizer.json"))?;
     let probe = crate::vllm::Probe {
         ids: crate::vllm::probe_ids(&tokenizer, config.max_position_embeddings)?,
@@ -174,6 +175,7 @@ pub fn rates(
             run.reps.to_string(),
             "1".into(),
             settings.max_model_len.unwrap_or(0).to_string(),
+            dtype.hf_name().into(),
         ],
     )?;
     let nums: Vec<f64> = text

@@ -12,7 +12,7 @@ from vllm.inputs import TokensPrompt
 
 
 def main():
-    model, prompts_path, n, new_tokens, reps, cpu, max_len = sys.argv[1:8]
+    model, prompts_path, n, new_tokens, reps, cpu, max_len, dtype = sys.argv[1:9]
     n, new_tokens, reps, cpu, max_len = int(n), int(new_tokens), int(reps), cpu == "1", int(max_len)
     with open(prompts_path) as f:
         prompts = json.load(f)
@@ -23,7 +23,7 @@ def main():
     # The positions a request may use, as the stage's server is given them (0: vLLM's own).
     if max_len > 0:
         extra["max_model_len"] = max_len
-    llm = LLM(model=model, dtype="float32", seed=0, logprobs_mode="processed_logprobs", **extra)
+    llm = LLM(model=model, dtype=dtype, seed=0, logprobs_mode="processed_logprobs", **extra)
     startup = time.perf_counter() - t
     inputs = [TokensPrompt(prompt_token_ids=ids) for ids in prompts]
     params = [
