@@ -255,9 +255,10 @@ impl Attention {
         let _ = cache.1.index_put_(&at, &v.squeeze_dim(2), false);
 
         // 5. Attention over the first `keys` positions of the rows' caches (a view, never a
-        //    copy), each row masked to its own keys 0..=pos[r] (the step's additive mask). Grouped query heads ride in
-        //    the query-length dimension: head h = j * group + i reads kv head j, so q as
-        //    [R, kv_heads, group, d] meets the cache's own kv heads with no repeat.
+        //    copy), each row masked to its own keys 0..=pos[r] (the step's additive mask).
+        //    Grouped query heads ride in the query-length dimension: head h = j * group + i
+        //    reads kv head j, so q as [R, kv_heads, group, d] meets the cache's own kv heads
+        //    with no repeat.
         let group = self.heads / self.kv_heads;
         let keys = |c: &Tensor| c.narrow(0, 0, r).narrow(2, 0, step.keys);
         let q = q.reshape([r, self.kv_heads, group, self.head_dim]);
@@ -299,12 +300,13 @@ impl Step {
         let keys = pos.iter().copied().max().map_or(1, |m| m + 1);
         let r = pos.len() as i64;
         let pos = Tensor::from_slice(pos).to_device(device);
-        let hidden = Tensor::arange(keys, (Kind::Int64, device))
+        // Key j is unseen by row r iff j > pos[r].
+        let unseen = Tensor::arange(keys, (Kind::Int64, device))
             .unsqueeze(0)
             .gt_tensor(&pos.unsqueeze(1))
             .view([r, 1, 1, keys]);
         let mask =
-            Tensor::zeros([r, 1, 1, keys], (kind, device)).masked_fill(&hidden, f64::NEG_INFINITY);
+            Tensor::zeros([r, 1, 1, keys], (kind, device)).masked_fill(&unseen, f64::NEG_INFINITY);
         Step {
             rows: Tensor::arange(r, (Kind::Int64, device)),
             pos,
