@@ -11,6 +11,7 @@ mod attention;
 mod checkpoint;
 mod config;
 mod error;
+mod exp;
 mod folder;
 pub mod generate;
 mod mlp;

@@ -101,8 +101,9 @@ pub fn sample_on_device(
 /// the host, row by row in f64 (the reference arithmetic of [`sample_on_device`], with no
 /// [rows, vocabulary] temporaries: at a real vocabulary and hundreds of rows those
 /// temporaries cost more than the decoding step's matrix products; each row's
-/// exponentials are computed once, into one buffer a thread, and the draw reads them
-/// back); everything else goes to [`sample_on_device`].
+/// exponentials are computed once, vectorised, into one buffer a thread, summed in index
+/// order as running sums, and the draw searches those); everything else goes to
+/// [`sample_on_device`].
 #[derive(Debug, Default)]
 pub struct Sampler {
     host: Vec<f32>,
@@ -145,11 +146,11 @@ impl Sampler {
                 .zip(uniforms.chunks(per))
                 .map(|(block, us)| {
                     scope.spawn(move || {
-                        let mut exps = Vec::with_capacity(vocab);
+                        let mut cum = Vec::with_capacity(vocab);
                         block
                             .chunks(vocab)
                             .zip(us)
-                            .map(|(row, &u)| draw_row(row, t, greedy, u, &mut exps))
+                            .map(|(row, &u)| draw_row(row, t, greedy, u, &mut cum))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -177,44 +178,47 @@ impl Sampler {
 /// [`sample_on_device`] without truncation: z = logit / t in f64, log-sum-exp about the
 /// maximum; greedy takes the first maximal index, otherwise the first index whose
 /// cumulative mass exceeds u times the row's total (the last one if rounding leaves none).
-/// None when the row has a NaN or +inf logit (no distribution to sample).
-fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, exps: &mut Vec<f64>) -> Option<(u32, f32)> {
-    // 1. The maximum (and its first index), refusing NaN and +inf.
-    let (mut max, mut arg) = (f64::NEG_INFINITY, 0usize);
+/// None when the row has a NaN or +inf logit (no distribution to sample). `cum` is the
+/// thread's buffer.
+fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, cum: &mut Vec<f64>) -> Option<(u32, f32)> {
+    // 1. The maximum logit and its first index, refusing NaN and +inf. Division by t > 0
+    //    rounds monotonically, so max(x) / t is max(x / t), and for greedy decoding (t = 1)
+    //    the first maximal x is the first maximal z.
+    let (mut xmax, mut arg) = (f32::NEG_INFINITY, 0usize);
     for (i, &x) in row.iter().enumerate() {
-        let z = f64::from(x) / t;
-        if z.is_nan() || z == f64::INFINITY {
+        if x.is_nan() || x == f32::INFINITY {
             return None;
         }
-        if z > max {
-            max = z;
+        if x > xmax {
+            xmax = x;
             arg = i;
         }
     }
-    // 2. The normaliser: sum of exp(z - max) in index order, each term kept in `exps`
-    //    (the thread's buffer) for step 3.
-    exps.clear();
-    exps.extend(row.iter().map(|&x| (f64::from(x) / t - max).exp()));
-    let sum: f64 = exps.iter().sum();
-    let lse = max + sum.ln();
+    let max = f64::from(xmax) / t;
+    if !max.is_finite() {
+        return None;
+    }
+    // 2. exp(z - max) for every entry (vectorised: see [`crate::exp`]), then their running
+    //    sums in index order, in place: the last is the normaliser, and the running sums
+    //    are those an inverse-CDF scan adds up, so step 3 searches instead of scanning.
+    cum.resize(row.len(), 0.0);
+    crate::exp::exps_into(row, t, max, cum);
+    let mut acc = 0.0;
+    for c in cum.iter_mut() {
+        acc += *c;
+        *c = acc;
+    }
+    let lse = max + acc.ln();
     if !lse.is_finite() {
         return None;
     }
     let tok = if greedy {
         arg
     } else {
-        // 3. Inverse CDF: the first index whose cumulative mass exceeds u * sum.
-        let target = u * sum;
-        let mut acc = 0.0;
-        let mut tok = row.len() - 1;
-        for (i, &e) in exps.iter().enumerate() {
-            acc += e;
-            if acc > target {
-                tok = i;
-                break;
-            }
-        }
-        tok
+        // 3. Inverse CDF: the first index whose cumulative mass exceeds u * sum (the running
+        //    sums never decrease, every term being ≥ 0), or the last one.
+        let target = u * acc;
+        cum.partition_point(|&c| c <= target).min(row.len() - 1)
     };
     Some((tok as u32, (f64::from(row[tok]) / t - lse) as f32))
 }
@@ -338,9 +342,20 @@ mod tests {
             for r in 0..rows as usize {
                 let (tok, lp) = sample_row(&host_rows[r], &s, &mut Rng::new(seeds[r]));
                 assert_eq!(toks[r], tok, "t {t} row {r}");
-                // The same f64 log-sum-exp about the maximum, in the same order, rounded
-                // to f32 once: the same bits.
-                assert_eq!(lps[r], lp, "t {t} row {r}");
+                // The same f64 log-sum-exp about the maximum, in the same order, except
+                // that each exponential is `exp`'s (within 2 ulps of libm's, the
+                // reference's): the sums of V positive terms then differ by at most
+                // (2 + 2V)·2^-53 relative (the terms' difference and both sums' roundings),
+                // and so does the log-prob in f64, absolutely; rounded to f32 they are
+                // equal or one f32 step of |lp| apart.
+                let f64_gap = (2.0 + 2.0 * vocab as f64) * f64::EPSILON / 2.0;
+                let f32_step = f64::from(lp.abs()) * 2.0 * crate::roundoff::F32_UNIT;
+                let gap = f64::from((lps[r] - lp).abs());
+                assert!(
+                    gap <= f64_gap + f32_step,
+                    "t {t} row {r}: {} vs {lp}",
+                    lps[r]
+                );
             }
         }
         // A NaN or +inf logit names its row, as on the device.
