@@ -1,5 +1,6 @@
 //! The host sampler's exponential: exp(x) in f64 for the x ≤ 0 a softmax about its maximum
-//! takes, written so that a row of them vectorises.
+//! takes, written so that a row of them vectorises (with the row's other vector loops:
+//! its maximum, its block sums).
 //!
 //! At a real vocabulary the sampler takes one exponential per row and vocabulary entry
 //! each decoding step (512 rows × 49,152 = 25 M on SmolLM2), and libm's `exp`, one call
@@ -75,43 +76,138 @@ pub fn exp_nonpositive(x: f64) -> f64 {
     p * pow2(k1) * pow2(k2)
 }
 
+/// Entries a block sum of [`exps_into`] covers.
+pub const BLOCK: usize = 64;
+
 /// `out[i] = exp(row[i] / t - max)`: a row's unnormalised probabilities at temperature
-/// `t`, about its maximum `max` (so every argument is ≤ 0). The widest vector unit the CPU
-/// has runs it; every width gives the same bits.
-pub fn exps_into(row: &[f32], t: f64, max: f64, out: &mut [f64]) {
+/// `t`, about its maximum `max` (so every argument is ≤ 0); and `sums[b]` the sum of
+/// block b (entries 64·b .. 64·b + 64, the last block shorter): lane l (of 8) adds the
+/// block's entries l, l + 8, ... in order, then the lanes are added 4, 2, 1 apart. The
+/// widest vector unit the CPU has runs it; every width gives the same bits.
+pub fn exps_into(row: &[f32], t: f64, max: f64, out: &mut [f64], sums: &mut Vec<f64>) {
+    sums.clear();
+    sums.resize(row.len().div_ceil(BLOCK), 0.0);
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F, the only feature the function enables.
-            unsafe { exps_avx512(row, t, max, out) };
+            unsafe { exps_avx512(row, t, max, out, sums) };
             return;
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2, the only feature the function enables.
-            unsafe { exps_avx2(row, t, max, out) };
+            unsafe { exps_avx2(row, t, max, out, sums) };
             return;
         }
     }
-    exps_portable(row, t, max, out);
+    exps_portable(row, t, max, out, sums);
+}
+
+/// The largest entry of a row, or None when it holds a NaN or +inf (no distribution to
+/// sample). Lanes of 16 keep their own maxima (a maximum is exact in any order); the
+/// widest vector unit the CPU has runs it.
+pub fn row_max(row: &[f32]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512F, the only feature the function enables.
+            return unsafe { row_max_avx512(row) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, the only feature the function enables.
+            return unsafe { row_max_avx2(row) };
+        }
+    }
+    row_max_portable(row)
 }
 
 #[inline(always)]
-fn exps_portable(row: &[f32], t: f64, max: f64, out: &mut [f64]) {
-    for (o, &x) in out.iter_mut().zip(row) {
-        *o = exp_nonpositive(f64::from(x) / t - max);
+fn row_max_portable(row: &[f32]) -> Option<f32> {
+    const W: usize = 16;
+    let (mut max, mut bad) = ([f32::NEG_INFINITY; W], [false; W]);
+    let (chunks, tail) = row.as_chunks::<W>();
+    for c in chunks {
+        for l in 0..W {
+            let x = c[l];
+            bad[l] |= x.is_nan() | (x == f32::INFINITY);
+            max[l] = if x > max[l] { x } else { max[l] };
+        }
+    }
+    for (l, &x) in tail.iter().enumerate() {
+        bad[l] |= x.is_nan() | (x == f32::INFINITY);
+        max[l] = if x > max[l] { x } else { max[l] };
+    }
+    if bad.iter().any(|&b| b) {
+        return None;
+    }
+    Some(
+        max.iter()
+            .fold(f32::NEG_INFINITY, |a, &b| if b > a { b } else { a }),
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn row_max_avx512(row: &[f32]) -> Option<f32> {
+    row_max_portable(row)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn row_max_avx2(row: &[f32]) -> Option<f32> {
+    row_max_portable(row)
+}
+
+/// Lanes of a block sum.
+const LANES: usize = 8;
+
+/// One block's sum, in the lane order of [`exps_into`].
+#[inline(always)]
+fn block_sum(block: &[f64]) -> f64 {
+    let mut acc = [0f64; LANES];
+    let (chunks, tail) = block.as_chunks::<LANES>();
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] += c[l];
+        }
+    }
+    for (a, x) in acc.iter_mut().zip(tail) {
+        *a += x;
+    }
+    let mut w = LANES / 2;
+    while w > 0 {
+        for l in 0..w {
+            acc[l] += acc[l + w];
+        }
+        w /= 2;
+    }
+    acc[0]
+}
+
+#[inline(always)]
+fn exps_portable(row: &[f32], t: f64, max: f64, out: &mut [f64], sums: &mut [f64]) {
+    for ((o, x), s) in out
+        .chunks_mut(BLOCK)
+        .zip(row.chunks(BLOCK))
+        .zip(sums.iter_mut())
+    {
+        for (o, &x) in o.iter_mut().zip(x) {
+            *o = exp_nonpositive(f64::from(x) / t - max);
+        }
+        *s = block_sum(o);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn exps_avx512(row: &[f32], t: f64, max: f64, out: &mut [f64]) {
-    exps_portable(row, t, max, out);
+fn exps_avx512(row: &[f32], t: f64, max: f64, out: &mut [f64], sums: &mut [f64]) {
+    exps_portable(row, t, max, out, sums);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn exps_avx2(row: &[f32], t: f64, max: f64, out: &mut [f64]) {
-    exps_portable(row, t, max, out);
+fn exps_avx2(row: &[f32], t: f64, max: f64, out: &mut [f64], sums: &mut [f64]) {
+    exps_portable(row, t, max, out, sums);
 }
 
 #[cfg(test)]
@@ -167,23 +263,45 @@ mod tests {
     }
 
     #[test]
+    fn row_max_finds_the_maximum_and_refuses_nan_and_infinity() {
+        let mut row: Vec<f32> = (0..1000).map(|i| ((i * 37) % 101) as f32 - 50.0).collect();
+        assert_eq!(row_max(&row), Some(50.0));
+        row[999] = 75.0; // in the tail (1000 = 62·16 + 8)
+        assert_eq!(row_max(&row), Some(75.0));
+        assert_eq!(row_max(&[f32::NEG_INFINITY; 3]), Some(f32::NEG_INFINITY));
+        for bad in [f32::NAN, f32::INFINITY] {
+            for at in [0, 500, 999] {
+                let mut r = row.clone();
+                r[at] = bad;
+                assert_eq!(row_max(&r), None, "{bad} at {at}");
+            }
+        }
+    }
+
+    #[test]
     fn every_vector_width_gives_the_same_bits() {
         // Rows whose lengths are not multiples of any width (the loops' tails too).
         let mut rng = Rng::new(11);
-        for len in [1, 7, 8, 9, 63, 1000, 4099] {
+        for len in [1, 7, 8, 9, 63, 64, 65, 1000, 4099] {
             let row: Vec<f32> = (0..len)
                 .map(|_| (40.0 * (rng.uniform() - 0.5)) as f32)
                 .collect();
             let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             for t in [1.0, 0.7] {
                 let zmax = f64::from(max) / t;
-                let mut fast = vec![0.0; len];
-                exps_into(&row, t, zmax, &mut fast);
+                let (mut fast, mut fast_sums) = (vec![0.0; len], Vec::new());
+                exps_into(&row, t, zmax, &mut fast, &mut fast_sums);
                 let mut portable = vec![0.0; len];
-                exps_portable(&row, t, zmax, &mut portable);
+                let mut portable_sums = vec![0.0; len.div_ceil(BLOCK)];
+                exps_portable(&row, t, zmax, &mut portable, &mut portable_sums);
                 assert_eq!(fast.len(), portable.len());
                 for (i, (a, b)) in fast.iter().zip(&portable).enumerate() {
                     assert_eq!(a.to_bits(), b.to_bits(), "len {len} t {t} entry {i}");
+                }
+                assert_eq!(fast_sums.len(), len.div_ceil(BLOCK));
+                assert_eq!(fast_sums.len(), portable_sums.len());
+                for (b, (x, y)) in fast_sums.iter().zip(&portable_sums).enumerate() {
+                    assert_eq!(x.to_bits(), y.to_bits(), "len {len} t {t} block {b}");
                 }
             }
         }

@@ -101,9 +101,9 @@ pub fn sample_on_device(
 /// the host, row by row in f64 (the reference arithmetic of [`sample_on_device`], with no
 /// [rows, vocabulary] temporaries: at a real vocabulary and hundreds of rows those
 /// temporaries cost more than the decoding step's matrix products; each row's
-/// exponentials are computed once, vectorised, into one buffer a thread, summed in index
-/// order as running sums, and the draw searches those); everything else goes to
-/// [`sample_on_device`].
+/// exponentials are computed once, vectorised, into one buffer a thread, with their sums
+/// by blocks of 64, and the draw walks the blocks, then one block's entries); everything
+/// else goes to [`sample_on_device`].
 #[derive(Debug, Default)]
 pub struct Sampler {
     host: Vec<f32>,
@@ -146,11 +146,11 @@ impl Sampler {
                 .zip(uniforms.chunks(per))
                 .map(|(block, us)| {
                     scope.spawn(move || {
-                        let mut cum = Vec::with_capacity(vocab);
+                        let mut buf = RowBuffers::default();
                         block
                             .chunks(vocab)
                             .zip(us)
-                            .map(|(row, &u)| draw_row(row, t, greedy, u, &mut cum))
+                            .map(|(row, &u)| draw_row(row, t, greedy, u, &mut buf))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -174,51 +174,71 @@ impl Sampler {
     }
 }
 
+/// A thread's buffers for [`draw_row`]: a row's exponentials and their block sums.
+#[derive(Debug, Default)]
+struct RowBuffers {
+    exps: Vec<f64>,
+    sums: Vec<f64>,
+}
+
 /// One row's token and its log-prob at temperature `t`, by the arithmetic of
 /// [`sample_on_device`] without truncation: z = logit / t in f64, log-sum-exp about the
 /// maximum; greedy takes the first maximal index, otherwise the first index whose
 /// cumulative mass exceeds u times the row's total (the last one if rounding leaves none).
-/// None when the row has a NaN or +inf logit (no distribution to sample). `cum` is the
-/// thread's buffer.
-fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, cum: &mut Vec<f64>) -> Option<(u32, f32)> {
+/// None when the row has a NaN or +inf logit (no distribution to sample).
+///
+/// The sums are blocked (so no step waits on the one before it): the total adds the
+/// blocks' sums in order (each block's in the lane order of [`crate::exp::exps_into`]);
+/// the draw finds the first block whose cumulative sum exceeds the target, then the first
+/// index in it whose running sum from the blocks before does (the block's last index if
+/// rounding leaves none).
+fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, buf: &mut RowBuffers) -> Option<(u32, f32)> {
     // 1. The maximum logit and its first index, refusing NaN and +inf. Division by t > 0
     //    rounds monotonically, so max(x) / t is max(x / t), and for greedy decoding (t = 1)
     //    the first maximal x is the first maximal z.
-    let (mut xmax, mut arg) = (f32::NEG_INFINITY, 0usize);
-    for (i, &x) in row.iter().enumerate() {
-        if x.is_nan() || x == f32::INFINITY {
-            return None;
-        }
-        if x > xmax {
-            xmax = x;
-            arg = i;
-        }
-    }
+    let xmax = crate::exp::row_max(row)?;
     let max = f64::from(xmax) / t;
     if !max.is_finite() {
         return None;
     }
-    // 2. exp(z - max) for every entry (vectorised: see [`crate::exp`]), then their running
-    //    sums in index order, in place: the last is the normaliser, and the running sums
-    //    are those an inverse-CDF scan adds up, so step 3 searches instead of scanning.
-    cum.resize(row.len(), 0.0);
-    crate::exp::exps_into(row, t, max, cum);
-    let mut acc = 0.0;
-    for c in cum.iter_mut() {
-        acc += *c;
-        *c = acc;
+    // 2. exp(z - max) for every entry and each block's sum (vectorised: see
+    //    [`crate::exp`]); the normaliser adds the blocks' sums in order.
+    let RowBuffers { exps, sums } = buf;
+    exps.resize(row.len(), 0.0);
+    crate::exp::exps_into(row, t, max, exps, sums);
+    let mut total = 0.0;
+    for &b in sums.iter() {
+        total += b;
     }
-    let lse = max + acc.ln();
+    let lse = max + total.ln();
     if !lse.is_finite() {
         return None;
     }
     let tok = if greedy {
-        arg
+        row.iter().position(|&x| x == xmax).unwrap_or(0)
     } else {
-        // 3. Inverse CDF: the first index whose cumulative mass exceeds u * sum (the running
-        //    sums never decrease, every term being ≥ 0), or the last one.
-        let target = u * acc;
-        cum.partition_point(|&c| c <= target).min(row.len() - 1)
+        // 3. Inverse CDF at u * total: the block, then the index in it.
+        let target = u * total;
+        let mut before = 0.0;
+        let mut tok = row.len() - 1;
+        for (b, &sum) in sums.iter().enumerate() {
+            if before + sum > target {
+                let block = &exps[b * crate::exp::BLOCK..][..];
+                let block = &block[..block.len().min(crate::exp::BLOCK)];
+                let mut acc = before;
+                tok = b * crate::exp::BLOCK + block.len() - 1;
+                for (i, &e) in block.iter().enumerate() {
+                    acc += e;
+                    if acc > target {
+                        tok = b * crate::exp::BLOCK + i;
+                        break;
+                    }
+                }
+                break;
+            }
+            before += sum;
+        }
+        tok
     };
     Some((tok as u32, (f64::from(row[tok]) / t - lse) as f32))
 }
@@ -342,12 +362,13 @@ mod tests {
             for r in 0..rows as usize {
                 let (tok, lp) = sample_row(&host_rows[r], &s, &mut Rng::new(seeds[r]));
                 assert_eq!(toks[r], tok, "t {t} row {r}");
-                // The same f64 log-sum-exp about the maximum, in the same order, except
-                // that each exponential is `exp`'s (within 2 ulps of libm's, the
-                // reference's): the sums of V positive terms then differ by at most
-                // (2 + 2V)·2^-53 relative (the terms' difference and both sums' roundings),
-                // and so does the log-prob in f64, absolutely; rounded to f32 they are
-                // equal or one f32 step of |lp| apart.
+                // The same f64 log-sum-exp about the maximum, except that each
+                // exponential is `exp`'s (within 2 ulps of libm's, the reference's) and
+                // the sum is blocked (the reference adds in index order): the sums of V
+                // positive terms then differ by at most (2 + 2V)·2^-53 relative (the
+                // terms' difference, and each order's roundings, at most (V - 1)·2^-53 of
+                // the sum), and so does the log-prob in f64, absolutely; rounded to f32
+                // they are equal or one f32 step of |lp| apart.
                 let f64_gap = (2.0 + 2.0 * vocab as f64) * f64::EPSILON / 2.0;
                 let f32_step = f64::from(lp.abs()) * 2.0 * crate::roundoff::F32_UNIT;
                 let gap = f64::from((lps[r] - lp).abs());
@@ -392,6 +413,27 @@ mod tests {
         // Without top-p the same uniforms reach the tail.
         let (toks, _) = sample_on_device(&logits, &settings(1.0, 1.0, 0), &uniforms).unwrap();
         assert_eq!(toks, vec![0, 0, 1, 1, 2, 3]);
+    }
+
+    /// The blocked draw by hand: 200 equal logits (blocks of 64, 64, 64 and 8 entries,
+    /// every exponential exactly 1, so every sum is exact). u = 0.5 puts the target at
+    /// 100: block 0 (64) does not pass it, blocks 0-1 (128) do, and in block 1 the
+    /// running sum first exceeds 100 at 101, entry 100. u = 0.999: target 199.8, in the
+    /// short last block, entry 199. u = 0: entry 0. The log-prob is ln(1/200).
+    #[test]
+    fn the_blocked_draw_by_hand() {
+        let row = vec![0.0f32; 200];
+        let mut buf = RowBuffers::default();
+        for (u, want) in [(0.5, 100), (0.999, 199), (0.0, 0), (0.3, 60), (0.33, 66)] {
+            let (tok, lp) = draw_row(&row, 1.0, false, u, &mut buf).unwrap();
+            assert_eq!(tok, want, "u {u}");
+            assert_eq!(lp, (1.0f64 / 200.0).ln() as f32);
+        }
+        // Greedy: the first maximal index, wherever the blocks cut.
+        let mut row = vec![0.0f32; 200];
+        row[130] = 2.0;
+        row[190] = 2.0;
+        assert_eq!(draw_row(&row, 1.0, true, 0.0, &mut buf).unwrap().0, 130);
     }
 
     #[test]
