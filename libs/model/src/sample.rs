@@ -193,9 +193,9 @@ struct RowBuffers {
 /// index in it whose running sum from the blocks before does (the block's last index if
 /// rounding leaves none).
 fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, buf: &mut RowBuffers) -> Option<(u32, f32)> {
-    // 1. The maximum logit and its first index, refusing NaN and +inf. Division by t > 0
-    //    rounds monotonically, so max(x) / t is max(x / t), and for greedy decoding (t = 1)
-    //    the first maximal x is the first maximal z.
+    // 1. The maximum logit, refusing NaN and +inf. Division by t > 0 rounds
+    //    monotonically, so max(x) / t is max(x / t), and for greedy decoding (t = 1) the
+    //    first maximal x (step 3) is the first maximal z.
     let xmax = crate::exp::row_max(row)?;
     let max = f64::from(xmax) / t;
     if !max.is_finite() {
