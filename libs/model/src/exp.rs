@@ -79,14 +79,15 @@ pub fn exp_nonpositive(x: f64) -> f64 {
 /// Entries a block sum of [`exps_into`] covers.
 pub const BLOCK: usize = 64;
 
-/// `out[i] = exp(row[i] / t - max)`: a row's unnormalised probabilities at temperature
+/// `out[i] = exp(row[i] / t - max)` (`out` sized to the row): a row's unnormalised probabilities at temperature
 /// `t`, about its maximum `max` (so every argument is ≤ 0); and `sums[b]` the sum of
 /// block b (entries 64·b .. 64·b + 64, the last block shorter): lane l (of 8) adds the
 /// block's entries l, l + 8, ... in order, then the lanes are added 4, 2, 1 apart. The
 /// widest vector unit the CPU has runs it; every width gives the same bits.
-pub fn exps_into(row: &[f32], t: f64, max: f64, out: &mut [f64], sums: &mut Vec<f64>) {
-    sums.clear();
+pub fn exps_into(row: &[f32], t: f64, max: f64, out: &mut Vec<f64>, sums: &mut Vec<f64>) {
+    out.resize(row.len(), 0.0);
     sums.resize(row.len().div_ceil(BLOCK), 0.0);
+    let (out, sums) = (out.as_mut_slice(), sums.as_mut_slice());
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -289,7 +290,7 @@ mod tests {
             let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             for t in [1.0, 0.7] {
                 let zmax = f64::from(max) / t;
-                let (mut fast, mut fast_sums) = (vec![0.0; len], Vec::new());
+                let (mut fast, mut fast_sums) = (Vec::new(), Vec::new());
                 exps_into(&row, t, zmax, &mut fast, &mut fast_sums);
                 let mut portable = vec![0.0; len];
                 let mut portable_sums = vec![0.0; len.div_ceil(BLOCK)];

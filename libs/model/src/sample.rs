@@ -204,7 +204,6 @@ fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, buf: &mut RowBuffers) -> 
     // 2. exp(z - max) for every entry and each block's sum (vectorised: see
     //    [`crate::exp`]); the normaliser adds the blocks' sums in order.
     let RowBuffers { exps, sums } = buf;
-    exps.resize(row.len(), 0.0);
     crate::exp::exps_into(row, t, max, exps, sums);
     let mut total = 0.0;
     for &b in sums.iter() {
@@ -221,10 +220,9 @@ fn draw_row(row: &[f32], t: f64, greedy: bool, u: f64, buf: &mut RowBuffers) -> 
         let target = u * total;
         let mut before = 0.0;
         let mut tok = row.len() - 1;
-        for (b, &sum) in sums.iter().enumerate() {
+        let blocks = sums.iter().zip(exps.chunks(crate::exp::BLOCK));
+        for (b, (&sum, block)) in blocks.enumerate() {
             if before + sum > target {
-                let block = &exps[b * crate::exp::BLOCK..][..];
-                let block = &block[..block.len().min(crate::exp::BLOCK)];
                 let mut acc = before;
                 tok = b * crate::exp::BLOCK + block.len() - 1;
                 for (i, &e) in block.iter().enumerate() {
