@@ -94,8 +94,7 @@ enum What {
         /// `linear`, as before the packed matrix product), side by side.
         #[arg(long)]
         unpacked: bool,
-        /// Also time the rollout stage's vLLM path (`make vllm`) on the same folder against
-        /// vLLM's offline `LLM.generate`, start-up and in-place reload apart.
+        /// Which vLLM lines to time beside ours and transformers' (none by default).
         #[arg(long, value_enum, default_value = "native")]
         engine: rollout::EngineArg,
         /// Every engine at bf16 (the model's weights rounded to bf16, activations too), as

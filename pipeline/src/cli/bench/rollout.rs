@@ -17,8 +17,14 @@ use super::timing::{median, median_seconds, Run};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineArg {
+    /// Our engine and transformers only.
     Native,
+    /// Also the rollout stage's vLLM path (`make vllm`) against vLLM's offline
+    /// `LLM.generate`, start-up and in-place reload apart.
     Vllm,
+    /// vLLM's offline `LLM.generate` alone, without the stage's server path (whose line of
+    /// 8 requests in flight takes long at a large batch).
+    VllmOffline,
 }
 
 /// The batch every engine generates: `prompts` distinct prompts of `min_prompt_len` to
@@ -243,6 +249,19 @@ pub fn run(
         EngineArg::Native => {}
         EngineArg::Vllm => {
             let v = super::rollout_vllm::rates(
+                run,
+                &shape.model,
+                shape.batch,
+                shape.new_tokens,
+                &prompts,
+                &assets,
+                &prompts_file,
+                shape.dtype,
+            )?;
+            v.print(ours.tokens_per_s);
+        }
+        EngineArg::VllmOffline => {
+            let v = super::rollout_vllm::offline_rate(
                 run,
                 &shape.model,
                 shape.batch,

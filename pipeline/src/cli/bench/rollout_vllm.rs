@@ -88,13 +88,7 @@ pub fn rates(
         keep_alive: !tied,
         ..Default::default()
     });
-    // As the rollout stage sizes it: the longest prompt and the response.
-    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    settings.max_model_len = Some(
-        (longest + new_tokens)
-            .next_power_of_two()
-            .min(config.max_position_embeddings),
-    );
+    settings.max_model_len = Some(max_model_len(&config, prompts, new_tokens));
     let at = crate::vllm::Placement {
         log: log.clone(),
         cpu: true,
@@ -164,6 +158,98 @@ pub fn rates(
         Some(reloaded.seconds())
     };
     // The server is stopped by now (dropped above): the anchor has the machine to itself.
+    let anchor = offline(
+        run,
+        &folder,
+        samples,
+        new_tokens,
+        settings.max_model_len.unwrap_or(0),
+        assets,
+        prompts_file,
+        dtype,
+    )?;
+    Ok(VllmRates {
+        startup_s: how.seconds(),
+        stage,
+        eight,
+        reload_s,
+        offline_startup_s: anchor.startup_s,
+        offline: anchor.tokens_per_s,
+    })
+}
+
+/// The positions a request may use, as the rollout stage sizes its server: the longest
+/// prompt and the response, to a power of two within the model's limit.
+fn max_model_len(
+    config: &deltarl_model::Qwen3Config,
+    prompts: &[Vec<u32>],
+    new_tokens: usize,
+) -> usize {
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    (longest + new_tokens)
+        .next_power_of_two()
+        .min(config.max_position_embeddings)
+}
+
+/// What vLLM's offline engine measured alone.
+#[derive(Clone, Copy, Debug)]
+pub struct Offline {
+    pub startup_s: f64,
+    /// tokens/s, median over the repetitions after one untimed call.
+    pub tokens_per_s: f64,
+}
+
+impl Offline {
+    pub fn print(&self, ours: f64) {
+        println!(
+            "  vLLM LLM.generate      {:>10.1} tok/s  (deltarl {:.2}x; start-up {:.1} s, not counted)",
+            self.tokens_per_s,
+            ours / self.tokens_per_s,
+            self.startup_s
+        );
+    }
+}
+
+/// vLLM's offline `LLM.generate` alone on the prompts file (CPU, at `dtype`), sized as the
+/// stage sizes its server: `--engine vllm-offline`, where the stage's server path (and its
+/// line of 8 requests in flight) would take too long at a large batch.
+pub fn offline_rate(
+    run: Run,
+    model: &Path,
+    samples: usize,
+    new_tokens: usize,
+    prompts: &[Vec<u32>],
+    assets: &Assets,
+    prompts_file: &str,
+    dtype: deltarl_model::Dtype,
+) -> Result<Offline> {
+    let folder = model
+        .canonicalize()
+        .with_context(|| format!("{}", model.display()))?;
+    let config = deltarl_model::read_config(&folder)?;
+    offline(
+        run,
+        &folder,
+        samples,
+        new_tokens,
+        max_model_len(&config, prompts, new_tokens),
+        assets,
+        prompts_file,
+        dtype,
+    )
+}
+
+/// Runs the anchor script and reads its result line.
+fn offline(
+    run: Run,
+    folder: &Path,
+    samples: usize,
+    new_tokens: usize,
+    max_model_len: usize,
+    assets: &Assets,
+    prompts_file: &str,
+    dtype: deltarl_model::Dtype,
+) -> Result<Offline> {
     let text = super::baseline::run_text_with(
         &crate::vllm::python(&VllmOptions::default()),
         &[
@@ -174,7 +260,7 @@ pub fn rates(
             new_tokens.to_string(),
             run.reps.to_string(),
             "1".into(),
-            settings.max_model_len.unwrap_or(0).to_string(),
+            max_model_len.to_string(),
             dtype.hf_name().into(),
         ],
     )?;
@@ -185,15 +271,11 @@ pub fn rates(
         .split_whitespace()
         .filter_map(|x| x.parse().ok())
         .collect();
-    let [offline_startup_s, offline] = nums[..] else {
+    let [startup_s, tokens_per_s] = nums[..] else {
         anyhow::bail!("vLLM's offline anchor printed no result line:\n{text}");
     };
-    Ok(VllmRates {
-        startup_s: how.seconds(),
-        stage,
-        eight,
-        reload_s,
-        offline_startup_s,
-        offline,
+    Ok(Offline {
+        startup_s,
+        tokens_per_s,
     })
 }
