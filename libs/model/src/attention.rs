@@ -254,25 +254,30 @@ impl Attention {
         let _ = cache.0.index_put_(&at, &k.squeeze_dim(2), false);
         let _ = cache.1.index_put_(&at, &v.squeeze_dim(2), false);
 
-        // 5. Attention over the first `keys` positions of the rows' caches (a view, never a
-        //    copy), each row masked to its own keys 0..=pos[r] (the step's additive mask).
-        //    Grouped query heads ride in the query-length dimension: head h = j * group + i
-        //    reads kv head j, so q as [R, kv_heads, group, d] meets the cache's own kv heads
-        //    with no repeat.
+        // 5. Attention of each row over its own keys 0..=pos[r]. On the CPU our kernel
+        //    reads them straight from the cache ([`crate::step_attention`]); elsewhere
+        //    libtorch's attention over the first `keys` positions of the rows' caches (a
+        //    view, never a copy), each row masked to its own keys (the step's additive
+        //    mask). Grouped query heads ride in the query-length dimension: head
+        //    h = j * group + i reads kv head j, so q as [R, kv_heads, group, d] meets the
+        //    cache's own kv heads with no repeat.
         let group = self.heads / self.kv_heads;
-        let keys = |c: &Tensor| c.narrow(0, 0, r).narrow(2, 0, step.keys);
         let q = q.reshape([r, self.kv_heads, group, self.head_dim]);
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let out = Tensor::scaled_dot_product_attention(
-            &q,
-            &keys(&cache.0),
-            &keys(&cache.1),
-            Some(step.mask.shallow_clone()),
-            0.0,
-            false,
-            scale,
-            false,
-        );
+        let ours = crate::step_attention::attend(&q, &cache.0, &cache.1, &step.host, scale);
+        let out = ours.unwrap_or_else(|| {
+            let keys = |c: &Tensor| c.narrow(0, 0, r).narrow(2, 0, step.keys);
+            Tensor::scaled_dot_product_attention(
+                &q,
+                &keys(&cache.0),
+                &keys(&cache.1),
+                Some(step.mask().shallow_clone()),
+                0.0,
+                false,
+                scale,
+                false,
+            )
+        });
 
         // 6. Back to [R, heads, 1, d], merge heads and project: [R, 1, hidden].
         self.merge(&out.reshape([r, self.heads, 1, self.head_dim]), packed)
@@ -286,12 +291,16 @@ pub struct Step {
     pub rows: Tensor,
     /// Each row's position: where its new key goes, int64 [R].
     pub pos: Tensor,
+    /// The same positions on the host.
+    pub host: Vec<i64>,
     /// Positions attended: max(pos) + 1.
     pub keys: i64,
     /// Added to row r's score of key j: 0 where j <= pos[r], -inf elsewhere, [R, 1, 1,
     /// keys] in the model's precision. It is what attention makes of a boolean mask itself
-    /// (0 where visible, -inf where not), made once a step here instead of once per layer.
-    pub mask: Tensor,
+    /// (0 where visible, -inf where not), made once a step here instead of once per layer,
+    /// and only when a layer runs libtorch's attention (our CPU kernel needs none).
+    mask: std::cell::OnceCell<Tensor>,
+    kind: Kind,
 }
 
 impl Step {
@@ -299,19 +308,27 @@ impl Step {
     pub fn new(pos: &[i64], (kind, device): (Kind, tch::Device)) -> Step {
         let keys = pos.iter().copied().max().map_or(1, |m| m + 1);
         let r = pos.len() as i64;
-        let pos = Tensor::from_slice(pos).to_device(device);
-        // Key j is unseen by row r iff j > pos[r].
-        let unseen = Tensor::arange(keys, (Kind::Int64, device))
-            .unsqueeze(0)
-            .gt_tensor(&pos.unsqueeze(1))
-            .view([r, 1, 1, keys]);
-        let mask =
-            Tensor::zeros([r, 1, 1, keys], (kind, device)).masked_fill(&unseen, f64::NEG_INFINITY);
         Step {
             rows: Tensor::arange(r, (Kind::Int64, device)),
-            pos,
+            pos: Tensor::from_slice(pos).to_device(device),
+            host: pos.to_vec(),
             keys,
-            mask,
+            mask: std::cell::OnceCell::new(),
+            kind,
         }
+    }
+
+    /// The step's additive mask (see the field), made at the first call.
+    pub fn mask(&self) -> &Tensor {
+        self.mask.get_or_init(|| {
+            let (r, device) = (self.host.len() as i64, self.pos.device());
+            // Key j is unseen by row r iff j > pos[r].
+            let unseen = Tensor::arange(self.keys, (Kind::Int64, device))
+                .unsqueeze(0)
+                .gt_tensor(&self.pos.unsqueeze(1))
+                .view([r, 1, 1, self.keys]);
+            Tensor::zeros([r, 1, 1, self.keys], (self.kind, device))
+                .masked_fill(&unseen, f64::NEG_INFINITY)
+        })
     }
 }
