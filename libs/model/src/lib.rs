@@ -10,6 +10,7 @@
 mod attention;
 mod checkpoint;
 mod config;
+mod dl;
 mod error;
 mod exp;
 mod folder;

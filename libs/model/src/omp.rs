@@ -5,11 +5,11 @@
 //! that starts threads of its own between two libtorch calls shares the cores with them.
 //! [`parallel`] runs its parts on that team instead, through libgomp's entry point for a
 //! parallel region (`GOMP_parallel`, what a compiler emits for `#pragma omp parallel`),
-//! found in the process's libraries as [`crate::packed`] finds MKL. Without it (a libtorch
+//! found in the process's libraries ([`crate::dl`]). Without it (a libtorch
 //! on another threading runtime) the parts run on scoped threads.
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// `GOMP_parallel(fn, data, num_threads, flags)`: runs fn(data) on every thread of a new
@@ -19,10 +19,6 @@ type Parallel = unsafe extern "C" fn(extern "C" fn(*mut c_void), *mut c_void, c_
 /// `omp_get_thread_num()` and `omp_get_num_threads()`: this thread's index in its team,
 /// and the team's size.
 type Query = unsafe extern "C" fn() -> c_int;
-
-extern "C" {
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-}
 
 #[derive(Clone, Copy, Debug)]
 struct Gomp {
@@ -34,12 +30,7 @@ struct Gomp {
 fn gomp() -> Option<Gomp> {
     static GOMP: OnceLock<Option<Gomp>> = OnceLock::new();
     *GOMP.get_or_init(|| {
-        let find = |name: &CStr| {
-            // SAFETY: dlsym with RTLD_DEFAULT (a null handle on glibc) only reads the
-            // name; a null result means absent.
-            let p = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
-            (!p.is_null()).then_some(p)
-        };
+        let find = crate::dl::symbol;
         let (p, t, n) = (
             find(c"GOMP_parallel")?,
             find(c"omp_get_thread_num")?,

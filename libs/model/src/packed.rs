@@ -18,7 +18,7 @@
 //! exactly as before.
 #![allow(unsafe_code)]
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -53,10 +53,6 @@ type Compute = unsafe extern "C" fn(
     *const c_int,
 );
 
-extern "C" {
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-}
-
 /// MKL's packed GEMM, found in the process's libraries.
 #[derive(Clone, Copy, Debug)]
 struct Mkl {
@@ -68,12 +64,7 @@ struct Mkl {
 fn mkl() -> Option<Mkl> {
     static MKL: OnceLock<Option<Mkl>> = OnceLock::new();
     *MKL.get_or_init(|| {
-        let find = |name: &CStr| {
-            // SAFETY: dlsym with RTLD_DEFAULT (a null handle on glibc) only reads the
-            // name; a null result means absent.
-            let p = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
-            (!p.is_null()).then_some(p)
-        };
+        let find = crate::dl::symbol;
         let (g, p, c) = (
             find(c"SGEMM_PACK_GET_SIZE")?,
             find(c"SGEMM_PACK")?,

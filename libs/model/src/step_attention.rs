@@ -309,6 +309,18 @@ struct Dims {
     capacity: usize,
 }
 
+/// What every row of the step reads: its shapes, the queries [R, kv, G, D], the layer's
+/// caches [slots, kv, capacity, D], the rows' positions, and the scores' scale.
+#[derive(Clone, Copy)]
+struct Inputs<'a, E> {
+    dims: Dims,
+    q: &'a [E],
+    k: &'a [E],
+    v: &'a [E],
+    pos: &'a [i64],
+    scale: f32,
+}
+
 /// A thread's buffers: the query in f32 [G, D], scores [G, n], the exponentials' sums
 /// [G], output sums [G, D].
 #[derive(Default)]
@@ -324,23 +336,22 @@ struct Scratch {
 /// separate functions the compiler may leave un-inlined, which then run without the
 /// caller's vector unit.
 #[inline(always)]
-fn attend_rows<E: Elem, S: Simd>(
-    dims: Dims,
-    first: usize,
-    q: &[E],
-    k: &[E],
-    v: &[E],
-    pos: &[i64],
-    scale: f32,
-    out: &mut [E],
-) {
-    let Dims {
-        kv,
-        group,
-        d,
-        capacity,
-        ..
-    } = dims;
+fn attend_rows<E: Elem, S: Simd>(x: Inputs<'_, E>, first: usize, out: &mut [E]) {
+    let Inputs {
+        dims:
+            Dims {
+                kv,
+                group,
+                d,
+                capacity,
+                ..
+            },
+        q,
+        k,
+        v,
+        pos,
+        scale,
+    } = x;
     let head = group * d;
     let mut sc = Scratch::default();
     for (i, out_row) in out.chunks_exact_mut(kv * head).enumerate() {
@@ -391,39 +402,21 @@ fn attend_rows<E: Elem, S: Simd>(
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-fn attend_rows_avx512<E: Elem>(
-    dims: Dims,
-    first: usize,
-    q: &[E],
-    k: &[E],
-    v: &[E],
-    pos: &[i64],
-    scale: f32,
-    out: &mut [E],
-) {
-    attend_rows::<E, Avx512>(dims, first, q, k, v, pos, scale, out);
+fn attend_rows_avx512<E: Elem>(x: Inputs<'_, E>, first: usize, out: &mut [E]) {
+    attend_rows::<E, Avx512>(x, first, out);
 }
 
 /// [`attend_rows`] at the CPU's widest vector unit.
-fn attend_rows_best<E: Elem>(
-    dims: Dims,
-    first: usize,
-    q: &[E],
-    k: &[E],
-    v: &[E],
-    pos: &[i64],
-    scale: f32,
-    out: &mut [E],
-) {
+fn attend_rows_best<E: Elem>(x: Inputs<'_, E>, first: usize, out: &mut [E]) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F, the only feature the function enables.
-            unsafe { attend_rows_avx512(dims, first, q, k, v, pos, scale, out) };
+            unsafe { attend_rows_avx512(x, first, out) };
             return;
         }
     }
-    attend_rows::<E, Portable>(dims, first, q, k, v, pos, scale, out);
+    attend_rows::<E, Portable>(x, first, out);
 }
 
 /// A tensor's elements as a slice.
@@ -439,7 +432,8 @@ unsafe fn elems<E>(t: &Tensor) -> &[E] {
 /// contiguous part per thread. Scoped threads of our own measured slower in the engine
 /// than libtorch's kernel although faster alone: between libtorch's parallel regions its
 /// worker threads keep spinning, so two more threads of ours had two busy cores to share.
-fn run<E: Elem>(dims: Dims, q: &[E], k: &[E], v: &[E], pos: &[i64], scale: f32, out: &mut [E]) {
+fn run<E: Elem>(x: Inputs<'_, E>, out: &mut [E]) {
+    let dims = x.dims;
     let per_row = dims.kv * dims.group * dims.d;
     let parts = (tch::get_num_threads().max(1) as usize).min(dims.rows.max(1));
     let rows_per = dims.rows.div_ceil(parts).max(1);
@@ -452,8 +446,37 @@ fn run<E: Elem>(dims: Dims, q: &[E], k: &[E], v: &[E], pos: &[i64], scale: f32, 
         let mut chunk = chunks[i]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        attend_rows_best(dims, i * rows_per, q, k, v, pos, scale, &mut chunk);
+        attend_rows_best(x, i * rows_per, &mut chunk);
     });
+}
+
+/// The step's tensors: queries, the layer's caches, and the output.
+#[derive(Clone, Copy)]
+struct Tensors<'a> {
+    q: &'a Tensor,
+    k: &'a Tensor,
+    v: &'a Tensor,
+    out: &'a Tensor,
+}
+
+/// [`run`] on the tensors' elements.
+///
+/// SAFETY (callers): as [`elems`] says, for every tensor of `t`, whose elements are `E`;
+/// `t.out` is written by this call alone.
+unsafe fn run_on<E: Elem>(dims: Dims, t: Tensors, pos: &[i64], scale: f32) {
+    // SAFETY: as the function's contract says.
+    unsafe {
+        let x = Inputs {
+            dims,
+            q: elems(t.q),
+            k: elems(t.k),
+            v: elems(t.v),
+            pos,
+            scale,
+        };
+        let out = std::slice::from_raw_parts_mut(t.out.data_ptr() as *mut E, t.out.numel());
+        run(x, out);
+    }
 }
 
 /// Attention of one decoding step: q [R, kv, G, D] (the rows' query heads grouped by the
@@ -502,36 +525,19 @@ pub(crate) fn attend(
     };
     let q = q.contiguous();
     let out = Tensor::empty(qs.as_slice(), (kind, Device::Cpu));
-    let scale = scale as f32;
+    let t = Tensors {
+        q: &q,
+        k: k_cache,
+        v: v_cache,
+        out: &out,
+    };
     // SAFETY: every tensor is a contiguous CPU tensor of `kind` (checked above), alive
     // until this function returns; `out` is fresh, so only its slice writes it, and the
     // caches are not written while the step reads them.
     unsafe {
         match kind {
-            Kind::Float => {
-                let o = std::slice::from_raw_parts_mut(out.data_ptr() as *mut f32, out.numel());
-                run(
-                    dims,
-                    elems(&q),
-                    elems(k_cache),
-                    elems(v_cache),
-                    pos,
-                    scale,
-                    o,
-                );
-            }
-            _ => {
-                let o = std::slice::from_raw_parts_mut(out.data_ptr() as *mut Bf16, out.numel());
-                run(
-                    dims,
-                    elems(&q),
-                    elems(k_cache),
-                    elems(v_cache),
-                    pos,
-                    scale,
-                    o,
-                );
-            }
+            Kind::Float => run_on::<f32>(dims, t, pos, scale as f32),
+            _ => run_on::<Bf16>(dims, t, pos, scale as f32),
         }
     }
     Some(out)
@@ -606,13 +612,21 @@ mod tests {
             );
             // f32.
             let mut portable = vec![0f32; n];
-            attend_rows::<f32, Portable>(dims, 0, &q, &k, &v, &pos, 0.125, &mut portable);
+            let x = Inputs {
+                dims,
+                q: &q,
+                k: &k,
+                v: &v,
+                pos: &pos,
+                scale: 0.125,
+            };
+            attend_rows::<f32, Portable>(x, 0, &mut portable);
             let mut best = vec![0f32; n];
-            attend_rows_best(dims, 0, &q, &k, &v, &pos, 0.125, &mut best);
+            attend_rows_best(x, 0, &mut best);
             let bits = |x: &[f32]| x.iter().map(|y| y.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&portable), bits(&best), "f32, group {group}");
             let mut threads = vec![0f32; n];
-            run(dims, &q, &k, &v, &pos, 0.125, &mut threads);
+            run(x, &mut threads);
             assert_eq!(
                 bits(&portable),
                 bits(&threads),
@@ -622,9 +636,17 @@ mod tests {
             let b = |x: &[f32]| x.iter().map(|&y| Bf16::store(y)).collect::<Vec<_>>();
             let (qb, kb, vb) = (b(&q), b(&k), b(&v));
             let mut portable = vec![Bf16(0); n];
-            attend_rows::<Bf16, Portable>(dims, 0, &qb, &kb, &vb, &pos, 0.125, &mut portable);
+            let x = Inputs {
+                dims,
+                q: &qb,
+                k: &kb,
+                v: &vb,
+                pos: &pos,
+                scale: 0.125,
+            };
+            attend_rows::<Bf16, Portable>(x, 0, &mut portable);
             let mut best = vec![Bf16(0); n];
-            attend_rows_best(dims, 0, &qb, &kb, &vb, &pos, 0.125, &mut best);
+            attend_rows_best(x, 0, &mut best);
             let bits = |x: &[Bf16]| x.iter().map(|y| y.0).collect::<Vec<_>>();
             assert_eq!(bits(&portable), bits(&best), "bf16, group {group}");
         }

@@ -245,34 +245,20 @@ pub fn run(
         "  transformers generate  {transformers:>10.1} tok/s  (deltarl {:.2}x)",
         ours.tokens_per_s / transformers
     );
+    let vllm = super::rollout_vllm::Setup {
+        run,
+        model: &shape.model,
+        samples: shape.batch,
+        new_tokens: shape.new_tokens,
+        prompts: &prompts,
+        assets: &assets,
+        prompts_file: &prompts_file,
+        dtype: shape.dtype,
+    };
     match engine {
         EngineArg::Native => {}
-        EngineArg::Vllm => {
-            let v = super::rollout_vllm::rates(
-                run,
-                &shape.model,
-                shape.batch,
-                shape.new_tokens,
-                &prompts,
-                &assets,
-                &prompts_file,
-                shape.dtype,
-            )?;
-            v.print(ours.tokens_per_s);
-        }
-        EngineArg::VllmOffline => {
-            let v = super::rollout_vllm::offline_rate(
-                run,
-                &shape.model,
-                shape.batch,
-                shape.new_tokens,
-                &prompts,
-                &assets,
-                &prompts_file,
-                shape.dtype,
-            )?;
-            v.print(ours.tokens_per_s);
-        }
+        EngineArg::Vllm => super::rollout_vllm::rates(vllm)?.print(ours.tokens_per_s),
+        EngineArg::VllmOffline => super::rollout_vllm::offline_rate(vllm)?.print(ours.tokens_per_s),
     }
     Ok(())
 }

@@ -66,18 +66,32 @@ impl VllmRates {
     }
 }
 
-/// Times the stage's path on a server of `model` (CPU, at `dtype`), then vLLM's offline
-/// engine at the same precision.
-pub fn rates(
-    run: Run,
-    model: &Path,
-    samples: usize,
-    new_tokens: usize,
-    prompts: &[Vec<u32>],
-    assets: &Assets,
-    prompts_file: &str,
-    dtype: deltarl_model::Dtype,
-) -> Result<VllmRates> {
+/// What the vLLM lines are given: the bench's repetitions, model folder, prompts (and the
+/// file holding them), samples a prompt, new tokens and precision.
+#[derive(Clone, Copy)]
+pub struct Setup<'a> {
+    pub run: Run,
+    pub model: &'a Path,
+    pub samples: usize,
+    pub new_tokens: usize,
+    pub prompts: &'a [Vec<u32>],
+    pub assets: &'a Assets,
+    pub prompts_file: &'a str,
+    pub dtype: deltarl_model::Dtype,
+}
+
+/// Times the stage's path on a server of the model (CPU, at the setup's precision), then
+/// vLLM's offline engine at the same precision.
+pub fn rates(x: Setup) -> Result<VllmRates> {
+    let Setup {
+        run,
+        model,
+        samples,
+        new_tokens,
+        prompts,
+        dtype,
+        ..
+    } = x;
     let folder = model
         .canonicalize()
         .with_context(|| format!("{}", model.display()))?;
@@ -158,16 +172,7 @@ pub fn rates(
         Some(reloaded.seconds())
     };
     // The server is stopped by now (dropped above): the anchor has the machine to itself.
-    let anchor = offline(
-        run,
-        &folder,
-        samples,
-        new_tokens,
-        settings.max_model_len.unwrap_or(0),
-        assets,
-        prompts_file,
-        dtype,
-    )?;
+    let anchor = offline(x, &folder, settings.max_model_len.unwrap_or(0))?;
     Ok(VllmRates {
         startup_s: how.seconds(),
         stage,
@@ -213,55 +218,29 @@ impl Offline {
 /// vLLM's offline `LLM.generate` alone on the prompts file (CPU, at `dtype`), sized as the
 /// stage sizes its server: `--engine vllm-offline`, where the stage's server path (and its
 /// line of 8 requests in flight) would take too long at a large batch.
-pub fn offline_rate(
-    run: Run,
-    model: &Path,
-    samples: usize,
-    new_tokens: usize,
-    prompts: &[Vec<u32>],
-    assets: &Assets,
-    prompts_file: &str,
-    dtype: deltarl_model::Dtype,
-) -> Result<Offline> {
-    let folder = model
+pub fn offline_rate(x: Setup) -> Result<Offline> {
+    let folder = x
+        .model
         .canonicalize()
-        .with_context(|| format!("{}", model.display()))?;
+        .with_context(|| format!("{}", x.model.display()))?;
     let config = deltarl_model::read_config(&folder)?;
-    offline(
-        run,
-        &folder,
-        samples,
-        new_tokens,
-        max_model_len(&config, prompts, new_tokens),
-        assets,
-        prompts_file,
-        dtype,
-    )
+    offline(x, &folder, max_model_len(&config, x.prompts, x.new_tokens))
 }
 
 /// Runs the anchor script and reads its result line.
-fn offline(
-    run: Run,
-    folder: &Path,
-    samples: usize,
-    new_tokens: usize,
-    max_model_len: usize,
-    assets: &Assets,
-    prompts_file: &str,
-    dtype: deltarl_model::Dtype,
-) -> Result<Offline> {
+fn offline(x: Setup, folder: &Path, max_model_len: usize) -> Result<Offline> {
     let text = super::baseline::run_text_with(
         &crate::vllm::python(&VllmOptions::default()),
         &[
-            assets.path(&VLLM_GENERATE),
+            x.assets.path(&VLLM_GENERATE),
             folder.display().to_string(),
-            prompts_file.to_string(),
-            samples.to_string(),
-            new_tokens.to_string(),
-            run.reps.to_string(),
+            x.prompts_file.to_string(),
+            x.samples.to_string(),
+            x.new_tokens.to_string(),
+            x.run.reps.to_string(),
             "1".into(),
             max_model_len.to_string(),
-            dtype.hf_name().into(),
+            x.dtype.hf_name().into(),
         ],
     )?;
     let nums: Vec<f64> = text
