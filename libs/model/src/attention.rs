@@ -300,6 +300,7 @@ pub struct Step {
     /// (0 where visible, -inf where not), made once a step here instead of once per layer,
     /// and only when a layer runs libtorch's attention (our CPU kernel needs none).
     mask: std::cell::OnceCell<Tensor>,
+    /// The activations' precision, the mask's.
     kind: Kind,
 }
 
