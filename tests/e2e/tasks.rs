@@ -225,7 +225,8 @@ fn the_filler_oracle_zeroes_exactly_the_filler() {
         "[data]\nsource = \"tiny-steps-filler\"\n[rollout]\nmax_new_tokens = 100\n\
          temperature = 0.3\n\
          [score]\ndynamic_sampling = false\n[eval]\nevery = 0\n\
-         [warmstart]\nsteps = 300\n[model.tiny]\nmax_position_embeddings = 320\n",
+         [warmstart]\nsteps = 300\n[model.tiny]\nmax_position_embeddings = 320\n\
+         [update]\noptimizer_steps = 2\n",
     );
     let runs = dir.path().join("runs");
     ok(iterate(
@@ -324,6 +325,49 @@ assert zeros >= 30, ("the warm start did not teach the filler", zeros, j["respon
             assert_eq!(norms[0] > 0.0, *with_filler > 0, "{row} {sides}");
         }
     }
+    // Per optimizer step: one readout for each of the update's two mini-batches, and
+    // since the iteration's net gradient of a class is the sum of its steps', each of its
+    // norms is at most the steps' norms summed (round-off: f32 gradients over a few
+    // thousand terms, far below the 1e-3 relative slack).
+    let out = ok(deltarl(
+        &runs,
+        &[
+            "mechanism",
+            "--run",
+            "filler",
+            "--classes",
+            "filler",
+            "--per-step",
+        ],
+    ));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let norms = |row: &str| -> Vec<f64> {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        [cells[3], cells[6]]
+            .iter()
+            .flat_map(|c| c.split(" / ").map(|x| x.parse::<f64>().unwrap()))
+            .collect()
+    };
+    let steps: Vec<Vec<f64>> = (1..=2)
+        .map(|k| {
+            let label = format!("| filler | 1 (step {k}/2) |");
+            let step = text.lines().find(|l| l.starts_with(&label));
+            norms(step.unwrap_or_else(|| panic!("{label} in {text}")))
+        })
+        .collect();
+    assert!(!text.contains("(step 3/"), "{text}");
+    // Each step reads its own part of the responses, not the whole batch (a step whose
+    // groups all have advantage 0 reads 0 / 0).
+    assert!(steps.iter().any(|s| s != &norms(row)), "{text}");
+    for (c, whole) in norms(row).iter().enumerate() {
+        let sum = steps[0][c] + steps[1][c];
+        assert!(
+            *whole <= sum * (1.0 + 1e-3),
+            "class {c}: {whole} > {sum}\n{row}\n{text}"
+        );
+    }
+    let out = deltarl(&runs, &["mechanism", "--run", "filler", "--per-step"]);
+    assert!(!out.status.success());
     // The first-error classes need a solution's first error, which this task does not label.
     let out = deltarl(&runs, &["mechanism", "--run", "filler"]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -3,7 +3,9 @@
 //! coefficients between the shared and the discriminative tokens of wrong and of right
 //! answers; per run, the mean over its iterations; over the runs given (seeds), the mean
 //! and its 95 % t-interval. With `--gradients`, also each class's net policy gradient
-//! ([`crate::mechanism::gradients`]) at the policy that sampled the iteration.
+//! ([`crate::mechanism::gradients`]) at the policy that sampled the iteration; with
+//! `--classes filler`, the filler's and the rest's, per iteration or (`--per-step`) per
+//! optimizer step.
 
 use std::path::Path;
 
@@ -11,7 +13,7 @@ use anyhow::{Context as _, Result};
 
 use deltarl_model::generate::logprob_temperature;
 use deltarl_model::Dtype;
-use deltarl_schemas::{read_path, CoeffRow, FeatureProbs, Index, RolloutRow, Stage};
+use deltarl_schemas::{read_path, CoeffRow, FeatureProbs, Index, RolloutRow, ScoreRow, Stage};
 use tch::Device;
 
 use crate::context::Ctx;
@@ -35,6 +37,13 @@ pub struct Args {
     /// Which classes the tokens are split into.
     #[arg(long, value_enum, default_value_t = Classes::FirstError)]
     classes: Classes,
+    /// With `--classes filler`: read each optimizer step's mini-batch apart (the responses
+    /// the update trained that step on, cut as the update cuts them), not the iteration's
+    /// whole batch. Filler's expected net gradient is zero (the reward cannot see it), so
+    /// its share is sampling noise, larger in a smaller batch: a step's share is what the
+    /// step's gradient carries.
+    #[arg(long)]
+    per_step: bool,
 }
 
 /// How the readout splits a response's tokens.
@@ -55,11 +64,20 @@ impl Args {
             let grads = self
                 .runs
                 .iter()
-                .map(|name| Ok((name.as_str(), filler_readouts(runs_dir, name)?)))
+                .map(|name| {
+                    Ok((
+                        name.as_str(),
+                        filler_readouts(runs_dir, name, self.per_step)?,
+                    ))
+                })
                 .collect::<Result<Vec<_>>>()?;
             print_gradients(&grads, "filler");
             return Ok(());
         }
+        anyhow::ensure!(
+            !self.per_step,
+            "--per-step reads the filler classes' net gradients: it needs --classes filler"
+        );
         println!(
             "AUROC: P(c of a discriminative token > c of a shared one), tokens weighted by \
              (1 - p)|A|; above 0.5 is what DelTA's premise predicts.\n\
@@ -94,7 +112,7 @@ impl Args {
                 name.as_str(),
                 readouts
                     .iter()
-                    .filter_map(|(iter, _, g)| g.map(|g| (*iter, g)))
+                    .filter_map(|(iter, _, g)| g.map(|g| (At::whole(*iter), g)))
                     .collect::<Vec<_>>(),
             ));
             means.push(RunMean {
@@ -129,9 +147,33 @@ impl Args {
     }
 }
 
-/// The gradient readout's tables: per iteration, per run the mean share of `class` (the
-/// first of the two classes: shared, or filler), and over runs its t-interval.
-fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)], class: &str) {
+/// Where a gradient readout was taken: an iteration's whole batch, or one of its optimizer
+/// steps' mini-batches (`step` of `steps`, from 1).
+#[derive(Clone, Copy, Debug)]
+struct At {
+    iter: u32,
+    step: Option<(usize, usize)>,
+}
+
+impl At {
+    fn whole(iter: u32) -> At {
+        At { iter, step: None }
+    }
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.step {
+            None => write!(f, "{}", self.iter),
+            Some((step, steps)) => write!(f, "{} (step {step}/{steps})", self.iter),
+        }
+    }
+}
+
+/// The gradient readout's tables: per iteration (or optimizer step), per run the mean share
+/// of `class` (the first of the two classes: shared, or filler), and over runs its
+/// t-interval.
+fn print_gradients(runs: &[(&str, Vec<(At, gradients::Readout)>)], class: &str) {
     println!(
         "\nNet policy gradient of each class, ||sum A grad log p|| at the policy that sampled \
          the iteration (DAPO's update before its token mean); share = the class's part of \
@@ -145,9 +187,9 @@ fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)], class: &str)
     );
     println!("|---|---|---|---|---|---|---|---|---|");
     for (name, readouts) in runs {
-        for (iter, g) in readouts {
+        for (at, g) in readouts {
             println!(
-                "| {name} | {iter} | {} | {} | {:.3} |",
+                "| {name} | {at} | {} | {} | {:.3} |",
                 gradient_cells(&g.wrong),
                 gradient_cells(&g.right),
                 g.shared_cosine()
@@ -160,7 +202,7 @@ fn print_gradients(runs: &[(&str, Vec<(u32, gradients::Readout)>)], class: &str)
     };
     let show = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.3}"));
     println!(
-        "\n| run | iterations | mean share {class}, wrong answers | mean share {class}, right \
+        "\n| run | readouts | mean share {class}, wrong answers | mean share {class}, right \
          answers | mean {class} cos |"
     );
     println!("|---|---|---|---|---|");
@@ -340,8 +382,13 @@ fn net_gradients(ctx: &Ctx, iter: u32, rows: &[gradients::Row<'_>]) -> Result<gr
 
 /// Each iteration's net gradients of one run of `tiny-steps-filler`, its tokens split into
 /// filler and the rest (iterations without a coeffs file are skipped; the advantages are
-/// the coeffs file's, responses with none take no part).
-fn filler_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, gradients::Readout)>> {
+/// the coeffs file's, responses with none take no part); with `per_step`, each optimizer
+/// step's apart.
+fn filler_readouts(
+    runs_dir: &Path,
+    name: &str,
+    per_step: bool,
+) -> Result<Vec<(At, gradients::Readout)>> {
     let (ctx, task, tokenizer) = open_labelled(
         runs_dir,
         name,
@@ -375,7 +422,32 @@ fn filler_readouts(runs_dir: &Path, name: &str) -> Result<Vec<(u32, gradients::R
                 shared: (*advantage != 0.0).then_some(labels.as_slice()),
             })
             .collect();
-        out.push((iter, net_gradients(&ctx, iter, &rows)?));
+        if !per_step {
+            out.push((At::whole(iter), net_gradients(&ctx, iter, &rows)?));
+            continue;
+        }
+        let scores: Vec<ScoreRow> = read_path(&ctx.run.output(iter, Stage::Score))?.0;
+        let score_of = Index::new(&scores);
+        let step_rows = rollouts
+            .iter()
+            .map(|r| {
+                let sc = score_of.get(r, "scores").map_err(anyhow::Error::msg)?;
+                Ok(deltarl_update::StepRow {
+                    prompt_id: &r.prompt_id,
+                    kept: sc.kept,
+                    response_tokens: r.response_token_ids.len(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let steps = deltarl_update::step_members(&ctx.cfg.stages.update, iter, &step_rows);
+        for (k, members) in steps.iter().enumerate() {
+            let step_rows: Vec<gradients::Row<'_>> = members.iter().map(|&i| rows[i]).collect();
+            let at = At {
+                iter,
+                step: Some((k + 1, steps.len())),
+            };
+            out.push((at, net_gradients(&ctx, iter, &step_rows)?));
+        }
     }
     Ok(out)
 }

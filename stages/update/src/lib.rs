@@ -13,4 +13,4 @@ pub use loss::{
     TokenLoss,
 };
 pub use settings::{JoinSettings, OldLogprobs, Settings};
-pub use train::{run, TrainRow};
+pub use train::{run, step_members, StepRow, TrainRow};

@@ -50,13 +50,38 @@ fn lr_at(s: &Settings, step: u64) -> f64 {
     }
 }
 
-/// Splits the rows into `n` mini-batches of whole prompt groups, groups shuffled by `seed`.
-fn mini_batches(rows: &[&TrainRow], n: usize, seed: u64) -> Vec<Vec<usize>> {
-    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-    for (i, r) in rows.iter().enumerate() {
-        match groups.iter_mut().find(|g| g.0 == r.prompt_id) {
+/// One response as the update sees it when it cuts an iteration into optimizer steps.
+#[derive(Clone, Copy, Debug)]
+pub struct StepRow<'a> {
+    pub prompt_id: &'a str,
+    /// The score stage kept it (`scores.parquet`'s `kept`).
+    pub kept: bool,
+    pub response_tokens: usize,
+}
+
+/// Which responses each of the iteration's optimizer steps trains on, as indices into
+/// `rows` (the rollout's order): the rows [`crate::shell::train_rows`] keeps (kept by the
+/// score stage) that have tokens to train on, cut by [`run`]'s rule with `s`'s steps and
+/// iteration `iter`'s shuffle seed. For readouts that split an iteration as its update did.
+pub fn step_members(s: &Settings, iter: u32, rows: &[StepRow<'_>]) -> Vec<Vec<usize>> {
+    let trained: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].kept && rows[i].response_tokens > 0)
+        .collect();
+    let ids: Vec<&str> = trained.iter().map(|&i| rows[i].prompt_id).collect();
+    mini_batches(&ids, s.optimizer_steps, s.shuffle_seed(iter))
+        .into_iter()
+        .map(|mb| mb.into_iter().map(|j| trained[j]).collect())
+        .collect()
+}
+
+/// Splits rows (given by their prompt ids) into `n` mini-batches of whole prompt groups,
+/// groups in order of first appearance, then shuffled by `seed`.
+fn mini_batches(prompt_ids: &[&str], n: usize, seed: u64) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, &id) in prompt_ids.iter().enumerate() {
+        match groups.iter_mut().find(|g| g.0 == id) {
             Some(g) => g.1.push(i),
-            None => groups.push((r.prompt_id.clone(), vec![i])),
+            None => groups.push((id, vec![i])),
         }
     }
     let mut rng = Rng::new(seed);
@@ -120,7 +145,8 @@ pub fn run(
     // Empty responses have no tokens to train on.
     let rows: Vec<&TrainRow> = rows.iter().filter(|r| !r.response_ids.is_empty()).collect();
     let mut out = Vec::new();
-    for mb in mini_batches(&rows, s.optimizer_steps, s.shuffle_seed(iter)) {
+    let ids: Vec<&str> = rows.iter().map(|r| r.prompt_id.as_str()).collect();
+    for mb in mini_batches(&ids, s.optimizer_steps, s.shuffle_seed(iter)) {
         let mb_tokens: usize = mb.iter().map(|&i| rows[i].response_ids.len()).sum();
         let mb_seqs = mb.len();
         opt.zero_grad();
