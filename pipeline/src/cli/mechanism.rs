@@ -7,22 +7,19 @@
 //! `--classes filler`, the filler's and the rest's, per iteration or (`--per-step`) per
 //! optimizer step.
 
+mod filler;
+mod open;
+
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use deltarl_model::generate::logprob_temperature;
-use deltarl_model::Dtype;
-use deltarl_schemas::{read_path, CoeffRow, FeatureProbs, Index, RolloutRow, ScoreRow, Stage};
-use tch::Device;
+use deltarl_schemas::{read_path, CoeffRow, FeatureProbs, Index, RolloutRow, Stage};
 
-use crate::context::Ctx;
 use crate::mechanism::gradients::{self, SideGradients};
 use crate::mechanism::{read, shared_tokens, Readout, Response, Side};
-use crate::stage::{load_policy, policy_before};
-
-/// Rows a teacher-forced pass of the gradient readout takes.
-const GRADIENT_PASS_ROWS: usize = 16;
+use filler::{filler_readouts, At};
+use open::{decoded, net_gradients, open_labelled};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -144,29 +141,6 @@ impl Args {
             print_gradients(&grads, "shared");
         }
         Ok(())
-    }
-}
-
-/// Where a gradient readout was taken: an iteration's whole batch, or one of its optimizer
-/// steps' mini-batches (`step` of `steps`, from 1).
-#[derive(Clone, Copy, Debug)]
-struct At {
-    iter: u32,
-    step: Option<(usize, usize)>,
-}
-
-impl At {
-    fn whole(iter: u32) -> At {
-        At { iter, step: None }
-    }
-}
-
-impl std::fmt::Display for At {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.step {
-            None => write!(f, "{}", self.iter),
-            Some((step, steps)) => write!(f, "{} (step {step}/{steps})", self.iter),
-        }
     }
 }
 
@@ -353,121 +327,4 @@ fn run_readouts(
         out.push((iter, readout, grads));
     }
     Ok(out)
-}
-
-/// Each token of `ids` decoded alone (as the oracles read them).
-fn decoded(tokenizer: &deltarl_model::Tokenizer, ids: &[u32]) -> Result<Vec<String>> {
-    Ok(ids
-        .iter()
-        .map(|&t| tokenizer.decode(&[t]))
-        .collect::<Result<_, _>>()?)
-}
-
-/// The net gradients of `rows`' classes at the policy that sampled iteration `iter`.
-fn net_gradients(ctx: &Ctx, iter: u32, rows: &[gradients::Row<'_>]) -> Result<gradients::Readout> {
-    let dir = policy_before(&ctx.run, &ctx.base_dir(), iter);
-    let policy = load_policy(&dir, Device::Cpu, Dtype::F32)?;
-    let temperature = logprob_temperature(ctx.cfg.opts.rollout.temperature);
-    let params = policy.vs.trainable_variables();
-    gradients::read(
-        &policy.model,
-        &params,
-        rows,
-        temperature,
-        GRADIENT_PASS_ROWS,
-    )
-    .map_err(anyhow::Error::msg)
-    .with_context(|| format!("{}", ctx.run.output(iter, Stage::Rollout).display()))
-}
-
-/// Each iteration's net gradients of one run of `tiny-steps-filler`, its tokens split into
-/// filler and the rest (iterations without a coeffs file are skipped; the advantages are
-/// the coeffs file's, responses with none take no part); with `per_step`, each optimizer
-/// step's apart.
-fn filler_readouts(
-    runs_dir: &Path,
-    name: &str,
-    per_step: bool,
-) -> Result<Vec<(At, gradients::Readout)>> {
-    let (ctx, task, tokenizer) = open_labelled(
-        runs_dir,
-        name,
-        deltarl_data::Task::has_filler,
-        "has no filler to split off (tiny-steps-filler, or tiny-steps at dose 0)",
-    )?;
-    let mut out = Vec::new();
-    for iter in ctx.run.iterations() {
-        let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
-        if !coeffs_path.exists() {
-            continue;
-        }
-        let rollouts: Vec<RolloutRow> = read_path(&ctx.run.output(iter, Stage::Rollout))?.0;
-        let coeffs: Vec<CoeffRow> = read_path(&coeffs_path)?.0;
-        let coeff_of = Index::new(&coeffs);
-        let mut labelled = Vec::with_capacity(rollouts.len());
-        for r in &rollouts {
-            let c = coeff_of.get(r, "coeffs").map_err(anyhow::Error::msg)?;
-            let pieces = decoded(&tokenizer, &r.response_token_ids)?;
-            let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
-            let labels = task.filler_tokens(&pieces).unwrap_or_default();
-            labelled.push((c.advantage, labels));
-        }
-        let rows: Vec<gradients::Row<'_>> = rollouts
-            .iter()
-            .zip(&labelled)
-            .map(|(r, (advantage, labels))| gradients::Row {
-                prompt: &r.prompt_token_ids,
-                response: &r.response_token_ids,
-                advantage: *advantage,
-                shared: (*advantage != 0.0).then_some(labels.as_slice()),
-            })
-            .collect();
-        if !per_step {
-            out.push((At::whole(iter), net_gradients(&ctx, iter, &rows)?));
-            continue;
-        }
-        let scores: Vec<ScoreRow> = read_path(&ctx.run.output(iter, Stage::Score))?.0;
-        let score_of = Index::new(&scores);
-        let step_rows = rollouts
-            .iter()
-            .map(|r| {
-                let sc = score_of.get(r, "scores").map_err(anyhow::Error::msg)?;
-                Ok(deltarl_update::StepRow {
-                    prompt_id: &r.prompt_id,
-                    kept: sc.kept,
-                    response_tokens: r.response_token_ids.len(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let steps = deltarl_update::step_members(&ctx.cfg.stages.update, iter, &step_rows);
-        for (k, members) in steps.iter().enumerate() {
-            let step_rows: Vec<gradients::Row<'_>> = members.iter().map(|&i| rows[i]).collect();
-            let at = At {
-                iter,
-                step: Some((k + 1, steps.len())),
-            };
-            out.push((at, net_gradients(&ctx, iter, &step_rows)?));
-        }
-    }
-    Ok(out)
-}
-
-/// A run opened for a readout by the task's labels: its context, its built-in task (one
-/// that `labels`, else an error saying the source `refused`), and its base's tokenizer.
-fn open_labelled(
-    runs_dir: &Path,
-    name: &str,
-    labels: fn(deltarl_data::Task) -> bool,
-    refused: &str,
-) -> Result<(Ctx, deltarl_data::Task, deltarl_model::Tokenizer)> {
-    let ctx = Ctx::open_existing(runs_dir, name)?;
-    let source = &ctx.cfg.opts.data.source;
-    let task = source
-        .task()
-        .filter(|&t| labels(t))
-        .with_context(|| format!("run {name}: `data.source` = \"{source}\" {refused}"))?;
-    let tok_path = ctx.base_dir().join("tokenizer.json");
-    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
-        .with_context(|| format!("run {name}: {}", tok_path.display()))?;
-    Ok((ctx, task, tokenizer))
 }

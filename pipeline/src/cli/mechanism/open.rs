@@ -1,0 +1,68 @@
+//! What the mechanism's readouts share: opening a run by its task's labels, decoding a
+//! response token by token as the oracles read it, and the net gradients of a set of rows
+//! at the policy that sampled their iteration.
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+
+use deltarl_model::generate::logprob_temperature;
+use deltarl_model::Dtype;
+use deltarl_schemas::Stage;
+use tch::Device;
+
+use crate::context::Ctx;
+use crate::mechanism::gradients;
+use crate::stage::{load_policy, policy_before};
+
+/// Rows a teacher-forced pass of the gradient readout takes.
+const GRADIENT_PASS_ROWS: usize = 16;
+
+/// A run opened for a readout by the task's labels: its context, its built-in task (one
+/// that `labels`, else an error saying the source `refused`), and its base's tokenizer.
+pub(super) fn open_labelled(
+    runs_dir: &Path,
+    name: &str,
+    labels: fn(deltarl_data::Task) -> bool,
+    refused: &str,
+) -> Result<(Ctx, deltarl_data::Task, deltarl_model::Tokenizer)> {
+    let ctx = Ctx::open_existing(runs_dir, name)?;
+    let source = &ctx.cfg.opts.data.source;
+    let task = source
+        .task()
+        .filter(|&t| labels(t))
+        .with_context(|| format!("run {name}: `data.source` = \"{source}\" {refused}"))?;
+    let tok_path = ctx.base_dir().join("tokenizer.json");
+    let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
+        .with_context(|| format!("run {name}: {}", tok_path.display()))?;
+    Ok((ctx, task, tokenizer))
+}
+
+/// Each token of `ids` decoded alone (as the oracles read them).
+pub(super) fn decoded(tokenizer: &deltarl_model::Tokenizer, ids: &[u32]) -> Result<Vec<String>> {
+    Ok(ids
+        .iter()
+        .map(|&t| tokenizer.decode(&[t]))
+        .collect::<Result<_, _>>()?)
+}
+
+/// The net gradients of `rows`' classes at the policy that sampled iteration `iter`.
+pub(super) fn net_gradients(
+    ctx: &Ctx,
+    iter: u32,
+    rows: &[gradients::Row<'_>],
+) -> Result<gradients::Readout> {
+    let dir = policy_before(&ctx.run, &ctx.base_dir(), iter);
+    let policy = load_policy(&dir, Device::Cpu, Dtype::F32)?;
+    let temperature = logprob_temperature(ctx.cfg.opts.rollout.temperature);
+    let params = policy.vs.trainable_variables();
+    gradients::read(
+        &policy.model,
+        &params,
+        rows,
+        temperature,
+        GRADIENT_PASS_ROWS,
+    )
+    .map_err(anyhow::Error::msg)
+    .with_context(|| format!("{}", ctx.run.output(iter, Stage::Rollout).display()))
+}
