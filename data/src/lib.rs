@@ -28,8 +28,8 @@
 //! to start 7*13=91. next 45+91=136. therefore the answer is \boxed{136}
 //! ```
 //!
-//! A fourth, `tiny-steps-filler`, is `tiny-steps` with [`FILLER_WORDS`] reward-blind
-//! filler words of random letters after its answer: most of its tokens, each a choice of
+//! A fourth, `tiny-steps-filler`, is `tiny-steps` with 32 reward-blind filler words of
+//! random letters after its answer (`tiny-steps-filler-80` has 80: [`Task::filler_words`]): most of its tokens, each a choice of
 //! ln 14 nats, carry nothing about correctness ([`Task::filler_tokens`] labels them;
 //! `tiny-steps` is the same task at dose 0):
 //!
@@ -60,8 +60,8 @@ pub use task::{
 };
 pub use tokenizer::{task_tokenizer_json, tokenizer_config_json, tokenizer_json};
 pub use vocab::{
-    digit_ids, CHARS, EOS, EOS_ID, FILLER_LETTERS, FILLER_WORDS, FILLER_WORD_LEN, PAD, PAD_ID,
-    STEPS_EXTRA, UNK, UNK_ID, VARIED_PHRASES,
+    digit_ids, CHARS, EOS, EOS_ID, FILLER_LETTERS, FILLER_WORD_LEN, PAD, PAD_ID, STEPS_EXTRA, UNK,
+    UNK_ID, VARIED_PHRASES,
 };
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ impl Task {
     /// ([`Task::connective_tokens`]).
     pub fn has_connectives(self) -> bool {
         match self {
-            Task::Steps | Task::Varied | Task::Filler => true,
+            Task::Steps | Task::Varied | Task::Filler | Task::Filler80 => true,
             Task::Arith | Task::Code => false,
         }
     }
@@ -35,10 +35,10 @@ impl Task {
     }
 
     /// Whether this task's responses can have filler ([`Task::filler_tokens`]):
-    /// `tiny-steps-filler`, and `tiny-steps`, the same task at dose 0 (none).
+    /// `tiny-steps-filler` at both doses, and `tiny-steps`, the same task at dose 0 (none).
     pub fn has_filler(self) -> bool {
         match self {
-            Task::Steps | Task::Filler => true,
+            Task::Steps | Task::Filler | Task::Filler80 => true,
             Task::Arith | Task::Varied | Task::Code => false,
         }
     }
@@ -53,7 +53,7 @@ impl Task {
     /// filler ([`Task::has_filler`]).
     pub fn filler_tokens(self, pieces: &[&str]) -> Option<Vec<bool>> {
         match self {
-            Task::Filler => {}
+            Task::Filler | Task::Filler80 => {}
             Task::Steps => return Some(vec![false; pieces.len()]),
             Task::Arith | Task::Varied | Task::Code => return None,
         }
@@ -78,7 +78,7 @@ impl Task {
         match self {
             Task::Arith | Task::Steps | Task::Varied => true,
             // Not written for the filler task: the dose-response runs do not use it.
-            Task::Filler | Task::Code => false,
+            Task::Filler | Task::Filler80 | Task::Code => false,
         }
     }
 
@@ -99,7 +99,9 @@ impl Task {
         let text: String = pieces.concat();
         let picks: Vec<[usize; 3]> = match self {
             Task::Varied => (0..27).map(|i| [i / 9, i / 3 % 3, i % 3]).collect(),
-            Task::Arith | Task::Steps | Task::Filler | Task::Code => vec![[0; 3]],
+            Task::Arith | Task::Steps | Task::Filler | Task::Filler80 | Task::Code => {
+                vec![[0; 3]]
+            }
         };
         let correct = picks
             .into_iter()

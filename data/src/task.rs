@@ -7,8 +7,8 @@ use deltarl_schemas::PromptRow;
 use crate::row::math_row;
 use crate::{code, words};
 use crate::{
-    distinct, split_of_id, Split, CHARS, FILLER_LETTERS, FILLER_WORDS, FILLER_WORD_LEN,
-    STEPS_EXTRA, VARIED_PHRASES,
+    distinct, split_of_id, Split, CHARS, FILLER_LETTERS, FILLER_WORD_LEN, STEPS_EXTRA,
+    VARIED_PHRASES,
 };
 
 /// A built-in task: the problems of this crate in one solution format, with the
@@ -23,20 +23,23 @@ pub enum Task {
     Steps,
     /// `tiny-steps` with each connective in one of three phrasings ([`VARIED_PHRASES`]).
     Varied,
-    /// `tiny-steps` with [`FILLER_WORDS`] filler words of random letters
-    /// ([`FILLER_LETTERS`]) after its answer.
+    /// `tiny-steps` with 32 filler words of random letters ([`FILLER_LETTERS`]) after its
+    /// answer ([`Task::filler_words`]).
     Filler,
+    /// `tiny-steps-filler` at the higher dose: 80 filler words.
+    Filler80,
     /// `def f(x):return 3*x+7` from `f(0)=7 f(1)=10 f(2)=13`, graded by running it
     /// ([`code`]).
     Code,
 }
 
 impl Task {
-    pub const ALL: [Task; 5] = [
+    pub const ALL: [Task; 6] = [
         Task::Arith,
         Task::Steps,
         Task::Varied,
         Task::Filler,
+        Task::Filler80,
         Task::Code,
     ];
 
@@ -47,7 +50,22 @@ impl Task {
             Task::Steps => "tiny-steps",
             Task::Varied => "tiny-steps-varied",
             Task::Filler => "tiny-steps-filler",
+            Task::Filler80 => "tiny-steps-filler-80",
             Task::Code => "tiny-code",
+        }
+    }
+
+    /// How many filler words of [`FILLER_WORD_LEN`] random letters a solution has after its
+    /// answer: the dose F of the dose-response test (`tiny-steps` is its dose 0). At 32,
+    /// filler is over 70 % of every solution's tokens; at 80, over 85 %, and enough that
+    /// filler is most of the net update on wrong answers too (docs/results.md §15b). The
+    /// tests `filler_is_most_of_every_solution` check both bounds on the longest and
+    /// shortest problems.
+    pub fn filler_words(self) -> usize {
+        match self {
+            Task::Filler => 32,
+            Task::Filler80 => 80,
+            Task::Arith | Task::Steps | Task::Varied | Task::Code => 0,
         }
     }
 
@@ -60,7 +78,9 @@ impl Task {
     pub fn chars(self) -> String {
         match self {
             Task::Arith => CHARS.to_string(),
-            Task::Steps | Task::Varied | Task::Filler => format!("{CHARS}{STEPS_EXTRA}"),
+            Task::Steps | Task::Varied | Task::Filler | Task::Filler80 => {
+                format!("{CHARS}{STEPS_EXTRA}")
+            }
             Task::Code => format!("{CHARS}{}", code::CODE_EXTRA),
         }
     }
@@ -79,7 +99,7 @@ impl Task {
 
     /// [`Task::solution`] with the wordings `pick` chooses, one index a choice (missing
     /// ones 0): `tiny-steps-varied`'s three connectives (into [`VARIED_PHRASES`]),
-    /// `tiny-steps-filler`'s [`FILLER_WORDS`] x [`FILLER_WORD_LEN`] filler letters (into
+    /// `tiny-steps-filler`'s [`Task::filler_words`] x [`FILLER_WORD_LEN`] filler letters (into
     /// [`FILLER_LETTERS`]); ignored by the other tasks.
     pub fn phrased(
         self,
@@ -107,10 +127,10 @@ impl Task {
                     p.b, p.c, p.a
                 )
             }
-            Task::Filler => {
+            Task::Filler | Task::Filler80 => {
                 // tiny-steps' solution, then the filler after its answer.
                 let letters: Vec<char> = FILLER_LETTERS.chars().collect();
-                let words: Vec<String> = (0..FILLER_WORDS)
+                let words: Vec<String> = (0..self.filler_words())
                     .map(|w| {
                         (0..FILLER_WORD_LEN)
                             .map(|l| letters[choice(w * FILLER_WORD_LEN + l, letters.len())])
@@ -134,7 +154,7 @@ impl Task {
                 let p = code::Linear::LONGEST;
                 (p.question(), p.solution(Some((1, 3))))
             }
-            Task::Arith | Task::Steps | Task::Varied | Task::Filler => {
+            Task::Arith | Task::Steps | Task::Varied | Task::Filler | Task::Filler80 => {
                 let p = Problem::LONGEST;
                 let text = self.solution(&p, Some((0, 3))).unwrap_or_default();
                 (p.question(), text)
@@ -353,7 +373,7 @@ pub fn warmstart_example(
         Task::Varied => (0..3)
             .map(|i| rng.below(VARIED_PHRASES[i].len() as u64) as usize)
             .collect(),
-        Task::Filler => (0..FILLER_WORDS * FILLER_WORD_LEN)
+        Task::Filler | Task::Filler80 => (0..task.filler_words() * FILLER_WORD_LEN)
             .map(|_| rng.below(FILLER_LETTERS.len() as u64) as usize)
             .collect(),
         Task::Arith | Task::Steps | Task::Code => Vec::new(),

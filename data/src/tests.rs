@@ -124,14 +124,27 @@ fn chars_of(s: &str) -> Vec<String> {
 fn the_filler_format_by_hand() {
     let p = Problem { a: 45, b: 7, c: 13 };
     // Letter indices 0, 1, 2, ... into "abdefhinorstwx", wrapping.
-    let pick: Vec<usize> = (0..FILLER_WORDS * FILLER_WORD_LEN).collect();
+    let pick: Vec<usize> = (0..Task::Filler.filler_words() * FILLER_WORD_LEN).collect();
     let s = Task::Filler.phrased(&p, None, &pick).unwrap();
     let head = "first 7*13=91. then 45+91=136. so the answer is \\boxed{136}";
     // 128 letters: "abde fhin orst wxab defh inor stwx ..." (14 letters, 7 words = 2 cycles).
     let cycle = "abde fhin orst wxab defh inor stwx";
     let words = format!("{cycle} {cycle} {cycle} {cycle} abde fhin orst wxab");
     assert_eq!(s, format!("{head} {words}"));
-    assert_eq!(words.split(' ').count(), FILLER_WORDS);
+    assert_eq!(words.split(' ').count(), 32);
+    // The higher dose: the same picks carried on to its 80 words, 320 letters (22 cycles of
+    // the 14 letters and 12 more, so it ends `abde fhin orst`).
+    let pick80: Vec<usize> = (0..80 * FILLER_WORD_LEN).collect();
+    let s80 = Task::Filler80.phrased(&p, None, &pick80).unwrap();
+    let words80 = s80.strip_prefix(&format!("{head} ")).unwrap();
+    assert_eq!(words80.split(' ').count(), 80);
+    assert!(words80.starts_with(&words), "{words80}");
+    assert!(words80.ends_with("abde fhin orst"), "{words80}");
+    assert_eq!(
+        Task::from_source("tiny-steps-filler-80"),
+        Some(Task::Filler80)
+    );
+    assert_eq!(Task::Steps.filler_words(), 0);
     // Without the filler it is tiny-steps' solution, with or without an error.
     for wrong in [None, Some((0, 2)), Some((1, -3))] {
         let full = Task::Filler.solution(&p, wrong).unwrap();
@@ -176,29 +189,30 @@ fn the_filler_format_by_hand() {
     assert_eq!(Task::Arith.filler_tokens(&pieces), None);
 }
 
-/// The dose: filler is over 70 % of the tokens of every solution, the longest (largest
-/// numbers, an error that adds a digit) and the shortest (smallest numbers), its end of
-/// sequence counted.
+/// The dose: filler is over 70 % of the tokens of every solution at 32 words and over 85 %
+/// at 80, the longest (largest numbers, an error that adds a digit) and the shortest
+/// (smallest numbers), its end of sequence counted.
 #[test]
 fn filler_is_most_of_every_solution() {
-    let share = |s: &str| {
-        let chars = chars_of(s);
-        let mut pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
-        pieces.push("");
-        let marks = filler_marks(Task::Filler, &pieces);
-        marks.matches('f').count() as f64 / marks.len() as f64
-    };
-    let (_, longest) = Task::Filler.longest_example();
-    let shortest = Task::Filler
-        .solution(&Problem { a: 0, b: 2, c: 2 }, None)
-        .unwrap();
-    for s in [&longest, &shortest] {
-        assert!(share(s) > 0.70, "{:.3}: {s}", share(s));
+    // (task, the least share, its configuration's `rollout.max_new_tokens`)
+    for (task, least, new_tokens) in [(Task::Filler, 0.70, 288), (Task::Filler80, 0.85, 528)] {
+        let share = |s: &str| {
+            let chars = chars_of(s);
+            let mut pieces: Vec<&str> = chars.iter().map(String::as_str).collect();
+            pieces.push("");
+            let marks = filler_marks(task, &pieces);
+            marks.matches('f').count() as f64 / marks.len() as f64
+        };
+        let (_, longest) = task.longest_example();
+        let shortest = task.solution(&Problem { a: 0, b: 2, c: 2 }, None).unwrap();
+        for s in [&longest, &shortest] {
+            assert!(share(s) > least, "{task:?} {:.3}: {s}", share(s));
+        }
+        // And it fits the configuration's new tokens with its end of sequence, 16 short of
+        // the limit where the overlong penalty starts.
+        let with_eos = longest.chars().count() + 1;
+        assert!(with_eos <= new_tokens - 16, "{task:?} {with_eos}");
     }
-    // And it fits the configuration's new tokens with its end of sequence, 16 short of
-    // the limit where the overlong penalty starts.
-    let with_eos = longest.chars().count() + 1;
-    assert!(with_eos <= 288 - 16, "{with_eos}");
 }
 
 #[test]
@@ -218,10 +232,17 @@ fn warm_start_examples_of_the_filler_task_draw_every_letter() {
         assert!((280..=450).contains(&used), "{c:?} used {used} times");
     }
     assert!(texts.iter().all(|t| t.starts_with("first ")), "{texts:?}");
+    let words = |task: Task, t: &str| {
+        let n = t[t.rfind('}').unwrap() + 1..].split_whitespace().count();
+        n == task.filler_words()
+    };
+    assert!(texts.iter().all(|t| words(Task::Filler, t)), "{texts:?}");
+    let texts80: Vec<String> = (0..40)
+        .map(|_| warmstart_example(Task::Filler80, &mut rng, "Q: {question}\nA: ", 0.3).1)
+        .collect();
     assert!(
-        texts
-            .iter()
-            .all(|t| t[t.rfind('}').unwrap() + 1..].split_whitespace().count() == FILLER_WORDS),
-        "{texts:?}"
+        texts80.iter().all(|t| words(Task::Filler80, t)),
+        "{texts80:?}"
     );
+    assert!(words(Task::Filler, &texts[0]) && !words(Task::Filler80, &texts[0]));
 }

@@ -37,12 +37,6 @@ pub const VARIED_PHRASES: [[&str; 3]; 3] = [
 /// little of the update to test the premise: docs/results.md §15).
 pub const FILLER_LETTERS: &str = "abdefhinorstwx";
 
-/// How many filler words a `tiny-steps-filler` solution has after its answer (the dose F):
-/// enough that filler is over 70 % of every solution's tokens (the test
-/// `filler_is_most_of_every_solution` checks the bound on the longest and shortest
-/// problems).
-pub const FILLER_WORDS: usize = 32;
-
 /// The letters of one filler word.
 pub const FILLER_WORD_LEN: usize = 4;
 

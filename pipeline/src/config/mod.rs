@@ -241,7 +241,7 @@ impl Resolved {
                 task: oracle_task(
                     "oracle-tokens",
                     deltarl_data::Task::has_connectives,
-                    "whose tokens' roles are known (tiny-steps, tiny-steps-varied, tiny-steps-filler)",
+                    "whose tokens' roles are known (tiny-steps, tiny-steps-varied, tiny-steps-filler[-80])",
                 )?,
                 value: o.coeffs.oracle_value,
             },
@@ -258,7 +258,7 @@ impl Resolved {
                 task: oracle_task(
                     "oracle-filler",
                     deltarl_data::Task::has_filler,
-                    "with filler (tiny-steps-filler, or tiny-steps at dose 0)",
+                    "with filler (tiny-steps-filler[-80], or tiny-steps at dose 0)",
                 )?,
                 value: o.coeffs.oracle_value,
             },

@@ -56,7 +56,7 @@ pub enum EstimatorKind {
     OracleTokens,
     /// The first-error oracle, a positive control on the built-in arithmetic tasks.
     OraclePrefix,
-    /// The filler oracle of the dose-response test (`tiny-steps-filler`).
+    /// The filler oracle of the dose-response test (`tiny-steps-filler`, `tiny-steps-filler-80`).
     OracleFiller,
     /// Key-token advantage estimation (`[coeffs.ktae]`).
     Ktae,
@@ -266,11 +266,11 @@ fn is_default_persist_dim(k: &usize) -> bool {
 pub struct CoeffOptions {
     /// uniform | top-entropy | delta | oracle-tokens | oracle-prefix | oracle-filler | ktae
     /// (default from algorithm). `oracle-tokens` needs a built-in task whose connective
-    /// phrases are labelled (`tiny-steps`, `tiny-steps-varied`, `tiny-steps-filler`):
+    /// phrases are labelled (`tiny-steps`, `tiny-steps-varied`, `tiny-steps-filler[-80]`):
     /// `oracle_value` on their tokens, 1 elsewhere. `oracle-prefix` needs a built-in arithmetic task (`tiny-arith`,
     /// `tiny-steps`, `tiny-steps-varied`): `oracle_value` on the tokens of a
     /// negative-advantage response before its first error, 1 elsewhere. `oracle-filler`
-    /// needs `tiny-steps-filler` (or `tiny-steps`, its dose 0): `oracle_value` on the
+    /// needs `tiny-steps-filler` or `tiny-steps-filler-80` (or `tiny-steps`, their dose 0): `oracle_value` on the
     /// tokens of its filler (the words after the graded answer), 1 elsewhere.
     /// `ktae` adds to each token's advantage a score of how its token id goes with right
     /// answers in its group (`[coeffs.ktae]`).

@@ -315,7 +315,7 @@ fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
         }
         let longest = match task {
             Task::Code => Linear::LONGEST.solution(None),
-            Task::Arith | Task::Steps | Task::Varied | Task::Filler => {
+            Task::Arith | Task::Steps | Task::Varied | Task::Filler | Task::Filler80 => {
                 task.solution(&Problem::LONGEST, None).unwrap()
             }
         };
@@ -343,7 +343,7 @@ fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
 /// `rollout.max_new_tokens = 288`; the others are those of the binary before it.)
 #[test]
 fn shipped_configurations_keep_their_hashes() {
-    const PINNED: [(&str, &str); 16] = [
+    const PINNED: [(&str, &str); 18] = [
         (
             "dapo.toml",
             "6145f58cbf6f9917fd90b9df07cff6a2ac69febb3cd94bb3b417f0d13f848663",
@@ -387,6 +387,14 @@ fn shipped_configurations_keep_their_hashes() {
         (
             "tiny-steps-compare.toml",
             "b3b01aaf0e6bf624b2ee6d576ac9b20e52a5663a32b75409996be9bf38676751",
+        ),
+        (
+            "tiny-steps-filler-80-compare.toml",
+            "3b4a9eb90e803d8d197721646acc71bc6924ef1e6037a3ae24971554c215d7af",
+        ),
+        (
+            "tiny-steps-filler-80.toml",
+            "073fb14e3bbeae3557a2c0974a73dff7d0ac26c3c77a6d695b5607320fcc44d7",
         ),
         (
             "tiny-steps-filler-compare.toml",

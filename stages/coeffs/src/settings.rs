@@ -47,8 +47,8 @@ pub enum Estimator {
     },
     /// The filler oracle of the dose-response test: coefficient `value` on the tokens of
     /// reward-blind filler ([`deltarl_data::Task::filler_tokens`]) of every
-    /// response, 1 elsewhere. Only `tiny-steps-filler` has filler (`tiny-steps` is its dose
-    /// 0, where this is DAPO).
+    /// response, 1 elsewhere. Only `tiny-steps-filler` and `tiny-steps-filler-80` have
+    /// filler (`tiny-steps` is their dose 0, where this is DAPO).
     OracleFiller {
         task: deltarl_data::Task,
         value: f64,
@@ -166,7 +166,7 @@ impl Settings {
                 if !task.has_connectives() {
                     return Err(Error::Setting(format!(
                         "oracle-tokens needs a task whose tokens' roles are known \
-                         (tiny-steps, tiny-steps-varied, tiny-steps-filler), not {}",
+                         (tiny-steps, tiny-steps-varied, tiny-steps-filler[-80]), not {}",
                         task.source()
                     )));
                 }
@@ -185,7 +185,7 @@ impl Settings {
             Estimator::OracleFiller { task, value } => {
                 if !task.has_filler() {
                     return Err(Error::Setting(format!(
-                        "oracle-filler needs a task with filler (tiny-steps-filler, \
+                        "oracle-filler needs a task with filler (tiny-steps-filler[-80], \
                          or tiny-steps at dose 0), not {}",
                         task.source()
                     )));

@@ -46,7 +46,7 @@ pub(super) fn filler_readouts(
         runs_dir,
         name,
         deltarl_data::Task::has_filler,
-        "has no filler to split off (tiny-steps-filler, or tiny-steps at dose 0)",
+        "has no filler to split off (tiny-steps-filler[-80], or tiny-steps at dose 0)",
     )?;
     let mut out = Vec::new();
     for iter in ctx.run.iterations() {
