@@ -14,12 +14,12 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use deltarl_schemas::{read_path, CoeffRow, FeatureProbs, Index, RolloutRow, Stage};
+use deltarl_schemas::{read_path, FeatureProbs, Index, Stage};
 
 use crate::mechanism::gradients::{self, SideGradients};
 use crate::mechanism::{read, shared_tokens, Readout, Response, Side};
 use filler::{filler_readouts, At};
-use open::{decoded, net_gradients, open_labelled};
+use open::{decoded, net_gradients, open_labelled, scored_iterations, Scored};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -262,15 +262,15 @@ fn run_readouts(
          readout needs each solution's first error",
     )?;
     let mut out = Vec::new();
-    for iter in ctx.run.iterations() {
-        let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
-        if !coeffs_path.exists() {
-            continue;
-        }
+    for scored in scored_iterations(&ctx) {
+        let Scored {
+            iter,
+            rollouts,
+            coeffs,
+            coeffs_path,
+        } = scored?;
         let at = |stage| ctx.run.output(iter, stage);
-        let rollouts: Vec<RolloutRow> = read_path(&at(Stage::Rollout))?.0;
         let probs: Vec<FeatureProbs> = read_path(&at(Stage::Features))?.0;
-        let coeffs: Vec<CoeffRow> = read_path(&coeffs_path)?.0;
         let (prob_of, coeff_of) = (Index::new(&probs), Index::new(&coeffs));
         // The task's labels, each token decoded alone (as the oracles read them).
         let labels: Vec<Vec<bool>> = rollouts

@@ -5,9 +5,9 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use deltarl_schemas::{read_path, CoeffRow, Index, RolloutRow, ScoreRow, Stage};
+use deltarl_schemas::{read_path, Index, ScoreRow, Stage};
 
-use super::open::{decoded, net_gradients, open_labelled};
+use super::open::{decoded, net_gradients, open_labelled, scored_iterations, Scored};
 use crate::mechanism::gradients;
 
 /// Where a gradient readout was taken: an iteration's whole batch, or one of its optimizer
@@ -49,13 +49,13 @@ pub(super) fn filler_readouts(
         "has no filler to split off (tiny-steps-filler[-80], or tiny-steps at dose 0)",
     )?;
     let mut out = Vec::new();
-    for iter in ctx.run.iterations() {
-        let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
-        if !coeffs_path.exists() {
-            continue;
-        }
-        let rollouts: Vec<RolloutRow> = read_path(&ctx.run.output(iter, Stage::Rollout))?.0;
-        let coeffs: Vec<CoeffRow> = read_path(&coeffs_path)?.0;
+    for scored in scored_iterations(&ctx) {
+        let Scored {
+            iter,
+            rollouts,
+            coeffs,
+            ..
+        } = scored?;
         let coeff_of = Index::new(&coeffs);
         let mut labelled = Vec::with_capacity(rollouts.len());
         for r in &rollouts {

@@ -1,14 +1,15 @@
-//! What the mechanism's readouts share: opening a run by its task's labels, decoding a
-//! response token by token as the oracles read it, and the net gradients of a set of rows
-//! at the policy that sampled their iteration.
+//! What the mechanism's readouts share: opening a run by its task's labels, reading the
+//! iterations that have coefficients, decoding a response token by token as the oracles
+//! read it, and the net gradients of a set of rows at the policy that sampled their
+//! iteration.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
 use deltarl_model::generate::logprob_temperature;
 use deltarl_model::Dtype;
-use deltarl_schemas::Stage;
+use deltarl_schemas::{read_path, CoeffRow, RolloutRow, Stage};
 use tch::Device;
 
 use crate::context::Ctx;
@@ -36,6 +37,32 @@ pub(super) fn open_labelled(
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
         .with_context(|| format!("run {name}: {}", tok_path.display()))?;
     Ok((ctx, task, tokenizer))
+}
+
+/// One iteration as a readout reads it: its rollouts and the coeffs stage's rows for them
+/// (the advantages, and the coefficients).
+pub(super) struct Scored {
+    pub(super) iter: u32,
+    pub(super) rollouts: Vec<RolloutRow>,
+    pub(super) coeffs: Vec<CoeffRow>,
+    /// The coeffs file, named in errors.
+    pub(super) coeffs_path: PathBuf,
+}
+
+/// The run's iterations that have a coeffs file, in order, each read when it is reached
+/// (the others are skipped: not yet run that far).
+pub(super) fn scored_iterations(ctx: &Ctx) -> impl Iterator<Item = Result<Scored>> + '_ {
+    ctx.run.iterations().into_iter().filter_map(move |iter| {
+        let coeffs_path = ctx.run.output(iter, Stage::Coeffs);
+        coeffs_path.exists().then(|| {
+            Ok(Scored {
+                iter,
+                rollouts: read_path(&ctx.run.output(iter, Stage::Rollout))?.0,
+                coeffs: read_path(&coeffs_path)?.0,
+                coeffs_path,
+            })
+        })
+    })
 }
 
 /// Each token of `ids` decoded alone (as the oracles read them).
