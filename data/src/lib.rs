@@ -29,8 +29,8 @@
 //! ```
 //!
 //! A fourth, `tiny-steps-filler`, is `tiny-steps` with 32 reward-blind filler words of
-//! random letters after its answer (`tiny-steps-filler-80` has 80: [`Task::filler_words`]): most of its tokens, each a choice of
-//! ln 14 nats, carry nothing about correctness ([`Task::filler_tokens`] labels them;
+//! random letters after its answer (`tiny-steps-filler-80` has 80: [`Task::filler_words`]):
+//! most of its tokens, each a choice of ln 14 nats, carry nothing about correctness ([`Task::filler_tokens`] labels them;
 //! `tiny-steps` is the same task at dose 0):
 //!
 //! ```text

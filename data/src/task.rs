@@ -58,7 +58,7 @@ impl Task {
     /// How many filler words of [`FILLER_WORD_LEN`] random letters a solution has after its
     /// answer: the dose F of the dose-response test (`tiny-steps` is its dose 0). At 32,
     /// filler is over 70 % of every solution's tokens; at 80, over 85 %, and enough that
-    /// filler is most of the net update on wrong answers too (docs/results.md §15b). The
+    /// filler is most of the net update on wrong answers too (docs/results.md §15c). The
     /// tests `filler_is_most_of_every_solution` check both bounds on the longest and
     /// shortest problems.
     pub fn filler_words(self) -> usize {

@@ -50,8 +50,9 @@ enum Classes {
     /// a wrong answer of its group has too (the AUROC, and the net gradients with
     /// `--gradients`); the arithmetic tasks.
     FirstError,
-    /// Filler = `tiny-steps-filler[-80]`'s filler words (after the answer), the rest = everything else (the net
-    /// gradients only: how much of each side's update is text the reward cannot see).
+    /// Filler = `tiny-steps-filler[-80]`'s filler words (after the answer), the rest =
+    /// everything else (the net gradients only: how much of each side's update is text the
+    /// reward cannot see).
     Filler,
 }
 

@@ -267,11 +267,12 @@ pub struct CoeffOptions {
     /// uniform | top-entropy | delta | oracle-tokens | oracle-prefix | oracle-filler | ktae
     /// (default from algorithm). `oracle-tokens` needs a built-in task whose connective
     /// phrases are labelled (`tiny-steps`, `tiny-steps-varied`, `tiny-steps-filler[-80]`):
-    /// `oracle_value` on their tokens, 1 elsewhere. `oracle-prefix` needs a built-in arithmetic task (`tiny-arith`,
-    /// `tiny-steps`, `tiny-steps-varied`): `oracle_value` on the tokens of a
-    /// negative-advantage response before its first error, 1 elsewhere. `oracle-filler`
-    /// needs `tiny-steps-filler` or `tiny-steps-filler-80` (or `tiny-steps`, their dose 0): `oracle_value` on the
-    /// tokens of its filler (the words after the graded answer), 1 elsewhere.
+    /// `oracle_value` on their tokens, 1 elsewhere. `oracle-prefix` needs a built-in
+    /// arithmetic task (`tiny-arith`, `tiny-steps`, `tiny-steps-varied`): `oracle_value` on
+    /// the tokens of a negative-advantage response before its first error, 1 elsewhere.
+    /// `oracle-filler` needs `tiny-steps-filler` or `tiny-steps-filler-80` (or `tiny-steps`,
+    /// their dose 0): `oracle_value` on the tokens of its filler (the words after the graded
+    /// answer), 1 elsewhere.
     /// `ktae` adds to each token's advantage a score of how its token id goes with right
     /// answers in its group (`[coeffs.ktae]`).
     #[serde(default)]

@@ -18,7 +18,8 @@ pub struct DataOptions {
     /// "tiny-steps-varied" (each phrase in one of three wordings drawn at random),
     /// "tiny-steps-filler" (tiny-steps with 32 reward-blind filler words of random letters
     /// after its answer), "tiny-steps-filler-80" (the same with 80), "tiny-code" — or
-    /// "word-problems" (short English word problems for a pretrained model), or a JSONL / Parquet file of prompts (read once into a typed source).
+    /// "word-problems" (short English word problems for a pretrained model), or a JSONL /
+    /// Parquet file of prompts (read once into a typed source).
     pub source: deltarl_data::Source,
     /// Number of generated training problems (the built-in datasets).
     pub train_size: usize,
