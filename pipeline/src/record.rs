@@ -33,6 +33,12 @@ const ANSWER_FIELDS: &str = "`answer` (or `reward_model.ground_truth`, `ground_t
 /// hash of the question and the answer: stable under reordering, and every later table is
 /// keyed by it.
 pub fn prompt_row(v: &Value, routing: &Routing) -> Result<PromptRow, String> {
+    if !v.is_object() {
+        return Err(format!(
+            "the record is {}, expected a JSON object of fields",
+            kind(v)
+        ));
+    }
     let (reward_kind, code) = routing.decide(v)?;
     let field = |path: &str| -> Option<String> {
         path.split('.')
@@ -59,24 +65,14 @@ pub fn prompt_row(v: &Value, routing: &Routing) -> Result<PromptRow, String> {
     if problem.trim().is_empty() {
         return Err("the question is empty".into());
     }
-    let answer = code
-        .as_ref()
-        .map(|c| c.tests.to_gold())
-        .or_else(|| {
-            ["answer", "reward_model.ground_truth", "ground_truth"]
-                .iter()
-                .find_map(|f| field(f))
-                .map(|a| final_answer(&a))
-        })
-        .map(Ok)
-        .or_else(|| {
-            let s = field("solution")?;
-            let boxed = deltarl_verify::extract(&s, &deltarl_verify::Policy::Boxed.options());
-            Some(boxed.map(|b| b.answer).ok_or_else(|| {
-                "field `solution` has no \\boxed{} answer (give the answer in `answer`)".to_string()
-            }))
-        })
-        .ok_or_else(|| format!("missing field {ANSWER_FIELDS}"))??;
+    let answer = match &code {
+        Some(c) => c.tests.to_gold(),
+        None => math_gold(v)?,
+    };
+    // An empty gold matches no answer, so every response would score 0.
+    if answer.trim().is_empty() {
+        return Err("the answer is empty (no response could match it)".into());
+    }
     let data_source = field("data_source");
     let index = match v.get("extra_info").and_then(|e| e.get("index")) {
         None | Some(Value::Null) => None,
@@ -107,6 +103,33 @@ pub fn prompt_row(v: &Value, routing: &Routing) -> Result<PromptRow, String> {
     })
 }
 
+/// A math record's gold: the first of the answer fields present (GSM8K's `#### N` ending
+/// read off), else the last `\boxed{}` of a worked `solution`. A gold field present but
+/// neither text nor a number is refused by name, not read as absent; null is absent.
+fn math_gold(v: &Value) -> Result<String, String> {
+    for path in ["answer", "reward_model.ground_truth", "ground_truth"] {
+        match path.split('.').try_fold(v, |v, k| v.get(k)) {
+            None | Some(Value::Null) => {}
+            Some(x) => {
+                return json_str(x)
+                    .map(|a| final_answer(&a))
+                    .ok_or_else(|| format!("field `{path}` is {x}, expected a string or a number"))
+            }
+        }
+    }
+    match v.get("solution") {
+        None | Some(Value::Null) => Err(format!("missing field {ANSWER_FIELDS}")),
+        Some(x) => {
+            let s =
+                json_str(x).ok_or_else(|| format!("field `solution` is {x}, expected a string"))?;
+            let boxed = deltarl_verify::extract(&s, &deltarl_verify::Policy::Boxed.options());
+            boxed.map(|b| b.answer).ok_or_else(|| {
+                "field `solution` has no \\boxed{} answer (give the answer in `answer`)".to_string()
+            })
+        }
+    }
+}
+
 /// GSM8K's answers are worked solutions ending `#### 72`: the gold is what follows the
 /// last `####`. Any other answer is kept as it is.
 fn final_answer(answer: &str) -> String {
@@ -115,6 +138,18 @@ fn final_answer(answer: &str) -> String {
             last.trim().to_string()
         }
         _ => answer.to_string(),
+    }
+}
+
+/// A JSON value's kind, for a message.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -185,6 +220,26 @@ mod tests {
         assert!(refusal(unboxed).contains("`solution` has no \\boxed{} answer"));
         assert!(refusal(json!({"problem": ["x"], "answer": "1"}))
             .contains("field `problem` is [\"x\"]"));
+        assert!(refusal(json!({"problem": "x", "answer": [1]}))
+            .contains("field `answer` is [1], expected a string or a number"));
+        let verl_gold = json!({"prompt": "x", "reward_model": {"ground_truth": {"a": 1}}});
+        assert!(refusal(verl_gold).contains("field `reward_model.ground_truth` is {\"a\":1}"));
+        for empty in ["", "  \n"] {
+            assert!(
+                refusal(json!({"problem": "x", "answer": empty})).contains("the answer is empty")
+            );
+        }
+        assert!(refusal(json!([{"problem": "x", "answer": "1"}]))
+            .contains("the record is an array, expected a JSON object"));
+        assert!(refusal(json!(7)).contains("the record is a number"));
+        assert!(refusal(json!({"problem": "x", "solution": ["a"]}))
+            .contains("field `solution` is [\"a\"], expected a string"));
+        // A null gold is an absent one: the next field is read.
+        let row = prompt_row(
+            &json!({"problem": "x", "answer": null, "ground_truth": 3}),
+            &Routing::default(),
+        );
+        assert_eq!(row.map(|r| r.answer), Ok("3".to_string()));
     }
 
     #[test]

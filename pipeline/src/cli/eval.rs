@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long = "bench", required = true)]
     benches: Vec<PathBuf>,
     /// Samples per problem.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::config::ranges::samples_arg)]
     k: u32,
     /// 0 = greedy.
     #[arg(long, default_value_t = 0.0, value_parser = crate::config::ranges::temperature_arg)]
@@ -33,9 +33,9 @@ pub struct Args {
     #[arg(long, default_value_t = 1.0, value_parser = crate::config::ranges::top_p_arg)]
     top_p: f64,
     /// The k most probable tokens only (0 = off).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::config::ranges::top_k_arg)]
     top_k: usize,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = crate::config::ranges::new_tokens_arg)]
     max_new_tokens: usize,
     /// Prompt template with `{question}` (default: the DelTA template).
     #[arg(long)]
@@ -44,12 +44,12 @@ pub struct Args {
     #[arg(long)]
     chat_template: bool,
     /// Only the first N problems of each benchmark.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::config::ranges::limit_arg)]
     limit: Option<usize>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Rows decoded together at most.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = crate::config::ranges::batch_rows_arg)]
     max_batch_rows: usize,
     /// Answer extraction from the sampled responses.
     #[arg(long, value_enum, default_value = "lenient")]

@@ -8,14 +8,14 @@ pub struct Args {
     /// Prompt text (used as is; no template).
     #[arg(long)]
     prompt: String,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::config::ranges::new_tokens_arg)]
     max_new_tokens: usize,
     /// 0 = greedy.
     #[arg(long, default_value_t = 0.0, value_parser = crate::config::ranges::temperature_arg)]
     temperature: f64,
     #[arg(long, default_value_t = 1.0, value_parser = crate::config::ranges::top_p_arg)]
     top_p: f64,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::config::ranges::top_k_arg)]
     top_k: usize,
     #[arg(long, default_value_t = 0)]
     seed: u64,

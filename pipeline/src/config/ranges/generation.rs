@@ -14,13 +14,13 @@ pub(super) const EVAL: &[Range] = &[
     Range {
         key: "eval.problems",
         get: |o| int(o.eval.problems),
-        bound: ints(0, 1 << 24),
+        bound: ints(0, PROBLEMS),
         why: "0 = all",
     },
     Range {
         key: "eval.samples",
         get: |o| int(o.eval.samples),
-        bound: ints(1, 1 << 12),
+        bound: SAMPLES,
         why: "samples per problem, as rollout.samples_per_prompt",
     },
     Range {
@@ -32,7 +32,7 @@ pub(super) const EVAL: &[Range] = &[
     Range {
         key: "eval.top_k",
         get: |o| int(o.eval.top_k),
-        bound: ints(0, 1 << 24),
+        bound: TOP_K,
         why: "0 = off; a vocabulary is smaller",
     },
     Range {
@@ -54,13 +54,13 @@ pub(super) const ROLLOUT: &[Range] = &[
     Range {
         key: "rollout.max_batch_rows",
         get: |o| int(o.rollout.max_batch_rows),
-        bound: ints(1, SIZE),
+        bound: BATCH_ROWS,
         why: "rows decoded together",
     },
     Range {
         key: "rollout.max_new_tokens",
         get: |o| int(o.rollout.max_new_tokens),
-        bound: ints(1, SIZE),
+        bound: NEW_TOKENS,
         why: "a response's length",
     },
     Range {
@@ -78,7 +78,7 @@ pub(super) const ROLLOUT: &[Range] = &[
     Range {
         key: "rollout.samples_per_prompt",
         get: |o| int(o.rollout.samples_per_prompt),
-        bound: ints(1, 1 << 12),
+        bound: SAMPLES,
         why: "the group size G",
     },
     Range {
@@ -97,7 +97,7 @@ pub(super) const ROLLOUT: &[Range] = &[
     Range {
         key: "rollout.top_k",
         get: |o| int(o.rollout.top_k),
-        bound: ints(0, 1 << 24),
+        bound: TOP_K,
         why: "0 = off; a vocabulary is smaller",
     },
     Range {

@@ -168,6 +168,16 @@ const TEMPERATURE: Bound = off_or(1e-3, 100.0);
 /// Nucleus mass: any p at or below the top token's probability keeps that token alone,
 /// and the top token of a vocabulary under 1e6 has probability above 1e-6.
 const TOP_P: Bound = floats(1e-6, 1.0);
+/// Samples per prompt (the group size G) or per evaluated problem.
+const SAMPLES: Bound = ints(1, 1 << 12);
+/// Top-k: 0 = off; a vocabulary is smaller than the greatest.
+const TOP_K: Bound = ints(0, 1 << 24);
+/// New tokens a response may take.
+const NEW_TOKENS: Bound = ints(1, SIZE);
+/// Rows decoded together.
+const BATCH_ROWS: Bound = ints(1, SIZE);
+/// Problems of an evaluation (`eval.problems`, where 0 means all of them).
+const PROBLEMS: u64 = 1 << 24;
 /// Learning rates: AdamW moves each weight by about lr a step; below 1e-12 that is under
 /// f32's resolution of any weight above 1e-5, above 1 the weights leave any trained scale.
 const LR: Bound = floats(1e-12, 1.0);
@@ -208,6 +218,50 @@ fn arg_in(bound: Bound, text: &str) -> Result<f64, String> {
     } else {
         Err(format!("{}: must be {}", show(x), bound.describe()))
     }
+}
+
+/// A command-line count in `bound`, the message saying the accepted values.
+fn int_arg_in(bound: Bound, text: &str) -> Result<u64, String> {
+    let x: u64 = text.trim().parse().map_err(|e| format!("{text:?}: {e}"))?;
+    if bound.admits(Number::Int(x)) {
+        Ok(x)
+    } else {
+        Err(format!("{x}: must be {}", bound.describe()))
+    }
+}
+
+/// A count within `usize` (every bound here is far below it, on 32-bit targets too).
+fn usize_arg_in(bound: Bound, text: &str) -> Result<usize, String> {
+    let x = int_arg_in(bound, text)?;
+    usize::try_from(x).map_err(|_| format!("{x}: too large for this machine"))
+}
+
+/// `--k` of `eval`: samples per problem, the range of `eval.samples`.
+pub fn samples_arg(text: &str) -> Result<u32, String> {
+    let x = int_arg_in(SAMPLES, text)?;
+    // SAMPLES ends at 2^12.
+    u32::try_from(x).map_err(|_| format!("{x}: must be {}", SAMPLES.describe()))
+}
+
+/// `--top-k` of `eval` and `generate`: the range of `rollout.top_k` (0 = off).
+pub fn top_k_arg(text: &str) -> Result<usize, String> {
+    usize_arg_in(TOP_K, text)
+}
+
+/// `--max-new-tokens` of `eval` and `generate`: the range of `rollout.max_new_tokens`.
+pub fn new_tokens_arg(text: &str) -> Result<usize, String> {
+    usize_arg_in(NEW_TOKENS, text)
+}
+
+/// `--max-batch-rows` of `eval`: the range of `rollout.max_batch_rows`.
+pub fn batch_rows_arg(text: &str) -> Result<usize, String> {
+    usize_arg_in(BATCH_ROWS, text)
+}
+
+/// `--limit` of `eval`: `eval.problems`' range without its 0 ("all"), which leaving the
+/// flag out already says.
+pub fn limit_arg(text: &str) -> Result<usize, String> {
+    usize_arg_in(ints(1, PROBLEMS), text)
 }
 
 /// `--temperature` of `eval` and `generate`: the range of `rollout.temperature`.

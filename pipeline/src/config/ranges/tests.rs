@@ -50,3 +50,25 @@ fn command_line_sampling_flags_share_the_ranges() {
     assert_eq!(top_p_arg("1"), Ok(1.0));
     assert!(top_p_arg("0").is_err() && top_p_arg("1.5").is_err());
 }
+
+/// The command line's counts take their configuration keys' ranges: `eval --k 0` once
+/// printed a table of NaN and `--limit 0` blamed the context length.
+#[test]
+fn command_line_counts_share_the_ranges() {
+    assert_eq!(samples_arg("1"), Ok(1));
+    assert_eq!(samples_arg("4096"), Ok(4096));
+    for bad in ["0", "4097", "-1", "1.5", "x", ""] {
+        assert!(samples_arg(bad).is_err(), "{bad}");
+    }
+    assert_eq!(samples_arg("0").unwrap_err(), "0: must be 1 to 4096");
+    assert_eq!(top_k_arg("0"), Ok(0));
+    assert!(top_k_arg("16777217").is_err());
+    assert_eq!(new_tokens_arg("1"), Ok(1));
+    assert!(new_tokens_arg("0").is_err() && new_tokens_arg("1048577").is_err());
+    assert!(batch_rows_arg("0").is_err() && batch_rows_arg("256") == Ok(256));
+    assert!(limit_arg("0").is_err() && limit_arg("1") == Ok(1));
+    assert_eq!(
+        range("eval.samples").unwrap().bound,
+        range("rollout.samples_per_prompt").unwrap().bound
+    );
+}
