@@ -228,7 +228,10 @@ pub fn load(dir: &Path, device: Device, dtype: Dtype) -> Result<Policy> {
                 return Err(Error::Tensor {
                     path: file.clone(),
                     name,
-                    message: "not a parameter of Qwen3ForCausalLM with this config".into(),
+                    message: format!(
+                        "not a parameter of {} with this config",
+                        cfg.family()?.architecture()
+                    ),
                 });
             };
             if var.size() != t.size() {

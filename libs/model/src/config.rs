@@ -311,6 +311,19 @@ impl Qwen3Config {
         if self.attention_bias && family != Family::Qwen2 {
             return err("attention_bias = true is not supported".into());
         }
+        for (key, value) in [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            // A context of 0 positions holds no prompt: refused here, not at the first
+            // generation.
+            ("max_position_embeddings", self.max_position_embeddings),
+        ] {
+            if value == 0 {
+                return err(format!("{key} = 0: must be positive"));
+            }
+        }
         if self.num_attention_heads == 0
             || self.num_key_value_heads == 0
             || !self
@@ -324,9 +337,6 @@ impl Qwen3Config {
         }
         if !self.head_dim().is_multiple_of(2) || self.head_dim() == 0 {
             return err(format!("head_dim {} must be even", self.head_dim()));
-        }
-        if self.vocab_size == 0 || self.hidden_size == 0 || self.num_hidden_layers == 0 {
-            return err("vocab_size, hidden_size and num_hidden_layers must be positive".into());
         }
         Ok(())
     }
@@ -372,5 +382,27 @@ mod tests {
         let partial = serde_json::json!({"rope_type": "llama3", "factor": 8.0});
         let err = config("llama", partial).validate().unwrap_err().to_string();
         assert!(err.contains("low_freq_factor"), "{err}");
+    }
+
+    #[test]
+    fn a_zero_size_is_named() {
+        let rope = serde_json::json!({"rope_type": "default", "rope_theta": 1e4});
+        config("qwen3", rope.clone()).validate().unwrap();
+        for key in [
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "max_position_embeddings",
+        ] {
+            let mut v = serde_json::to_value(config("qwen3", rope.clone())).unwrap();
+            v[key] = 0.into();
+            let c: Qwen3Config = serde_json::from_value(v).unwrap();
+            let err = c.validate().unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("{key} = 0: must be positive")),
+                "{key}: {err}"
+            );
+        }
     }
 }
