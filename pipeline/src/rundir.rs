@@ -302,6 +302,9 @@ pub fn invalidate_downstream(run: &RunDir, iter: u32, stage: Stage) -> Result<()
 #[derive(Debug)]
 pub struct RunLock {
     file: std::fs::File,
+    /// The run directory, when this lock made it: a command refused before it recorded
+    /// anything (a configuration whose file is missing) leaves no empty run behind.
+    made: Option<PathBuf>,
 }
 
 impl RunLock {
@@ -316,6 +319,7 @@ impl RunLock {
                 target.display()
             );
         }
+        let made = (!run.root.exists()).then(|| run.root.clone());
         std::fs::create_dir_all(&run.root)
             .with_context(|| format!("cannot create run directory {}", run.root.display()))?;
         let path = run.root.join(".lock");
@@ -369,14 +373,29 @@ impl RunLock {
             // than when that stage next runs.
             clean_temporaries_under(&run.root);
         }
-        Ok(RunLock { file })
+        Ok(RunLock { file, made })
     }
 }
 
 impl Drop for RunLock {
     /// Clears the process id while the lock is still held (closing the file releases it).
+    /// A run directory this lock made and nothing was written to (only `.lock` in it) is
+    /// removed, the lock file first, while the lock is still held.
     fn drop(&mut self) {
         let _ = self.file.set_len(0);
+        if let Some(root) = &self.made {
+            let only_lock = std::fs::read_dir(root).is_ok_and(|entries| {
+                entries
+                    .map(|e| e.map(|e| e.file_name()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .is_ok_and(|names| names == [std::ffi::OsString::from(".lock")])
+            });
+            if only_lock {
+                // remove_dir refuses a folder that gained an entry meanwhile.
+                let _ = std::fs::remove_file(root.join(".lock"))
+                    .and_then(|()| std::fs::remove_dir(root));
+            }
+        }
     }
 }
 

@@ -69,6 +69,8 @@ fn a_broken_model_folder_is_refused_before_anything_is_recorded() {
             "{says}: {err}"
         );
         assert!(!runs.join("m/run.toml").exists(), "{says}: recorded");
+        // Nor is an empty run folder left behind (its lock file alone).
+        assert!(!runs.join("m").exists(), "{says}: run folder left");
     }
 }
 

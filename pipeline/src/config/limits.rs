@@ -115,6 +115,14 @@ fn rollout(o: &Options) -> Result<()> {
              {responses} responses an iteration: must be at most {MAX_RESPONSES}"
         );
     }
+    // The empty string is in every text: each response would stop at its first token.
+    if let Some(i) = r.stop.iter().position(String::is_empty) {
+        bail!(
+            "config key `rollout.stop` entry {}: the empty string, which every response \
+             contains, so each would end at its first token",
+            i + 1
+        );
+    }
     // One response must fit the cache budget: its prompt (at most max_prompt_tokens
     // when that is set, at least one token) and max_new_tokens.
     let one_row = r.max_prompt_tokens.max(1) + r.max_new_tokens;

@@ -43,9 +43,19 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
-/// Reads a TOML file, following `extends`.
-fn read_table(path: &Path, depth: usize) -> Result<toml::Table> {
-    if depth > 8 {
+/// Reads a TOML file, following `extends`; `chain` holds the files that extend it, so a
+/// file that extends itself (directly or through others) is named as a cycle.
+fn read_table(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table> {
+    let here = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    if chain.contains(&here) {
+        let names: Vec<String> = chain
+            .iter()
+            .chain(std::iter::once(&here))
+            .map(|p| p.display().to_string())
+            .collect();
+        bail!("`extends` cycle: {}", names.join(" -> "));
+    }
+    if chain.len() > 8 {
         bail!("{}: `extends` chain deeper than 8", path.display());
     }
     let text = std::fs::read_to_string(path)
@@ -57,7 +67,9 @@ fn read_table(path: &Path, depth: usize) -> Result<toml::Table> {
             bail!("{}: `extends` must be a string", path.display());
         };
         let ppath = path.parent().unwrap_or(Path::new(".")).join(rel);
-        let mut base = read_table(&ppath, depth + 1)?;
+        chain.push(here);
+        let mut base = read_table(&ppath, chain)?;
+        chain.pop();
         merge(&mut base, table);
         table = base;
     }
@@ -114,7 +126,7 @@ impl Options {
     /// so they are checked exactly like the file.
     pub fn load_with(path: &Path, sets: &[String]) -> Result<Self> {
         let path = &locate::locate(path, locate::home().as_deref());
-        let mut table = read_table(path, 0)?;
+        let mut table = read_table(path, &mut Vec::new())?;
         for set in sets {
             overrides::apply(&mut table, set)?;
         }

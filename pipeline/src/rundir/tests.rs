@@ -72,3 +72,22 @@ fn a_dangling_run_link_is_named_not_reported_as_existing() {
     std::fs::create_dir(dir.path().join("gone")).unwrap();
     RunLock::acquire(&run).unwrap();
 }
+
+/// A command refused before it recorded anything leaves no run behind; a run with anything
+/// in it, or one that was there before, stays.
+#[test]
+fn a_lock_on_a_run_it_made_and_left_empty_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::new(dir.path(), "r").unwrap();
+    drop(RunLock::acquire(&run).unwrap());
+    assert!(!run.root.exists());
+    let lock = RunLock::acquire(&run).unwrap();
+    std::fs::write(run.root.join("run.hash"), b"x").unwrap();
+    drop(lock);
+    assert!(run.root.join("run.hash").is_file() && run.root.join(".lock").is_file());
+    // A run folder that existed empty before is not this lock's to remove.
+    let other = RunDir::new(dir.path(), "kept").unwrap();
+    std::fs::create_dir_all(&other.root).unwrap();
+    drop(RunLock::acquire(&other).unwrap());
+    assert!(other.root.join(".lock").is_file());
+}
