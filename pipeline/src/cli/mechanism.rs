@@ -58,6 +58,11 @@ enum Classes {
 
 impl Args {
     pub fn run(self, runs_dir: &Path) -> Result<()> {
+        // Every run named exists before any table starts (the first-error readout prints
+        // each run's rows as it reads them).
+        for name in &self.runs {
+            crate::context::Ctx::open_existing(runs_dir, name)?;
+        }
         if self.classes == Classes::Filler {
             let grads = self
                 .runs

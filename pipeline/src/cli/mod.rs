@@ -112,3 +112,38 @@ impl Cli {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    /// Counts that would make an empty result are refused by the parser, by flag: `compare
+    /// --seeds 0` once wrote a table of NaN, `eval --k 0` another.
+    #[test]
+    fn counts_of_nothing_are_refused_by_flag() {
+        for (args, flag) in [
+            (&["compare", "--seeds", "0"][..], "--seeds"),
+            (&["compare", "--iters", "0"][..], "--iters"),
+            (&["eval", "--bench", "x", "--k", "0"][..], "--k"),
+            (&["eval", "--bench", "x", "--limit", "0"][..], "--limit"),
+            (
+                &["generate", "--prompt", "x", "--max-new-tokens", "0"][..],
+                "--max-new-tokens",
+            ),
+        ] {
+            let argv = std::iter::once("deltarl").chain(args.iter().copied());
+            let err = Cli::try_parse_from(argv)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            let err = err.err().unwrap_or_default();
+            assert!(
+                err.contains(&format!("invalid value '0' for '{flag}")),
+                "{args:?}: {err}"
+            );
+        }
+        let ok = ["deltarl", "compare", "--seeds", "1", "--iters", "1"];
+        assert!(Cli::try_parse_from(ok).is_ok());
+    }
+}

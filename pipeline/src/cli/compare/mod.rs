@@ -45,14 +45,14 @@ pub struct Args {
     #[arg(long, default_value = "grpo,dapo,delta", value_delimiter = ',')]
     variants: Vec<Variant>,
     /// Seeds per variant: `--first-seed` and the N - 1 after it.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=4096))]
     seeds: u64,
     /// The first seed (tuning on seeds apart from the reported ones: `--first-seed 101`).
     /// Its run warm-starts the comparison's base, so another first seed is another base.
     #[arg(long, default_value_t = 1)]
     first_seed: u64,
     /// Iterations per run.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
     /// Name prefix of the runs and of the comparison folder.
     #[arg(long, default_value = "compare")]
