@@ -78,14 +78,17 @@ pub fn random_checkpoint(
     dtype: Dtype,
     seed: u64,
 ) -> Result<Policy> {
+    // The vocabulary and the shape are checked before the folder is made, so a refused
+    // shape leaves nothing behind.
+    let bpe = byte_level_bpe(vocab_size)?;
+    let eos = (vocab_size - SPECIAL_TOKENS.len()) as u32;
+    let cfg = shape.config(family, vocab_size, 1_000_000.0, eos, None)?;
     std::fs::create_dir_all(dir).map_err(|e| Error::File {
         path: dir.to_path_buf(),
         message: e.to_string(),
     })?;
     let tok_path = dir.join("tokenizer.json");
-    deltarl_schemas::atomic_write_bytes(&tok_path, byte_level_bpe(vocab_size)?.as_bytes())?;
-    let eos = (vocab_size - SPECIAL_TOKENS.len()) as u32;
-    let cfg = shape.config(family, vocab_size, 1_000_000.0, eos, None)?;
+    deltarl_schemas::atomic_write_bytes(&tok_path, bpe.as_bytes())?;
     let mut policy = build(
         &cfg,
         Tokenizer::from_file(&tok_path)?,
@@ -105,6 +108,29 @@ pub fn random_checkpoint(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_refused_shape_or_vocabulary_leaves_no_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let shape = |hidden_size| Shape {
+            hidden_size,
+            intermediate_size: 16,
+            num_hidden_layers: 1,
+            num_attention_heads: 2,
+            num_key_value_heads: 1,
+            max_position_embeddings: 32,
+            tie_word_embeddings: true,
+        };
+        let out = dir.path().join("m");
+        let e = random_checkpoint(Family::Llama, &out, 300, &shape(0), Dtype::F32, 0);
+        assert!(e.err().unwrap().to_string().contains("hidden_size = 0"));
+        assert!(!out.exists());
+        let e = random_checkpoint(Family::Llama, &out, 100, &shape(8), Dtype::F32, 0);
+        assert!(e.err().unwrap().to_string().contains("vocab_size 100"));
+        assert!(!out.exists());
+        random_checkpoint(Family::Llama, &out, 300, &shape(8), Dtype::F32, 0).unwrap();
+        assert!(out.join("config.json").is_file() && out.join("tokenizer.json").is_file());
+    }
 
     #[test]
     fn the_bpe_has_exactly_the_vocabulary_and_round_trips_text() {
