@@ -132,6 +132,12 @@ mod tests {
                 &["generate", "--prompt", "x", "--max-new-tokens", "0"][..],
                 "--max-new-tokens",
             ),
+            (&["bench", "--reps", "0", "verify"][..], "--reps"),
+            (
+                &["bench", "rollout", "--model", "m", "--batch", "0"][..],
+                "--batch",
+            ),
+            (&["bench", "code", "--workers", "1,0"][..], "--workers"),
         ] {
             let argv = std::iter::once("deltarl").chain(args.iter().copied());
             let err = Cli::try_parse_from(argv)
