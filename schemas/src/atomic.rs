@@ -26,6 +26,16 @@ pub fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// The folder `path` is in: `.` for a bare file name, whose `parent()` is the empty path
+/// (which no directory call opens: a commit to `out.jsonl` renamed the file into place and
+/// then failed to sync the folder "").
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Writes `path` through `fill`, atomically. On error the temporary file is removed and
 /// any existing file at `path` is left untouched. `fill` may fail with its own error type
 /// (a stage's), which is returned as is, its cause chain intact.
@@ -34,7 +44,7 @@ where
     F: FnOnce(&mut BufWriter<File>) -> std::result::Result<(), E>,
     E: From<Error>,
 {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
     let tmp = temp_path(path);
     let result = (|| -> std::result::Result<(), E> {
@@ -84,4 +94,19 @@ pub fn sha256_file(path: &Path) -> Result<String> {
         hasher.update(&buf[..n]);
     }
     Ok(hex(&hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::parent_dir;
+
+    #[test]
+    fn a_bare_file_name_is_in_the_current_folder() {
+        assert_eq!(parent_dir(Path::new("out.jsonl")), Path::new("."));
+        assert_eq!(parent_dir(Path::new("a/out.jsonl")), Path::new("a"));
+        assert_eq!(parent_dir(Path::new("/out.jsonl")), Path::new("/"));
+        assert_eq!(parent_dir(Path::new("./out.jsonl")), Path::new("."));
+    }
 }

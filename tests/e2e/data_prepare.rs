@@ -129,4 +129,49 @@ fn bad_input_is_named_and_destroys_nothing() {
         !o.status.success() && err.contains("name it *.jsonl"),
         "{err}"
     );
+    // The input named as the output (by another spelling of its path) is refused, and
+    // left as it was.
+    let good = dir.path().join("good.jsonl");
+    let text = "{\"problem\": \"1+1?\", \"answer\": \"2\"}\n";
+    std::fs::write(&good, text).unwrap();
+    let o = prepare(&runs, &good, &dir.path().join("./good.jsonl"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("that is the --input file"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&good).unwrap(), text);
+}
+
+/// An output named by a bare file name is written in the current folder, and the command
+/// succeeds: the commit once synced the folder "" after renaming the file into place.
+#[test]
+fn a_bare_output_name_is_written_in_the_current_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("in.jsonl"),
+        "{\"problem\": \"1+1?\", \"answer\": \"2\"}\n",
+    )
+    .unwrap();
+    let args = [
+        "data",
+        "prepare",
+        "--recipe",
+        "dapo-math",
+        "--input",
+        "in.jsonl",
+        "--out",
+        "out.jsonl",
+    ];
+    let o = std::process::Command::new(bin())
+        .args(args)
+        .current_dir(dir.path())
+        .env("DELTARL_RUNS", dir.path().join("runs"))
+        .env("DELTARL_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = std::fs::read_to_string(dir.path().join("out.jsonl")).unwrap();
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(dir.path().join("out.recipe.json").is_file());
 }
