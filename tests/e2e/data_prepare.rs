@@ -32,7 +32,12 @@ df.write_parquet(sys.argv[1])
 /// `deltarl data prepare --recipe dapo-math --input INPUT --out OUT`.
 fn prepare(runs: &Path, input: &Path, out: &Path) -> std::process::Output {
     let (input, out) = (input.to_str().unwrap(), out.to_str().unwrap());
-    let args = [
+    deltarl(runs, &prepare_args(input, out))
+}
+
+/// The command line of [`prepare`].
+fn prepare_args<'a>(input: &'a str, out: &'a str) -> [&'a str; 8] {
+    [
         "data",
         "prepare",
         "--recipe",
@@ -41,8 +46,7 @@ fn prepare(runs: &Path, input: &Path, out: &Path) -> std::process::Output {
         input,
         "--out",
         out,
-    ];
-    deltarl(runs, &args)
+    ]
 }
 
 #[test]
@@ -153,18 +157,8 @@ fn a_bare_output_name_is_written_in_the_current_folder() {
         "{\"problem\": \"1+1?\", \"answer\": \"2\"}\n",
     )
     .unwrap();
-    let args = [
-        "data",
-        "prepare",
-        "--recipe",
-        "dapo-math",
-        "--input",
-        "in.jsonl",
-        "--out",
-        "out.jsonl",
-    ];
     let o = std::process::Command::new(bin())
-        .args(args)
+        .args(prepare_args("in.jsonl", "out.jsonl"))
         .current_dir(dir.path())
         .env("DELTARL_RUNS", dir.path().join("runs"))
         .env("DELTARL_NO_PROGRESS", "1")
