@@ -404,6 +404,8 @@ impl Resolved {
 }
 
 #[cfg(test)]
+mod load_refusals;
+#[cfg(test)]
 mod ranges_sweep;
 #[cfg(test)]
 mod tests;
