@@ -1,6 +1,5 @@
 //! Refusals at load that name their cause: an `extends` cycle, an empty stop string.
 #![allow(clippy::unwrap_used)]
-use super::tests::configs;
 use super::*;
 
 #[test]
@@ -39,7 +38,7 @@ fn an_extends_cycle_is_named_as_one() {
 
 #[test]
 fn an_empty_stop_string_is_refused_by_entry() {
-    let base = configs().join("tiny-arith.toml");
+    let base = shipped_configs().join("tiny-arith.toml");
     let err = format!(
         "{:#}",
         Resolved::load_with(&base, &["rollout.stop=[\"\\n\\n\", \"\"]".into()]).unwrap_err()

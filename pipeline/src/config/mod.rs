@@ -403,6 +403,12 @@ impl Resolved {
     }
 }
 
+/// The shipped configs folder, which the config tests load.
+#[cfg(test)]
+fn shipped_configs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")
+}
+
 #[cfg(test)]
 mod load_refusals;
 #[cfg(test)]

@@ -3,14 +3,9 @@
 //! `--set` is either refused naming the key or accepted as a value its row admits.
 #![allow(clippy::unwrap_used)]
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
 use super::ranges::{self, Number};
 use super::*;
-
-fn configs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")
-}
 
 /// Dotted keys of the numeric leaves of `v`.
 fn numeric_keys(v: &toml::Value, prefix: &str, out: &mut BTreeSet<String>) {
@@ -35,7 +30,7 @@ fn numeric_keys(v: &toml::Value, prefix: &str, out: &mut BTreeSet<String>) {
 fn every_numeric_key_shown_has_a_range_and_every_range_a_key() {
     let mut shown = BTreeSet::new();
     let mut files = 0;
-    for entry in std::fs::read_dir(configs()).unwrap() {
+    for entry in std::fs::read_dir(shipped_configs()).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().and_then(|e| e.to_str()) != Some("toml") {
             continue;
@@ -71,7 +66,7 @@ const EXTREMES: [(&str, Option<Number>); 8] = [
 
 #[test]
 fn every_key_at_every_extreme_is_refused_by_name_or_admitted_by_its_row() {
-    let config = configs().join("tiny-arith.toml");
+    let config = shipped_configs().join("tiny-arith.toml");
     let mut accepted = 0;
     for r in ranges::all() {
         for (text, number) in EXTREMES {
@@ -112,7 +107,7 @@ fn every_key_at_every_extreme_is_refused_by_name_or_admitted_by_its_row() {
 /// The adversarial run's findings, each refused by name with the value shown readably.
 #[test]
 fn the_findings_of_round_four_are_refused_by_key() {
-    let config = configs().join("tiny-code.toml");
+    let config = shipped_configs().join("tiny-code.toml");
     for (set, key) in [
         ("coeffs.lam_max=1e308", "coeffs.lam_max"),
         ("coeffs.lam_min=1e-320", "coeffs.lam_min"),

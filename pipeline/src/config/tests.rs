@@ -3,14 +3,10 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
 
-pub(super) fn configs() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs")
-}
-
 #[test]
 fn every_shipped_config_loads_and_validates() {
     let mut n = 0;
-    for e in std::fs::read_dir(configs()).unwrap() {
+    for e in std::fs::read_dir(shipped_configs()).unwrap() {
         let path = e.unwrap().path();
         Resolved::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
         n += 1;
@@ -20,7 +16,7 @@ fn every_shipped_config_loads_and_validates() {
 
 #[test]
 fn the_8b_config_is_the_authors_run_script() {
-    let r = Resolved::load(&configs().join("qwen3-8b-dapo-math.toml")).unwrap();
+    let r = Resolved::load(&shipped_configs().join("qwen3-8b-dapo-math.toml")).unwrap();
     let o = &r.opts;
     assert_eq!(o.model.dtype, deltarl_model::Dtype::Bf16);
     assert_eq!(
@@ -85,7 +81,7 @@ fn the_8b_config_is_the_authors_run_script() {
 
 #[test]
 fn extraction_policies_and_fallbacks_are_named_values() {
-    let base = configs().join("tiny-arith.toml");
+    let base = shipped_configs().join("tiny-arith.toml");
     let r = Resolved::load_with(&base, &["score.extract=\"lenient\"".into()]).unwrap();
     assert_eq!(r.opts.score.extract, deltarl_verify::Policy::Lenient);
     let r = Resolved::load(&base).unwrap();
@@ -108,7 +104,7 @@ fn extraction_policies_and_fallbacks_are_named_values() {
 
 #[test]
 fn a_kv_cache_budget_must_hold_one_response() {
-    let base = configs().join("tiny-arith.toml");
+    let base = shipped_configs().join("tiny-arith.toml");
     let err = format!(
         "{:#}",
         Resolved::load_with(&base, &["rollout.kv_cache_tokens=10".into()]).unwrap_err()
@@ -122,7 +118,7 @@ fn a_kv_cache_budget_must_hold_one_response() {
 
 #[test]
 fn an_error_a_set_caused_names_the_set_not_the_file() {
-    let path = configs().join("tiny-arith.toml");
+    let path = shipped_configs().join("tiny-arith.toml");
     let err = |sets: &[&str]| {
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         format!("{:#}", Resolved::load_with(&path, &sets).unwrap_err())
@@ -163,7 +159,7 @@ fn an_error_a_set_caused_names_the_set_not_the_file() {
 
 #[test]
 fn the_oracle_reads_its_task_from_the_data_source_and_leaves_hashes_alone() {
-    let varied = configs().join("tiny-steps-varied.toml");
+    let varied = shipped_configs().join("tiny-steps-varied.toml");
     let plain = Resolved::load(&varied).unwrap();
     // An oracle value at its default is not serialised: configurations without the key
     // keep their hashes.
@@ -183,7 +179,8 @@ fn the_oracle_reads_its_task_from_the_data_source_and_leaves_hashes_alone() {
     );
     assert_ne!(r.hash(), plain.hash());
     // tiny-arith has no phrases to label.
-    let e = Resolved::load_with(&configs().join("tiny-arith.toml"), &sets[..1]).unwrap_err();
+    let e =
+        Resolved::load_with(&shipped_configs().join("tiny-arith.toml"), &sets[..1]).unwrap_err();
     let e = format!("{e:#}");
     assert!(
         e.contains("coeffs.estimator") && e.contains("tiny-arith"),
@@ -199,7 +196,7 @@ fn the_first_error_oracle_resolves_on_the_arithmetic_tasks_only() {
         ("tiny-steps.toml", deltarl_data::Task::Steps),
         ("tiny-steps-varied.toml", deltarl_data::Task::Varied),
     ] {
-        let r = Resolved::load_with(&configs().join(file), &sets).unwrap();
+        let r = Resolved::load_with(&shipped_configs().join(file), &sets).unwrap();
         assert_eq!(
             r.coeffs.estimator,
             Estimator::OraclePrefix { task, value: 0.0 },
@@ -211,7 +208,7 @@ fn the_first_error_oracle_resolves_on_the_arithmetic_tasks_only() {
         );
     }
     // tiny-code's programs have no first arithmetic error to find.
-    let e = Resolved::load_with(&configs().join("tiny-code.toml"), &sets).unwrap_err();
+    let e = Resolved::load_with(&shipped_configs().join("tiny-code.toml"), &sets).unwrap_err();
     let e = format!("{e:#}");
     assert!(
         e.contains("coeffs.estimator") && e.contains("tiny-code"),
@@ -221,7 +218,7 @@ fn the_first_error_oracle_resolves_on_the_arithmetic_tasks_only() {
 
 #[test]
 fn ktae_and_fipo_resolve_by_key_and_leave_hashes_alone() {
-    let arith = configs().join("tiny-arith.toml");
+    let arith = shipped_configs().join("tiny-arith.toml");
     let plain = Resolved::load(&arith).unwrap();
     // Their tables at their defaults are not serialised: configurations keep their hashes.
     let defaults = [
@@ -288,7 +285,7 @@ fn ktae_and_fipo_resolve_by_key_and_leave_hashes_alone() {
 /// optimizer state's owner).
 #[test]
 fn sharded_gradients_need_the_sharded_optimizer() {
-    let arith = configs().join("tiny-arith.toml");
+    let arith = shipped_configs().join("tiny-arith.toml");
     let e = Resolved::load_with(&arith, &["update.shard_gradients=true".into()]).unwrap_err();
     let e = format!("{e:#}");
     assert!(
@@ -304,7 +301,7 @@ fn sharded_gradients_need_the_sharded_optimizer() {
 fn no_shipped_config_penalises_a_correct_answer_for_its_length() {
     use deltarl_data::{code::Linear, Problem, Task};
     let mut checked = Vec::new();
-    for e in std::fs::read_dir(configs()).unwrap() {
+    for e in std::fs::read_dir(shipped_configs()).unwrap() {
         let path = e.unwrap().path();
         let r = Resolved::load(&path).unwrap();
         let Some(task) = r.opts.data.source.task() else {
@@ -418,7 +415,7 @@ fn shipped_configurations_keep_their_hashes() {
         ),
     ];
     let mut got = Vec::new();
-    for e in std::fs::read_dir(configs()).unwrap() {
+    for e in std::fs::read_dir(shipped_configs()).unwrap() {
         let path = e.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         got.push((name, Resolved::load(&path).unwrap().hash()));
