@@ -393,8 +393,14 @@ impl Args {
             };
             let text = match verdict {
                 Some(Verdict::Sensitive { share }) => format!(
-                    "sensitive: {control} differs from {} (Holm p {:.3}){}",
+                    "sensitive: {control} differs from {}, {} it (Holm p {:.3}){}",
                     self.baseline,
+                    // The rule is two-sided; which side decides what the difference means.
+                    if rows[i].est.mean > 0.0 {
+                        "above"
+                    } else {
+                        "below"
+                    },
                     holm[i],
                     share.map_or(String::new(), |s| format!(
                         "; {} realises {:.0} % of {control}'s difference ({:+.4} of {:+.4})",

@@ -132,13 +132,23 @@ fn two_bases_by_hand() {
         "{text}"
     );
     assert!(
-        text.contains("Decision (the rule, on the sampled readout): sensitive: oracle differs from dapo (Holm p 0.005); delta realises 23 % of oracle's difference (+0.0600 of +0.2600)"),
+        text.contains("Decision (the rule, on the sampled readout): sensitive: oracle differs from dapo, above it (Holm p 0.005); delta realises 23 % of oracle's difference (+0.0600 of +0.2600)"),
         "{text}"
     );
     // The greedy readout (secondary): no gain, so no margin, and no decision there.
     assert!(text.contains("greedy readout (secondary)"), "{text}");
     assert_eq!(cells(&text, "oracle", 1)[7], "n/a (no gain)");
     assert_eq!(text.matches("Decision").count(), 1, "{text}");
+    // The same bases read from the oracle's side: dapo as the control is 0.26 below it,
+    // with the same spread (p 0.00261); delta − oracle is −0.2 on every seed (p 0), so
+    // Holm multiplies dapo's p by 1: 0.003. The decision says which side.
+    let mut from_oracle = args(&["a", "b"], Some("dapo"), None);
+    from_oracle.baseline = "oracle".into();
+    let text = from_oracle.report(runs).unwrap();
+    assert!(
+        text.contains("sensitive: dapo differs from oracle, below it (Holm p 0.003)"),
+        "{text}"
+    );
 
     // Refusals name what is wrong: a seed one arm lacks, arms that differ, a control
     // that is not an arm, a method without a control.
