@@ -79,7 +79,7 @@ pub(crate) fn each_prompt(
     } else {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("cannot read prompts {name}"))?;
-        for (i, line) in text.lines().enumerate() {
+        for (i, line) in without_bom(&text).lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
@@ -89,6 +89,13 @@ pub(crate) fn each_prompt(
         }
         Ok(())
     }
+}
+
+/// Text without the byte-order mark some Windows tools write at the start of a UTF-8 file:
+/// JSON has no place for it, and it carries no information in UTF-8, so a JSONL file that
+/// starts with one is read as the same file without it.
+pub(crate) fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
 /// The rows of a Parquet file as JSON objects, one record batch at a time (arrow's JSON
@@ -312,6 +319,26 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             read_prompt_file(&p, &Routing::default()).unwrap_err()
         );
         assert!(err.contains("no prompts"), "{err}");
+        // A byte-order mark at the start (Windows tools write one) is read past; one
+        // elsewhere is a character JSON does not allow there, refused by line.
+        let bom = "\u{feff}";
+        std::fs::write(
+            &p,
+            format!("{bom}{{\"problem\": \"a\", \"answer\": \"2\"}}\n"),
+        )
+        .unwrap();
+        let rows = read_prompt_file(&p, &Routing::default()).unwrap();
+        assert_eq!((rows.len(), rows[0].answer.as_str()), (1, "2"));
+        std::fs::write(
+            &p,
+            format!("{{\"problem\": \"a\", \"answer\": \"2\"}}\n{bom}{{}}\n"),
+        )
+        .unwrap();
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&p, &Routing::default()).unwrap_err()
+        );
+        assert!(err.contains("x.jsonl:2: not JSON"), "{err}");
     }
 
     /// Code records in their layouts become prompts whose answer is the canonical test set.

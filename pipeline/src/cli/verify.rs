@@ -22,6 +22,10 @@ pub struct Args {
 impl Args {
     pub fn run(self) -> Result<()> {
         if let (Some(g), Some(p)) = (&self.gold, &self.pred) {
+            anyhow::ensure!(
+                !g.trim().is_empty(),
+                "--gold is empty: no prediction could match it"
+            );
             println!("{}", deltarl_verify::verify_with(p, g, self.extract.into()));
             return Ok(());
         }
@@ -37,14 +41,14 @@ impl Args {
         for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
             let at = format!("{}:{}", path.display(), i + 1);
             let line = line.with_context(|| format!("cannot read {at}"))?;
-            match grade_line(&line, self.extract.into()) {
+            match grade_line(&line, i == 0, self.extract.into()) {
                 Ok(None) => {}
                 Ok(Some(v)) => match writeln!(out, "{v}") {
                     Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
                     r => r?,
                 },
                 Err(e) => {
-                    eprintln!("{at}: {e}");
+                    eprintln!("{at}: {e:#}");
                     bad += 1;
                 }
             }
@@ -64,9 +68,18 @@ impl Args {
 }
 
 /// One JSONL line with `pred` and `gold`, returned with `correct` added (`None` for a
-/// blank line).
-fn grade_line(line: &[u8], policy: deltarl_verify::Policy) -> Result<Option<serde_json::Value>> {
+/// blank line); the file's `first` line may start with a byte-order mark.
+fn grade_line(
+    line: &[u8],
+    first: bool,
+    policy: deltarl_verify::Policy,
+) -> Result<Option<serde_json::Value>> {
     let line = std::str::from_utf8(line).context("not valid UTF-8")?;
+    let line = if first {
+        crate::data::without_bom(line)
+    } else {
+        line
+    };
     if line.trim().is_empty() {
         return Ok(None);
     }
@@ -79,7 +92,42 @@ fn grade_line(line: &[u8], policy: deltarl_verify::Policy) -> Result<Option<serd
             _ => bail!("missing string field `{k}`"),
         }
     };
-    let ok = deltarl_verify::verify_with(&field("pred")?, &field("gold")?, policy);
+    let gold = field("gold")?;
+    anyhow::ensure!(
+        !gold.trim().is_empty(),
+        "field `gold` is empty: no prediction could match it"
+    );
+    let ok = deltarl_verify::verify_with(&field("pred")?, &gold, policy);
     v.insert("correct".into(), serde_json::Value::Bool(ok));
     Ok(Some(serde_json::Value::Object(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn grade(line: &str, first: bool) -> Result<Option<serde_json::Value>> {
+        grade_line(line.as_bytes(), first, deltarl_verify::Policy::Lenient)
+    }
+
+    #[test]
+    fn a_first_line_with_a_byte_order_mark_is_graded_and_bad_lines_say_why() {
+        let line = "\u{feff}{\"pred\": \"2\", \"gold\": \"2\"}";
+        let v = grade(line, true).unwrap().unwrap();
+        assert_eq!(v["correct"], serde_json::Value::Bool(true));
+        // Only the file's start may carry the mark; elsewhere it is a bad line, and the
+        // parser's cause (its column) is in the message.
+        let e = format!("{:#}", grade(line, false).unwrap_err());
+        assert!(
+            e.contains("not a JSON object") && e.contains("column 1"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            grade(r#"{"pred": "2", "gold": " "}"#, false).unwrap_err()
+        );
+        assert!(e.contains("field `gold` is empty"), "{e}");
+        assert!(grade("  ", false).unwrap().is_none());
+    }
 }
