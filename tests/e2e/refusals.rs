@@ -35,6 +35,27 @@ fn verify_jsonl_reports_bad_lines_and_grades_the_rest() {
     assert!(stderr.contains("2 lines could not be graded"), "{stderr}");
 }
 
+/// `deltarl report` runs the report binary, whose errors read as `deltarl`'s do: what
+/// failed, then why, and no backtrace even where `RUST_BACKTRACE` asks for one.
+#[test]
+fn a_report_of_a_missing_run_names_it_without_a_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(bin())
+        .args(["report", "--run", "absent"])
+        .env("DELTARL_RUNS", dir.path())
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("error: report of absent\n  caused by: run directory")
+            && stderr.contains("absent does not exist")
+            && !stderr.contains("backtrace"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn bad_input_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();

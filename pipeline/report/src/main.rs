@@ -22,8 +22,19 @@ struct Args {
     out: Option<PathBuf>,
 }
 
-fn main() -> Result<()> {
-    let args = Args::parse();
+/// Errors as `deltarl` shows them (this binary is also run under `deltarl report`): the
+/// chain on stderr, what failed, then why; never a backtrace, whatever `RUST_BACKTRACE` says.
+fn main() {
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("error: {e}");
+        for cause in e.chain().skip(1) {
+            eprintln!("  caused by: {cause}");
+        }
+        std::process::exit(1);
+    }
+}
+
+fn run(args: Args) -> Result<()> {
     let out = args
         .out
         .unwrap_or_else(|| args.runs_dir.join(&args.runs[0]));
