@@ -65,6 +65,9 @@ fn ci(e: deltarl_eval::Estimate) -> String {
 
 impl Args {
     pub fn run(self, runs: &std::path::Path) -> Result<()> {
+        // Every benchmark is read before the model loads and anything is printed, so a bad
+        // file is refused before any is evaluated.
+        let benches = self.read_benchmarks()?;
         let model = self.model.folder(runs)?;
         let policy = deltarl_model::load(
             &model,
@@ -105,28 +108,7 @@ impl Args {
             "mean len",
             "truncated"
         );
-        for path in &self.benches {
-            // A file of that name comes first; else a built-in dataset's held-out split, as
-            // many problems as --limit asks (the eval stage's first N), 200 without it.
-            let builtin = path
-                .to_str()
-                .filter(|_| !path.exists())
-                .and_then(deltarl_data::Builtin::from_source);
-            let (name, mut prompts) = match builtin {
-                Some(b) => (
-                    b.heldout_name(),
-                    b.test_prompts(self.limit.unwrap_or(DEFAULT_HELDOUT)),
-                ),
-                None => (
-                    path.file_stem()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    crate::data::read_benchmark(path)?,
-                ),
-            };
-            if let Some(n) = self.limit {
-                prompts.truncate(n);
-            }
+        for (name, mut prompts) in benches {
             if self.chat_template {
                 s.template = crate::chat::apply(&mut prompts, &template, &model)?;
             }
@@ -191,6 +173,43 @@ impl Args {
     }
 }
 
+impl Args {
+    /// Each `--bench` as (benchmark name, problems): a file of that name comes first; else a
+    /// built-in dataset's held-out split, as many problems as `--limit` asks (the eval
+    /// stage's first N), 200 without it. Two of one name are refused: the table and the
+    /// `--out` rows tell benchmarks apart by name.
+    fn read_benchmarks(&self) -> Result<Vec<(String, Vec<deltarl_schemas::PromptRow>)>> {
+        let mut out: Vec<(String, Vec<_>)> = Vec::new();
+        for path in &self.benches {
+            let builtin = path
+                .to_str()
+                .filter(|_| !path.exists())
+                .and_then(deltarl_data::Builtin::from_source);
+            let (name, mut prompts) = match builtin {
+                Some(b) => (
+                    b.heldout_name(),
+                    b.test_prompts(self.limit.unwrap_or(DEFAULT_HELDOUT)),
+                ),
+                None => (
+                    crate::data::benchmark_name(path),
+                    crate::data::read_benchmark(path)?,
+                ),
+            };
+            anyhow::ensure!(
+                out.iter().all(|(n, _)| *n != name),
+                "--bench {}: a second benchmark named `{name}` (the rows of both would carry \
+                 that name); give each benchmark once, under its own name",
+                path.display()
+            );
+            if let Some(n) = self.limit {
+                prompts.truncate(n);
+            }
+            out.push((name, prompts));
+        }
+        Ok(out)
+    }
+}
+
 /// One line of the benchmark table.
 fn print_row(m: &Summary) {
     println!(
@@ -204,4 +223,57 @@ fn print_row(m: &Summary) {
         m.mean_len,
         100.0 * m.truncated
     );
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct One {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn read(extra: &[&str]) -> Result<Vec<(String, usize)>> {
+        let argv = ["eval", "--model", "m"].iter().chain(extra).copied();
+        let benches = One::try_parse_from(argv).unwrap().args.read_benchmarks()?;
+        Ok(benches.into_iter().map(|(n, p)| (n, p.len())).collect())
+    }
+
+    #[test]
+    fn every_benchmark_is_read_first_and_names_are_not_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        for (d, n) in [(&a, 3), (&b, 2)] {
+            std::fs::create_dir(d).unwrap();
+            let lines: String = (0..n)
+                .map(|i| format!("{{\"problem\": \"{i}+1\", \"answer\": \"{}\"}}\n", i + 1))
+                .collect();
+            std::fs::write(d.join("sums.jsonl"), lines).unwrap();
+        }
+        let (a, b) = (a.join("sums.jsonl"), b.join("sums.jsonl"));
+        let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+        let got = read(&["--bench", a, "--bench", "tiny-arith", "--limit", "2"]).unwrap();
+        assert_eq!(got[0], ("sums".to_string(), 2));
+        assert_eq!(got[1].1, 2);
+        let err = format!("{:#}", read(&["--bench", a, "--bench", b]).unwrap_err());
+        assert!(
+            err.contains(&format!("--bench {b}: a second benchmark named `sums`")),
+            "{err}"
+        );
+        // A bad file anywhere in the list is refused by name before any is evaluated.
+        let dir_path = dir.path().to_str().unwrap();
+        let err = format!(
+            "{:#}",
+            read(&["--bench", a, "--bench", dir_path]).unwrap_err()
+        );
+        assert!(
+            err.contains(&format!("cannot read prompts {dir_path}")),
+            "{err}"
+        );
+    }
 }
