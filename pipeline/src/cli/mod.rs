@@ -152,4 +152,19 @@ mod tests {
         let ok = ["deltarl", "compare", "--seeds", "1", "--iters", "1"];
         assert!(Cli::try_parse_from(ok).is_ok());
     }
+
+    /// The comparison's folder is `runs/<name>`: a name that leaves the runs folder is
+    /// refused by flag, before any run is named after it.
+    #[test]
+    fn a_comparison_name_is_a_plain_name() {
+        let err = Cli::try_parse_from(["deltarl", "compare", "--name", "../x"])
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+            .err()
+            .unwrap_or_default();
+        assert!(
+            err.contains("invalid value '../x' for '--name") && err.contains("plain name"),
+            "{err}"
+        );
+    }
 }

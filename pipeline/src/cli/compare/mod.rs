@@ -54,8 +54,8 @@ pub struct Args {
     /// Iterations per run.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     iters: u32,
-    /// Name prefix of the runs and of the comparison folder.
-    #[arg(long, default_value = "compare")]
+    /// Name prefix of the runs and of the comparison folder (a plain name, as a run's).
+    #[arg(long, default_value = "compare", value_parser = plain_name)]
     name: String,
     /// A key set for every run, over the base configuration and before each variant's own
     /// keys (`--set update.lr=3e-5`); repeatable.
@@ -108,6 +108,11 @@ fn run_config(
 
 fn read_eval(path: &Path) -> Result<Vec<EvalRow>> {
     Ok(read_path::<EvalRow>(path)?.0)
+}
+
+/// `--name`: the comparison's folder is `runs/<name>`, so it is refused as a run name would be.
+fn plain_name(name: &str) -> std::result::Result<String, String> {
+    deltarl_schemas::layout::check_run_name(name).map(|()| name.to_string())
 }
 
 impl Args {
