@@ -18,61 +18,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::bench::baseline::{python, run_text, Asset, Assets};
 
+mod layout;
+
 /// The converter script (transformers' GGUF loader, then `save_pretrained`).
 const GGUF_TO_HF: Asset = Asset {
     name: "gguf_to_hf.py",
     text: include_str!("gguf_to_hf.py"),
 };
-
-/// GGUF's magic bytes, the first four of every GGUF file.
-const MAGIC: &[u8; 4] = b"GGUF";
-/// The format versions llama.cpp has written (1 to 3); the version is the little-endian
-/// u32 after the magic.
-const VERSIONS: std::ops::RangeInclusive<u32> = 1..=3;
-
-/// The GGUF version of a file's first 8 bytes, or why they are not a GGUF header.
-fn header_version(head: &[u8]) -> Result<u32, String> {
-    let shown = |b: &[u8]| {
-        b.iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let (Some(magic), Some(version)) = (head.get(..4), head.get(4..8)) else {
-        return Err(format!(
-            "{} bytes long, shorter than a GGUF header (8 bytes: `GGUF` and a version)",
-            head.len()
-        ));
-    };
-    if magic != MAGIC {
-        return Err(format!(
-            "it starts with the bytes {}, not `GGUF` (47 47 55 46)",
-            shown(magic)
-        ));
-    }
-    let v = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
-    if !VERSIONS.contains(&v) {
-        return Err(format!(
-            "GGUF version {v}; the versions written so far are {} to {}",
-            VERSIONS.start(),
-            VERSIONS.end()
-        ));
-    }
-    Ok(v)
-}
-
-/// Refuses a file that is not GGUF before anything is hashed, converted or written: the
-/// converter's own error on such a file is a Python traceback.
-fn check_header(file: &Path) -> Result<()> {
-    use std::io::Read;
-    let mut head = Vec::with_capacity(8);
-    std::fs::File::open(file)
-        .and_then(|f| f.take(8).read_to_end(&mut head))
-        .with_context(|| format!("cannot read the GGUF file {}", file.display()))?;
-    header_version(&head)
-        .map_err(|why| anyhow::anyhow!("{}: not a GGUF file: {why}", file.display()))?;
-    Ok(())
-}
 
 /// The name of the record inside the folder.
 const RECORD: &str = "import.json";
@@ -145,7 +97,7 @@ impl Args {
         let bytes = std::fs::metadata(&self.file)
             .with_context(|| format!("cannot read the GGUF file {}", self.file.display()))?
             .len();
-        check_header(&self.file)?;
+        let layout = layout::check(&self.file)?;
         let sha = deltarl_schemas::sha256_file(&self.file)
             .with_context(|| format!("cannot read the GGUF file {}", self.file.display()))?;
         if let Some(want) = &self.sha256 {
@@ -175,7 +127,7 @@ impl Args {
             }
             Existing::Stale(why) => println!("{}: {why}; converting again", self.out.display()),
         }
-        self.convert(source)
+        self.convert(source, &layout)
     }
 
     /// What is at `--out` now, against the GGUF (of SHA-256 `sha`) and dtype asked for.
@@ -230,7 +182,7 @@ impl Args {
         Ok(Existing::Matches)
     }
 
-    fn convert(&self, gguf: Source) -> Result<()> {
+    fn convert(&self, gguf: Source, layout: &layout::Layout) -> Result<()> {
         let parent = match self.out.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -244,9 +196,10 @@ impl Args {
         let staged = tmp.path().join("model");
         let assets = Assets::write(&[&GGUF_TO_HF])?;
         println!(
-            "converting {} ({:.1} MB) with transformers' GGUF loader under {}",
+            "converting {} ({:.1} MB, {} tensors) with transformers' GGUF loader under {}",
             self.file.display(),
             gguf.bytes as f64 / 1e6,
+            layout.tensors,
             python().display()
         );
         let out = run_text(&[
@@ -333,31 +286,4 @@ fn folder_files(dir: &Path) -> Result<BTreeMap<String, String>> {
         files.insert(name, deltarl_schemas::sha256_file(&entry.path())?);
     }
     Ok(files)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::header_version;
-
-    #[test]
-    fn only_a_gguf_header_passes() {
-        // `GGUF`, then version 3 as a little-endian u32: SmolLM2's file starts so.
-        assert_eq!(header_version(b"GGUF\x03\x00\x00\x00rest"), Ok(3));
-        assert_eq!(header_version(b"GGUF\x01\x00\x00\x00"), Ok(1));
-        let text = header_version(b"garbage\n").unwrap_err();
-        assert_eq!(
-            text,
-            "it starts with the bytes 67 61 72 62, not `GGUF` (47 47 55 46)"
-        );
-        assert!(header_version(b"GGUF\x04\x00\x00\x00")
-            .unwrap_err()
-            .contains("version 4"));
-        assert!(header_version(b"GGUF\x00\x00\x00\x00")
-            .unwrap_err()
-            .contains("version 0"));
-        assert!(header_version(b"GGUF")
-            .unwrap_err()
-            .contains("4 bytes long"));
-        assert!(header_version(b"").unwrap_err().contains("0 bytes long"));
-    }
 }
