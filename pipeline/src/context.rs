@@ -148,8 +148,9 @@ impl Ctx {
         let o = &self.cfg.opts;
         if let Some(file) = o.data.source.file().filter(|f| !f.is_file()) {
             bail!(
-                "config key `data.source` = {:?}: no such file",
-                file.display().to_string()
+                "config key `data.source` = {:?}: {}",
+                file.display().to_string(),
+                crate::data::not_a_file(file)
             );
         }
         // Every training record is read (its reward decided, code tests parsed), and when
@@ -167,7 +168,10 @@ impl Ctx {
         }
         for b in &o.eval.benchmarks {
             if !Path::new(b).is_file() {
-                bail!("config key `eval.benchmarks`: {b:?}: no such file");
+                bail!(
+                    "config key `eval.benchmarks`: {b:?}: {}",
+                    crate::data::not_a_file(Path::new(b))
+                );
             }
             // Read whole (benchmarks are small), so a file the eval stage would refuse is
             // refused before this configuration is recorded.

@@ -83,11 +83,25 @@ pub(crate) fn each_prompt(
             if line.trim().is_empty() {
                 continue;
             }
-            let v: serde_json::Value = serde_json::from_str(line)
-                .with_context(|| format!("{name}:{}: not JSON", i + 1))?;
+            let v: serde_json::Value = serde_json::from_str(line).with_context(|| {
+                format!(
+                    "{name}:{}: not JSON (a data file is JSONL, one JSON object a line, \
+                         or Parquet)",
+                    i + 1
+                )
+            })?;
             one(&v, &format!("line {}", i + 1))?;
         }
         Ok(())
+    }
+}
+
+/// Why `path`, which is not a file, cannot be read: a folder, or nothing at all.
+pub(crate) fn not_a_file(path: &Path) -> &'static str {
+    if path.is_dir() {
+        "a folder, not a file"
+    } else {
+        "no such file"
     }
 }
 
@@ -339,6 +353,18 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             read_prompt_file(&p, &Routing::default()).unwrap_err()
         );
         assert!(err.contains("x.jsonl:2: not JSON"), "{err}");
+        // A CSV file is told what a data file is; a folder or a missing path says which.
+        std::fs::write(&p, "problem,answer\n1+1,2\n").unwrap();
+        let err = format!(
+            "{:#}",
+            read_prompt_file(&p, &Routing::default()).unwrap_err()
+        );
+        assert!(
+            err.contains("x.jsonl:1: not JSON (a data file is JSONL, one JSON object a line"),
+            "{err}"
+        );
+        assert_eq!(not_a_file(dir.path()), "a folder, not a file");
+        assert_eq!(not_a_file(&dir.path().join("absent")), "no such file");
     }
 
     /// Code records in their layouts become prompts whose answer is the canonical test set.

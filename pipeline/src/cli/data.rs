@@ -79,7 +79,7 @@ impl PrepareArgs {
         let recipe = Recipe::from(self.recipe);
         let input = self.input.display().to_string();
         if !self.input.is_file() {
-            bail!("--input {input}: no such file");
+            bail!("--input {input}: {}", crate::data::not_a_file(&self.input));
         }
         if self.out.extension().is_none_or(|e| e != "jsonl") {
             bail!(
