@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1024, value_parser = crate::config::ranges::new_tokens_arg)]
     max_new_tokens: usize,
     /// Prompt template with `{question}` (default: the DelTA template).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::config::template_arg)]
     template: Option<String>,
     /// Wrap the prompt in the model's chat template (tokenizer_config.json).
     #[arg(long)]
@@ -96,6 +96,17 @@ impl Args {
             seed: self.seed,
             iter: 0,
         };
+        // The chat template too is applied before the table starts: a model without one
+        // is refused before any line is printed.
+        let mut prepared = Vec::with_capacity(benches.len());
+        for (name, mut prompts) in benches {
+            let template = if self.chat_template {
+                crate::chat::apply(&mut prompts, &template, &model)?
+            } else {
+                template.clone()
+            };
+            prepared.push((name, prompts, template));
+        }
         let mut all = Vec::new();
         println!(
             "{:<16} {:>8} {:>3}  {:<24} {:<24} {:<24} {:>8} {:>9}",
@@ -108,10 +119,8 @@ impl Args {
             "mean len",
             "truncated"
         );
-        for (name, mut prompts) in benches {
-            if self.chat_template {
-                s.template = crate::chat::apply(&mut prompts, &template, &model)?;
-            }
+        for (name, prompts, template) in prepared {
+            s.template = template;
             let ctx = policy.model.max_positions() as usize;
             let total = prompts.len();
             let (prompts, skipped) = fitting(

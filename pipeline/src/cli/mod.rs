@@ -153,6 +153,26 @@ mod tests {
         assert!(Cli::try_parse_from(ok).is_ok());
     }
 
+    /// A prompt template without the placeholder would give every problem one prompt.
+    #[test]
+    fn an_eval_template_holds_the_question() {
+        let err = Cli::try_parse_from(["deltarl", "eval", "--bench", "x", "--template", "Q:"])
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+            .err()
+            .unwrap_or_default();
+        assert!(err.contains("\"Q:\" must contain {question}"), "{err}");
+        let ok = [
+            "deltarl",
+            "eval",
+            "--bench",
+            "x",
+            "--template",
+            "Q: {question}",
+        ];
+        assert!(Cli::try_parse_from(ok).is_ok());
+    }
+
     /// The comparison's folder is `runs/<name>`: a name that leaves the runs folder is
     /// refused by flag, before any run is named after it.
     #[test]

@@ -178,14 +178,27 @@ fn score(o: &Options) -> Result<()> {
     )
 }
 
+/// The placeholder a prompt template must hold: each problem goes there.
+const QUESTION: &str = "{question}";
+
 /// `[data]`: the template.
 fn data(o: &Options) -> Result<()> {
     require(
-        o.data.template.contains("{question}"),
+        o.data.template.contains(QUESTION),
         "data.template",
         format!("{:?}", o.data.template),
-        "must contain {question}",
+        &format!("must contain {QUESTION}"),
     )
+}
+
+/// A prompt template given on the command line (`eval --template`), under `data.template`'s
+/// rule: without the placeholder every problem would get the same prompt.
+pub fn template_arg(text: &str) -> Result<String, String> {
+    if text.contains(QUESTION) {
+        Ok(text.to_string())
+    } else {
+        Err(format!("{text:?} must contain {QUESTION}"))
+    }
 }
 
 /// `[eval]`: something to evaluate on, benchmarks with distinct names.

@@ -29,6 +29,7 @@ mod stages;
 mod update;
 pub use by_algorithm::ByAlgorithm;
 pub use eval::EvalOptions;
+pub use limits::template_arg;
 pub use options::*;
 pub use stages::{FeaturesSettings, Stages};
 
