@@ -165,6 +165,8 @@ mod tests {
         let ok = [
             "deltarl",
             "eval",
+            "--model",
+            "m",
             "--bench",
             "x",
             "--template",
