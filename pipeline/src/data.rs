@@ -304,34 +304,31 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
     fn jsonl_errors_name_line_and_field() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.jsonl");
+        let refusal = || {
+            format!(
+                "{:#}",
+                read_prompt_file(&p, &Routing::default()).unwrap_err()
+            )
+        };
         std::fs::write(
             &p,
             "{\"id\": 1, \"problem\": \"a\", \"answer\": \"2\"}\n{\"id\": 2, \"problem\": \"b\"}\n",
         )
         .unwrap();
-        let err = format!(
-            "{:#}",
-            read_prompt_file(&p, &Routing::default()).unwrap_err()
-        );
+        let err = refusal();
         assert!(err.contains("x.jsonl:2: missing field `answer`"), "{err}");
         std::fs::write(
             &p,
             "{\"id\": 7, \"problem\": \"a\", \"answer\": \"2\"}\n\n{\"id\": \"7\", \"problem\": \"b\", \"answer\": \"3\"}\n",
         )
         .unwrap();
-        let err = format!(
-            "{:#}",
-            read_prompt_file(&p, &Routing::default()).unwrap_err()
-        );
+        let err = refusal();
         assert!(
             err.contains("\"7\" appears twice (line 1 and line 3)"),
             "{err}"
         );
         std::fs::write(&p, "\n").unwrap();
-        let err = format!(
-            "{:#}",
-            read_prompt_file(&p, &Routing::default()).unwrap_err()
-        );
+        let err = refusal();
         assert!(err.contains("no prompts"), "{err}");
         // A byte-order mark at the start (Windows tools write one) is read past; one
         // elsewhere is a character JSON does not allow there, refused by line.
@@ -348,17 +345,11 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
             format!("{{\"problem\": \"a\", \"answer\": \"2\"}}\n{bom}{{}}\n"),
         )
         .unwrap();
-        let err = format!(
-            "{:#}",
-            read_prompt_file(&p, &Routing::default()).unwrap_err()
-        );
+        let err = refusal();
         assert!(err.contains("x.jsonl:2: not JSON"), "{err}");
         // A CSV file is told what a data file is; a folder or a missing path says which.
         std::fs::write(&p, "problem,answer\n1+1,2\n").unwrap();
-        let err = format!(
-            "{:#}",
-            read_prompt_file(&p, &Routing::default()).unwrap_err()
-        );
+        let err = refusal();
         assert!(
             err.contains("x.jsonl:1: not JSON (a data file is JSONL, one JSON object a line"),
             "{err}"

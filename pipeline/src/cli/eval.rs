@@ -180,9 +180,7 @@ impl Args {
         }
         Ok(())
     }
-}
 
-impl Args {
     /// Each `--bench` as (benchmark name, problems): a file of that name comes first; else a
     /// built-in dataset's held-out split, as many problems as `--limit` asks (the eval
     /// stage's first N), 200 without it. Two of one name are refused: the table and the
