@@ -6,9 +6,36 @@ fn after_last_digit(s: &str) -> Option<usize> {
     s.rfind(|c: char| c.is_ascii_digit()).map(|i| i + 1)
 }
 
+/// LaTeX commands whose argument a number after them is: `\sqrt 2` is not 2.
+const OPERATORS: [&str; 20] = [
+    "\\sqrt", "\\frac", "\\dfrac", "\\tfrac", "\\cfrac", "\\cdot", "\\times", "\\div", "\\pm",
+    "\\mp", "\\log", "\\ln", "\\lg", "\\exp", "\\sin", "\\cos", "\\tan", "\\cot", "\\sec", "\\csc",
+];
+
+/// Whether the number whose digits start at byte `start` of `s` is an operand of an
+/// expression written before it (`1/2`, `2^2`, `\frac{1}{2}`, `10^{3}`, `x_2`, `3 - 2`,
+/// `3-2`, `\sqrt 2`), so that it is not the answer alone. A sign after a space, `=` or
+/// `:` is the number's own (`is -2`, `x = -2`).
+fn operand(s: &str, start: usize) -> bool {
+    let mut before = &s[..start];
+    if let Some(rest) = before.strip_suffix('-') {
+        // Straight after a digit, a letter or a closing bracket, a minus subtracts.
+        if rest.ends_with(|c: char| c.is_ascii_alphanumeric() || matches!(c, ')' | '}' | ']')) {
+            return true;
+        }
+        before = rest;
+    }
+    let before = before.trim_end();
+    let command = before
+        .rsplit(|c: char| c.is_whitespace() || c == '$')
+        .next()
+        .unwrap_or("");
+    before.ends_with(['/', '^', '_', '{', '+', '-', '×', '÷', '·']) || OPERATORS.contains(&command)
+}
+
 /// The number a response ends with (only `.`, `$`, `*`, `)` and spaces after it), as
 /// math-verify's last-expression fallback: "we obtain 42." counts, "it might be 13, but I
-/// am not sure." does not.
+/// am not sure." does not, and neither does the last operand of an expression.
 pub(crate) fn last_number(s: &str) -> Option<String> {
     // The sign-off of the MATH format ("... I hope it is correct.") is not the ending.
     let s = without_sign_off(s);
@@ -21,6 +48,9 @@ pub(crate) fn last_number(s: &str) -> Option<String> {
     let mut start = end;
     while start > 0 && (bytes[start - 1].is_ascii_digit() || bytes[start - 1] == b'.') {
         start -= 1;
+    }
+    if operand(s, start) {
+        return None;
     }
     if start > 0 && bytes[start - 1] == b'-' {
         start -= 1;
@@ -146,7 +176,8 @@ pub(crate) fn sentence_number(s: &str) -> Option<String> {
             break;
         }
     }
-    if !short_close(&sentence[end..].replace(['$', '€', '£', '%'], " ")) {
+    if operand(sentence, start) || !short_close(&sentence[end..].replace(['$', '€', '£', '%'], " "))
+    {
         return None;
     }
     let number = &sentence[start..end];

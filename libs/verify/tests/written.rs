@@ -11,8 +11,9 @@ use std::path::Path;
 use deltarl_verify::{verify_with, Policy};
 
 /// The kinds of answers the file must cover: the first round's 26, then the second's,
-/// then the third's, then matrix arithmetic.
-const KINDS: [&str; 61] = [
+/// then the third's, then matrix arithmetic, then answers
+/// that end with an operand of an expression.
+const KINDS: [&str; 62] = [
     "answer-phrase",
     "box-wins",
     "last-number",
@@ -74,6 +75,7 @@ const KINDS: [&str; 61] = [
     "hedged-sentence",
     "gold-solution-prose",
     "matrix-arithmetic",
+    "ends-with-operand",
 ];
 
 #[test]
