@@ -84,11 +84,14 @@ struct Origin<'a> {
 }
 
 impl Origin<'_> {
+    /// The last `--set` of `key` or of a key under it: `--set optim.lr=1` makes a section
+    /// `optim` that no file has, and serde names the unknown section, not the key.
     fn of(&self, key: &str) -> String {
+        let under = |k: &str| k == key || k.strip_prefix(key).is_some_and(|r| r.starts_with('.'));
         self.sets
             .iter()
             .rev()
-            .find(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == key))
+            .find(|s| s.split_once('=').is_some_and(|(k, _)| under(k.trim())))
             .map_or_else(|| self.path.display().to_string(), |s| format!("--set {s}"))
     }
 }

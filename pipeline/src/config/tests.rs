@@ -136,6 +136,15 @@ fn an_error_a_set_caused_names_the_set_not_the_file() {
     // The last --set of a key is the one that counts.
     let e = err(&["rollout.top_k=1", "rollout.top_k=x"]);
     assert!(e.starts_with("--set rollout.top_k=x:"), "{e}");
+    // A --set that makes a section no file has: serde names the section, not the key.
+    let e = err(&["update.lr=1e-5", "optim.lr=1"]);
+    assert!(
+        e.starts_with("--set optim.lr=1: config key `optim`: unknown field `optim`"),
+        "{e}"
+    );
+    // A key that only starts with the section's name is not under it.
+    let e = err(&["optim.lr=1", "optimizer=1"]);
+    assert!(e.starts_with("--set optim.lr=1:"), "{e}");
     // A bad value from the file still names the file.
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
