@@ -26,6 +26,13 @@ fn operand(s: &str, start: usize) -> bool {
         before = rest;
     }
     let before = before.trim_end();
+    // The second term of a ratio: `3:2`, `3 : 2` (not `Answer: 2`).
+    if before
+        .strip_suffix(':')
+        .is_some_and(|r| r.trim_end().ends_with(|c: char| c.is_ascii_digit()))
+    {
+        return true;
+    }
     let command = before
         .rsplit(|c: char| c.is_whitespace() || c == '$')
         .next()
@@ -45,9 +52,21 @@ pub(crate) fn last_number(s: &str) -> Option<String> {
     }
     let bytes = s.as_bytes();
     let end = after_last_digit(s)?;
-    let mut start = end;
-    while start > 0 && (bytes[start - 1].is_ascii_digit() || bytes[start - 1] == b'.') {
-        start -= 1;
+    let digits_from = |end: usize| {
+        let mut start = end;
+        while start > 0 && (bytes[start - 1].is_ascii_digit() || bytes[start - 1] == b'.') {
+            start -= 1;
+        }
+        start
+    };
+    let mut start = digits_from(end);
+    // A ratio ends with its second term; the answer is both (`3:2`, `3 : 2`).
+    if let Some(colon) = s[..start].trim_end().strip_suffix(':') {
+        let first_end = colon.trim_end().len();
+        let first = digits_from(first_end);
+        if first < first_end {
+            start = first;
+        }
     }
     if operand(s, start) {
         return None;

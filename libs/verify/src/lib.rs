@@ -32,7 +32,7 @@
 //!
 //! # Answers others wrote
 //!
-//! `tests/written.jsonl` (311 cases written here, 62 kinds) labels each case with the
+//! `tests/written.jsonl` (317 cases written here, 63 kinds) labels each case with the
 //! verdict intended under each policy; every case gets it (`tests/written.rs`). Where the
 //! label deliberately differs from math-verify the case's `note` says why (a tuple is not
 //! a set; `2x = 4` does not answer 4; an inequality denotes its interval; `\mathrm{e}`;
@@ -64,7 +64,8 @@
 //! three words of two letters or more is a sentence, never a bare answer ("So the matrix
 //! is $M$." needs its box under the strict policy). The number a response ends with is not
 //! its answer when it is an operand of what comes before it (`1/2`, `2^2`, `\frac{1}{2}`,
-//! `10^{3}`, `3 - 2`, `\sqrt 2` are not 2).
+//! `10^{3}`, `3 - 2`, `\sqrt 2` are not 2), and a ratio it ends with is read whole ("The
+//! ratio is 3:2" answers `3:2`). `\emptyset`, `\varnothing` and `∅` are one set.
 //!
 //! Deliberately graded otherwise than math-verify's defaults, beyond the table above: a
 //! set written as one (`{1,3}`) never equals a pair (`(1,3)`); a decimal of fewer than

@@ -355,6 +355,9 @@ pub fn normalize(s: &str) -> String {
         ("\\euro", ""),
         ("\\pounds", ""),
         ("\\infty", "oo"),
+        // The empty set's two LaTeX spellings and its symbol.
+        ("\\varnothing", "\\emptyset"),
+        ("∅", "\\emptyset"),
         ("\\lbrace", "{"),
         ("\\rbrace", "}"),
         ("\\{", "{"),

@@ -12,8 +12,8 @@ use deltarl_verify::{verify_with, Policy};
 
 /// The kinds of answers the file must cover: the first round's 26, then the second's,
 /// then the third's, then matrix arithmetic, then answers
-/// that end with an operand of an expression.
-const KINDS: [&str; 62] = [
+/// that end with an operand of an expression, then the empty set's spellings.
+const KINDS: [&str; 63] = [
     "answer-phrase",
     "box-wins",
     "last-number",
@@ -76,6 +76,7 @@ const KINDS: [&str; 62] = [
     "gold-solution-prose",
     "matrix-arithmetic",
     "ends-with-operand",
+    "empty-set",
 ];
 
 #[test]
