@@ -369,10 +369,30 @@ assert zeros >= 30, ("the warm start did not teach the filler", zeros, j["respon
     let out = deltarl(&runs, &["mechanism", "--run", "filler", "--per-step"]);
     assert!(!out.status.success());
     // The first-error classes need a solution's first error, which this task does not label.
+    // Refused before any table starts: nothing on stdout.
     let out = deltarl(&runs, &["mechanism", "--run", "filler"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("tiny-steps-filler"),
+        !out.status.success() && err.contains("tiny-steps-filler") && out.stdout.is_empty(),
+        "{err}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A run named twice would count as two seeds in the interval over runs.
+    let out = deltarl(
+        &runs,
+        &[
+            "mechanism",
+            "--run",
+            "filler",
+            "--run",
+            "filler",
+            "--classes",
+            "filler",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--run filler is given twice"),
         "{err}"
     );
     let out = iterate(

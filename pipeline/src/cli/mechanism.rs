@@ -19,7 +19,9 @@ use deltarl_schemas::{read_path, FeatureProbs, Index, Stage};
 use crate::mechanism::gradients::{self, SideGradients};
 use crate::mechanism::{read, shared_tokens, Readout, Response, Side};
 use filler::{filler_readouts, At};
-use open::{decoded, net_gradients, open_labelled, scored_iterations, Scored};
+use open::{
+    decoded, net_gradients, open_labelled, scored_iterations, Labels, Scored, FILLER, FIRST_ERROR,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -56,12 +58,27 @@ enum Classes {
     Filler,
 }
 
+impl Classes {
+    /// The labels the split needs of a run's task.
+    fn labels(self) -> &'static Labels {
+        match self {
+            Classes::FirstError => &FIRST_ERROR,
+            Classes::Filler => &FILLER,
+        }
+    }
+}
+
 impl Args {
     pub fn run(self, runs_dir: &Path) -> Result<()> {
-        // Every run named exists before any table starts (the first-error readout prints
-        // each run's rows as it reads them).
+        // Every run named exists, once, and has the labels before any table starts (the
+        // first-error readout prints each run's rows as it reads them).
+        let mut seen = std::collections::HashSet::new();
         for name in &self.runs {
-            crate::context::Ctx::open_existing(runs_dir, name)?;
+            anyhow::ensure!(
+                seen.insert(name),
+                "--run {name} is given twice: the interval is over runs, each counted once"
+            );
+            open_labelled(runs_dir, name, self.classes.labels())?;
         }
         if self.classes == Classes::Filler {
             let grads = self
@@ -260,13 +277,7 @@ fn run_readouts(
     name: &str,
     gradients: bool,
 ) -> Result<Vec<(u32, Readout, Option<gradients::Readout>)>> {
-    let (ctx, task, tokenizer) = open_labelled(
-        runs_dir,
-        name,
-        deltarl_data::Task::has_steps,
-        "is not a built-in arithmetic task (tiny-arith, tiny-steps, tiny-steps-varied): the \
-         readout needs each solution's first error",
-    )?;
+    let (ctx, task, tokenizer) = open_labelled(runs_dir, name, &FIRST_ERROR)?;
     let mut out = Vec::new();
     for scored in scored_iterations(&ctx) {
         let Scored {

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use deltarl_schemas::{read_path, Index, ScoreRow, Stage};
 
-use super::open::{decoded, net_gradients, open_labelled, scored_iterations, Scored};
+use super::open::{decoded, net_gradients, open_labelled, scored_iterations, Scored, FILLER};
 use crate::mechanism::gradients;
 
 /// Where a gradient readout was taken: an iteration's whole batch, or one of its optimizer
@@ -42,12 +42,7 @@ pub(super) fn filler_readouts(
     name: &str,
     per_step: bool,
 ) -> Result<Vec<(At, gradients::Readout)>> {
-    let (ctx, task, tokenizer) = open_labelled(
-        runs_dir,
-        name,
-        deltarl_data::Task::has_filler,
-        "has no filler to split off (tiny-steps-filler[-80], or tiny-steps at dose 0)",
-    )?;
+    let (ctx, task, tokenizer) = open_labelled(runs_dir, name, &FILLER)?;
     let mut out = Vec::new();
     for scored in scored_iterations(&ctx) {
         let Scored {

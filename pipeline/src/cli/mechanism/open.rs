@@ -19,20 +19,45 @@ use crate::stage::{load_policy, policy_before};
 /// Rows a teacher-forced pass of the gradient readout takes.
 const GRADIENT_PASS_ROWS: usize = 16;
 
+/// The labels a readout needs of a run's task: which tasks have them, and what a source
+/// without them is told.
+pub(super) struct Labels {
+    has: fn(deltarl_data::Task) -> bool,
+    refused: &'static str,
+}
+
+/// Each solution's first error (the first-error classes).
+pub(super) const FIRST_ERROR: Labels = Labels {
+    has: deltarl_data::Task::has_steps,
+    refused: "is not a built-in arithmetic task (tiny-arith, tiny-steps, tiny-steps-varied): \
+              the readout needs each solution's first error",
+};
+
+/// The filler words (the filler classes).
+pub(super) const FILLER: Labels = Labels {
+    has: deltarl_data::Task::has_filler,
+    refused: "has no filler to split off (tiny-steps-filler[-80], or tiny-steps at dose 0)",
+};
+
 /// A run opened for a readout by the task's labels: its context, its built-in task (one
-/// that `labels`, else an error saying the source `refused`), and its base's tokenizer.
+/// that has the `labels`, else an error saying what its source lacks), and its base's
+/// tokenizer.
 pub(super) fn open_labelled(
     runs_dir: &Path,
     name: &str,
-    labels: fn(deltarl_data::Task) -> bool,
-    refused: &str,
+    labels: &Labels,
 ) -> Result<(Ctx, deltarl_data::Task, deltarl_model::Tokenizer)> {
     let ctx = Ctx::open_existing(runs_dir, name)?;
     let source = &ctx.cfg.opts.data.source;
     let task = source
         .task()
-        .filter(|&t| labels(t))
-        .with_context(|| format!("run {name}: `data.source` = \"{source}\" {refused}"))?;
+        .filter(|&t| (labels.has)(t))
+        .with_context(|| {
+            format!(
+                "run {name}: `data.source` = \"{source}\" {}",
+                labels.refused
+            )
+        })?;
     let tok_path = ctx.base_dir().join("tokenizer.json");
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
         .with_context(|| format!("run {name}: {}", tok_path.display()))?;
