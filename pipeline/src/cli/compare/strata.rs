@@ -255,6 +255,28 @@ impl Args {
             "--margin-share {}: a share of the baseline's gain in (0, 1]",
             self.margin_share
         );
+        // One base once: a comparison named twice would count its seeds twice.
+        for (i, c) in self.comparisons.iter().enumerate() {
+            anyhow::ensure!(
+                !self.comparisons[..i].contains(c),
+                "--comparison {c} is given twice: each base is one stratum"
+            );
+        }
+        // The arms the rule reads are three different arms.
+        let roles = [
+            ("--baseline", Some(&self.baseline)),
+            ("--control", self.control.as_ref()),
+            ("--method", self.method.as_ref()),
+        ];
+        for (i, (flag, arm)) in roles.iter().enumerate() {
+            for (other, same) in &roles[..i] {
+                anyhow::ensure!(
+                    arm.is_none() || arm != same,
+                    "{flag} {:?} is also {other}: the rule pairs different arms",
+                    arm.map_or("", |a| a.as_str())
+                );
+            }
+        }
         let strata = self
             .comparisons
             .iter()

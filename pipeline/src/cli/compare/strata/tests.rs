@@ -151,7 +151,7 @@ fn two_bases_by_hand() {
     );
 
     // Refusals name what is wrong: a seed one arm lacks, arms that differ, a control
-    // that is not an arm, a method without a control.
+    // that is not an arm, a method without a control, a base or an arm named twice.
     comparison(runs, "c", (2, g), &[("dapo", 1, 5, g), ("delta", 2, 5, g)]);
     let e = args(&["c"], None, None).report(runs).unwrap_err();
     assert!(
@@ -167,6 +167,24 @@ fn two_bases_by_hand() {
     assert!(format!("{e:#}").contains("\"ktae\" is not an arm"), "{e:#}");
     let e = args(&["a"], None, Some("delta")).report(runs).unwrap_err();
     assert!(format!("{e:#}").contains("name the control"), "{e:#}");
+    // A base named twice, an arm in two roles.
+    let e = args(&["a", "b", "a"], None, None).report(runs).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("--comparison a is given twice"),
+        "{e:#}"
+    );
+    let e = args(&["a"], Some("dapo"), None).report(runs).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("--control \"dapo\" is also --baseline"),
+        "{e:#}"
+    );
+    let e = args(&["a"], Some("oracle"), Some("oracle"))
+        .report(runs)
+        .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("--method \"oracle\" is also --control"),
+        "{e:#}"
+    );
     std::fs::remove_file(runs.join("b/base-sampled.parquet")).unwrap();
     let e = args(&["a", "b"], None, None).report(runs).unwrap_err();
     assert!(format!("{e:#}").contains("base-sampled.parquet"), "{e:#}");
