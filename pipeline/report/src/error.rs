@@ -7,6 +7,8 @@ pub enum ReportError {
     NoRuns,
     #[error("{0}")]
     RunName(String),
+    #[error("run {0} is given twice (one run, one line of each table and curve)")]
+    RepeatedRun(String),
     #[error("run directory {0} does not exist")]
     MissingRun(String),
     #[error("run directory {0} has no iterations yet (run `deltarl iterate` first)")]

@@ -251,6 +251,9 @@ pub fn iteration_table(runs_dir: &Path, runs: &[String]) -> Result<DataFrame> {
     let mut scans: Vec<Vec<LazyFrame>> = SPECS.iter().map(|_| Vec::new()).collect();
     for (i, name) in runs.iter().enumerate() {
         layout::check_run_name(name).map_err(ReportError::RunName)?;
+        if runs[..i].contains(name) {
+            return Err(ReportError::RepeatedRun(name.clone()));
+        }
         let run: PathBuf = runs_dir.join(name);
         if !run.is_dir() {
             return Err(ReportError::MissingRun(run.display().to_string()));

@@ -473,6 +473,7 @@ fn bad_input_is_named() {
     assert!(err(&["nope"]).contains("nope") && err(&["nope"]).contains("does not exist"));
     assert!(err(&["../r"]).contains("plain name"));
     assert!(err(&[]).contains("no runs"));
+    assert!(err(&["r", "r"]).contains("run r is given twice"));
     std::fs::create_dir_all(dir.path().join("empty")).unwrap();
     assert!(err(&["empty"]).contains("no iterations"));
 
