@@ -1,4 +1,5 @@
-//! Refusals at load that name their cause: an `extends` cycle, an empty stop string.
+//! Refusals at load that name their cause: an `extends` cycle or a parent that cannot be
+//! read, an empty stop string.
 #![allow(clippy::unwrap_used)]
 use super::*;
 
@@ -34,6 +35,18 @@ fn an_extends_cycle_is_named_as_one() {
         err.contains("chain deeper than 8") && !err.contains("cycle"),
         "{err}"
     );
+}
+
+#[test]
+fn an_unreadable_parent_names_the_file_that_extends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, cause) in [("", "Is a directory"), ("absent.toml", "No such file")] {
+        let child = dir.path().join("child.toml");
+        std::fs::write(&child, format!("extends = {rel:?}\n")).unwrap();
+        let err = format!("{:#}", Resolved::load_with(&child, &[]).unwrap_err());
+        let want = format!("{}: `extends` = {rel:?}", child.display());
+        assert!(err.contains(&want) && err.contains(cause), "{err}");
+    }
 }
 
 #[test]

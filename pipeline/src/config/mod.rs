@@ -69,7 +69,8 @@ fn read_table(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table> {
         };
         let ppath = path.parent().unwrap_or(Path::new(".")).join(rel);
         chain.push(here);
-        let mut base = read_table(&ppath, chain)?;
+        let mut base = read_table(&ppath, chain)
+            .with_context(|| format!("{}: `extends` = {rel:?}", path.display()))?;
         chain.pop();
         merge(&mut base, table);
         table = base;
