@@ -105,6 +105,23 @@ pub(crate) fn not_a_file(path: &Path) -> &'static str {
     }
 }
 
+/// Why `out` cannot take a command's output file, checked before any work: it is a
+/// folder, or one of the `inputs` (which the output, written whole under its name, would
+/// replace). A folder that does not exist yet is made when the file is written.
+pub(crate) fn unfit_output(out: &Path, inputs: &[&Path]) -> Option<String> {
+    if out.is_dir() {
+        return Some("a folder; name a file in it".into());
+    }
+    let out = out.canonicalize().ok()?;
+    let same = |input: &&Path| input.canonicalize().is_ok_and(|i| i == out);
+    inputs.iter().copied().find(same).map(|input| {
+        format!(
+            "that is the input {}, which the output would replace; name another file",
+            input.display()
+        )
+    })
+}
+
 /// Text without the byte-order mark some Windows tools write at the start of a UTF-8 file:
 /// JSON has no place for it, and it carries no information in UTF-8, so a JSONL file that
 /// starts with one is read as the same file without it.
@@ -356,6 +373,25 @@ pl.DataFrame({"prompt": ["2+2?"], "solution": ["so \\boxed{4}"]}).write_parquet(
         );
         assert_eq!(not_a_file(dir.path()), "a folder, not a file");
         assert_eq!(not_a_file(&dir.path().join("absent")), "no such file");
+    }
+
+    /// An output that is a folder, or an input it would replace, is refused first.
+    #[test]
+    fn an_output_is_not_a_folder_or_an_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.jsonl");
+        std::fs::write(&input, "{}\n").unwrap();
+        let inputs = [input.as_path()];
+        let unfit = |out: &Path| unfit_output(out, &inputs);
+        assert_eq!(unfit(dir.path()).unwrap(), "a folder; name a file in it");
+        assert_eq!(unfit(&dir.path().join("new/out.parquet")), None);
+        // The input under another spelling of its path is still the input.
+        let again = dir.path().join(".").join("in.jsonl");
+        assert!(unfit(&again).unwrap().contains("that is the input"));
+        assert_eq!(unfit(&dir.path().join("out.parquet")), None);
+        // An existing file that is not an input is replaced, as an output is.
+        std::fs::write(dir.path().join("old.parquet"), "x").unwrap();
+        assert_eq!(unfit(&dir.path().join("old.parquet")), None);
     }
 
     /// Code records in their layouts become prompts whose answer is the canonical test set.

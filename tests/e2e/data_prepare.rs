@@ -141,7 +141,7 @@ fn bad_input_is_named_and_destroys_nothing() {
     let o = prepare(&runs, &good, &dir.path().join("./good.jsonl"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        !o.status.success() && err.contains("that is the --input file"),
+        !o.status.success() && err.contains("that is the input"),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(&good).unwrap(), text);

@@ -87,13 +87,8 @@ impl PrepareArgs {
                 self.out.display()
             );
         }
-        // The output replaces its file whole: naming the input would replace the input.
-        if self.out.canonicalize().ok() == self.input.canonicalize().ok() {
-            bail!(
-                "--out {}: that is the --input file, which the prepared set would replace; \
-                 name another file",
-                self.out.display()
-            );
+        if let Some(why) = crate::data::unfit_output(&self.out, &[&self.input]) {
+            bail!("--out {}: {why}", self.out.display());
         }
         // A record routed by its own fields only: `data.rewards` belongs to a run.
         let mut preparer = Preparer::new(recipe);

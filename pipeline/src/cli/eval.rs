@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -184,8 +184,15 @@ impl Args {
     /// Each `--bench` as (benchmark name, problems): a file of that name comes first; else a
     /// built-in dataset's held-out split, as many problems as `--limit` asks (the eval
     /// stage's first N), 200 without it. Two of one name are refused: the table and the
-    /// `--out` rows tell benchmarks apart by name.
+    /// `--out` rows tell benchmarks apart by name. `--out` is checked here too: not a
+    /// folder, and none of the benchmarks (it would replace it).
     fn read_benchmarks(&self) -> Result<Vec<(String, Vec<deltarl_schemas::PromptRow>)>> {
+        if let Some(out) = &self.out {
+            let files: Vec<&Path> = self.benches.iter().map(PathBuf::as_path).collect();
+            if let Some(why) = crate::data::unfit_output(out, &files) {
+                anyhow::bail!("--out {}: {why}", out.display());
+            }
+        }
         let mut out: Vec<(String, Vec<_>)> = Vec::new();
         for path in &self.benches {
             let builtin = path
@@ -282,5 +289,18 @@ mod tests {
             err.contains(&format!("cannot read prompts {dir_path}")),
             "{err}"
         );
+        // `--out` naming a benchmark (which it would replace) or a folder (where it would
+        // fail after the evaluation) is refused first.
+        let err = format!("{:#}", read(&["--bench", a, "--out", a]).unwrap_err());
+        assert!(
+            err.contains(&format!("--out {a}: that is the input {a}")),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            read(&["--bench", a, "--out", dir_path]).unwrap_err()
+        );
+        assert!(err.contains("a folder; name a file in it"), "{err}");
+        read(&["--bench", a, "--out", &format!("{dir_path}/new/x.parquet")]).unwrap();
     }
 }
