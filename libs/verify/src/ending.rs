@@ -33,11 +33,19 @@ fn operand(s: &str, start: usize) -> bool {
     {
         return true;
     }
-    let command = before
-        .rsplit(|c: char| c.is_whitespace() || c == '$')
-        .next()
-        .unwrap_or("");
-    before.ends_with(['/', '^', '_', '{', '+', '-', '×', '÷', '·']) || OPERATORS.contains(&command)
+    let command = |text: &str| {
+        let last = text
+            .rsplit(|c: char| c.is_whitespace() || c == '$')
+            .next()
+            .unwrap_or("");
+        OPERATORS.contains(&last)
+    };
+    // A group is an operand after `^`, `_`, another group (`\frac{1}{2}`) or an operator
+    // (`\sqrt{2}`); after `\textbf` or `\text` it is the number written bold or as text.
+    if let Some(open) = before.strip_suffix('{') {
+        return open.ends_with(['^', '_', '}']) || command(open);
+    }
+    before.ends_with(['/', '^', '_', '+', '-', '×', '÷', '·']) || command(before)
 }
 
 /// The number a response ends with (only `.`, `$`, `*`, `)` and spaces after it), as

@@ -32,7 +32,7 @@
 //!
 //! # Answers others wrote
 //!
-//! `tests/written.jsonl` (317 cases written here, 63 kinds) labels each case with the
+//! `tests/written.jsonl` (320 cases written here, 63 kinds) labels each case with the
 //! verdict intended under each policy; every case gets it (`tests/written.rs`). Where the
 //! label deliberately differs from math-verify the case's `note` says why (a tuple is not
 //! a set; `2x = 4` does not answer 4; an inequality denotes its interval; `\mathrm{e}`;
