@@ -72,12 +72,12 @@ impl Args {
     pub fn run(self, runs_dir: &Path) -> Result<()> {
         // Every run named exists, once, and has the labels before any table starts (the
         // first-error readout prints each run's rows as it reads them).
-        let mut seen = std::collections::HashSet::new();
-        for name in &self.runs {
-            anyhow::ensure!(
-                seen.insert(name),
+        if let Some(name) = super::flags::repeated(&self.runs) {
+            anyhow::bail!(
                 "--run {name} is given twice: the interval is over runs, each counted once"
             );
+        }
+        for name in &self.runs {
             open_labelled(runs_dir, name, self.classes.labels())?;
         }
         if self.classes == Classes::Filler {

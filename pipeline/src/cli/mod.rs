@@ -11,6 +11,7 @@ mod config;
 mod data;
 mod eval;
 mod extract;
+mod flags;
 mod generate;
 mod import_gguf;
 mod iterate;

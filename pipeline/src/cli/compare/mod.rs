@@ -119,10 +119,7 @@ impl Args {
     /// The variants' labels, each used once, and the baseline among them.
     fn labels(&self) -> Result<(Vec<String>, String)> {
         let labels: Vec<String> = self.variants.iter().map(|v| v.label.clone()).collect();
-        if let Some(dup) = labels
-            .iter()
-            .find(|l| labels.iter().filter(|m| m == l).count() > 1)
-        {
+        if let Some(dup) = crate::cli::flags::repeated(&labels) {
             anyhow::bail!("--variants: the label {dup:?} is used twice");
         }
         let baseline = match &self.baseline {

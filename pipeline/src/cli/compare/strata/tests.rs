@@ -2,7 +2,8 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use deltarl_schemas::{FileMeta, FinishReason};
+use crate::cli::compare::outcome::run_name;
+use deltarl_schemas::{EvalRow, FileMeta, FinishReason, Stage};
 
 /// Ten graded answers of which `tenths` are right.
 fn write_rows(path: &Path, tenths: u32) {
