@@ -115,6 +115,11 @@ fn final_iters(folder: &Path) -> Result<BTreeMap<(String, u64), u32>> {
 impl Stratum {
     pub(super) fn read(runs: &Path, name: &str) -> Result<Self> {
         let folder = runs.join(name);
+        anyhow::ensure!(
+            folder.is_dir(),
+            "--comparison {name}: no comparison folder {} (`compare --name {name}` writes it)",
+            folder.display()
+        );
         let iters = final_iters(&folder)?;
         let mut base = BTreeMap::new();
         for kind in [ReadoutKind::Sampled, ReadoutKind::Greedy] {

@@ -168,6 +168,12 @@ fn two_bases_by_hand() {
     assert!(format!("{e:#}").contains("\"ktae\" is not an arm"), "{e:#}");
     let e = args(&["a"], None, Some("delta")).report(runs).unwrap_err();
     assert!(format!("{e:#}").contains("name the control"), "{e:#}");
+    // A comparison that was never made is named as such, not as a missing file in it.
+    let e = args(&["a", "nope"], None, None).report(runs).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("--comparison nope: no comparison folder"),
+        "{e:#}"
+    );
     // A base named twice, an arm in two roles.
     let e = args(&["a", "b", "a"], None, None).report(runs).unwrap_err();
     assert!(
