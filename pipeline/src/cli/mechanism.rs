@@ -20,7 +20,8 @@ use crate::mechanism::gradients::{self, SideGradients};
 use crate::mechanism::{read, shared_tokens, Readout, Response, Side};
 use filler::{filler_readouts, At};
 use open::{
-    decoded, net_gradients, open_labelled, scored_iterations, Labels, Scored, FILLER, FIRST_ERROR,
+    decoded, net_gradients, open_labelled, scored_iterations, Labelled, Labels, Scored, FILLER,
+    FIRST_ERROR,
 };
 
 #[derive(Debug, clap::Args)]
@@ -77,19 +78,17 @@ impl Args {
                 "--run {name} is given twice: the interval is over runs, each counted once"
             );
         }
-        for name in &self.runs {
-            open_labelled(runs_dir, name, self.classes.labels())?;
-        }
+        let opened = self
+            .runs
+            .iter()
+            .map(|name| open_labelled(runs_dir, name, self.classes.labels()))
+            .collect::<Result<Vec<_>>>()?;
         if self.classes == Classes::Filler {
             let grads = self
                 .runs
                 .iter()
-                .map(|name| {
-                    Ok((
-                        name.as_str(),
-                        filler_readouts(runs_dir, name, self.per_step)?,
-                    ))
-                })
+                .zip(&opened)
+                .map(|(name, run)| Ok((name.as_str(), filler_readouts(run, self.per_step)?)))
                 .collect::<Result<Vec<_>>>()?;
             print_gradients(&grads, "filler");
             return Ok(());
@@ -112,8 +111,8 @@ impl Args {
         println!("|---|---|---|---|---|---|---|---|---|---|");
         let mut means = Vec::new();
         let mut grads = Vec::new();
-        for name in &self.runs {
-            let readouts = run_readouts(runs_dir, name, self.gradients)?;
+        for (name, run) in self.runs.iter().zip(&opened) {
+            let readouts = run_readouts(run, self.gradients)?;
             for (iter, r, _) in &readouts {
                 println!(
                     "| {name} | {iter} | {} | {} |",
@@ -273,13 +272,16 @@ fn cells(s: &Side) -> String {
 /// Each iteration's readout of one run (iterations without a coeffs file are skipped), and
 /// with `gradients` its gradient readout.
 fn run_readouts(
-    runs_dir: &Path,
-    name: &str,
+    run: &Labelled,
     gradients: bool,
 ) -> Result<Vec<(u32, Readout, Option<gradients::Readout>)>> {
-    let (ctx, task, tokenizer) = open_labelled(runs_dir, name, &FIRST_ERROR)?;
+    let Labelled {
+        ctx,
+        task,
+        tokenizer,
+    } = run;
     let mut out = Vec::new();
-    for scored in scored_iterations(&ctx) {
+    for scored in scored_iterations(ctx) {
         let Scored {
             iter,
             rollouts,
@@ -293,7 +295,7 @@ fn run_readouts(
         let labels: Vec<Vec<bool>> = rollouts
             .iter()
             .map(|r| {
-                let pieces = decoded(&tokenizer, &r.response_token_ids)?;
+                let pieces = decoded(tokenizer, &r.response_token_ids)?;
                 let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
                 task.correct_prefix_tokens(&r.prompt_id, &pieces)
                     .with_context(|| {
@@ -337,7 +339,7 @@ fn run_readouts(
                     shared: s.as_deref(),
                 })
                 .collect();
-            Some(net_gradients(&ctx, iter, &rows)?)
+            Some(net_gradients(ctx, iter, &rows)?)
         } else {
             None
         };

@@ -1,13 +1,11 @@
 //! The filler classes' readout (`--classes filler`): each side's net gradient split into
 //! `tiny-steps-filler`'s filler and the rest, per iteration or per optimizer step.
 
-use std::path::Path;
-
 use anyhow::Result;
 
 use deltarl_schemas::{read_path, Index, ScoreRow, Stage};
 
-use super::open::{decoded, net_gradients, open_labelled, scored_iterations, Scored, FILLER};
+use super::open::{decoded, net_gradients, scored_iterations, Labelled, Scored};
 use crate::mechanism::gradients;
 
 /// Where a gradient readout was taken: an iteration's whole batch, or one of its optimizer
@@ -38,13 +36,16 @@ impl std::fmt::Display for At {
 /// the coeffs file's, responses with none take no part); with `per_step`, each optimizer
 /// step's apart.
 pub(super) fn filler_readouts(
-    runs_dir: &Path,
-    name: &str,
+    run: &Labelled,
     per_step: bool,
 ) -> Result<Vec<(At, gradients::Readout)>> {
-    let (ctx, task, tokenizer) = open_labelled(runs_dir, name, &FILLER)?;
+    let Labelled {
+        ctx,
+        task,
+        tokenizer,
+    } = run;
     let mut out = Vec::new();
-    for scored in scored_iterations(&ctx) {
+    for scored in scored_iterations(ctx) {
         let Scored {
             iter,
             rollouts,
@@ -55,7 +56,7 @@ pub(super) fn filler_readouts(
         let mut labelled = Vec::with_capacity(rollouts.len());
         for r in &rollouts {
             let c = coeff_of.get(r, "coeffs").map_err(anyhow::Error::msg)?;
-            let pieces = decoded(&tokenizer, &r.response_token_ids)?;
+            let pieces = decoded(tokenizer, &r.response_token_ids)?;
             let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
             let labels = task.filler_tokens(&pieces).unwrap_or_default();
             labelled.push((c.advantage, labels));
@@ -71,7 +72,7 @@ pub(super) fn filler_readouts(
             })
             .collect();
         if !per_step {
-            out.push((At::whole(iter), net_gradients(&ctx, iter, &rows)?));
+            out.push((At::whole(iter), net_gradients(ctx, iter, &rows)?));
             continue;
         }
         let scores: Vec<ScoreRow> = read_path(&ctx.run.output(iter, Stage::Score))?.0;
@@ -94,7 +95,7 @@ pub(super) fn filler_readouts(
                 iter,
                 step: Some((k + 1, steps.len())),
             };
-            out.push((at, net_gradients(&ctx, iter, &step_rows)?));
+            out.push((at, net_gradients(ctx, iter, &step_rows)?));
         }
     }
     Ok(out)

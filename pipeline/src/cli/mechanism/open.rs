@@ -39,14 +39,18 @@ pub(super) const FILLER: Labels = Labels {
     refused: "has no filler to split off (tiny-steps-filler[-80], or tiny-steps at dose 0)",
 };
 
-/// A run opened for a readout by the task's labels: its context, its built-in task (one
-/// that has the `labels`, else an error saying what its source lacks), and its base's
-/// tokenizer.
-pub(super) fn open_labelled(
-    runs_dir: &Path,
-    name: &str,
-    labels: &Labels,
-) -> Result<(Ctx, deltarl_data::Task, deltarl_model::Tokenizer)> {
+/// A run opened for a readout by its task's labels.
+pub(super) struct Labelled {
+    pub(super) ctx: Ctx,
+    /// Its built-in task, one that has the labels the readout needs.
+    pub(super) task: deltarl_data::Task,
+    /// Its base's tokenizer.
+    pub(super) tokenizer: deltarl_model::Tokenizer,
+}
+
+/// Opens run `name` for a readout that needs `labels` (an error says what its task's
+/// source lacks).
+pub(super) fn open_labelled(runs_dir: &Path, name: &str, labels: &Labels) -> Result<Labelled> {
     let ctx = Ctx::open_existing(runs_dir, name)?;
     let source = &ctx.cfg.opts.data.source;
     let task = source
@@ -61,7 +65,11 @@ pub(super) fn open_labelled(
     let tok_path = ctx.base_dir().join("tokenizer.json");
     let tokenizer = deltarl_model::Tokenizer::from_file(&tok_path)
         .with_context(|| format!("run {name}: {}", tok_path.display()))?;
-    Ok((ctx, task, tokenizer))
+    Ok(Labelled {
+        ctx,
+        task,
+        tokenizer,
+    })
 }
 
 /// One iteration as a readout reads it: its rollouts and the coeffs stage's rows for them
