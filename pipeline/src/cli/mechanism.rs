@@ -275,11 +275,7 @@ fn run_readouts(
     run: &Labelled,
     gradients: bool,
 ) -> Result<Vec<(u32, Readout, Option<gradients::Readout>)>> {
-    let Labelled {
-        ctx,
-        task,
-        tokenizer,
-    } = run;
+    let (ctx, task, tokenizer) = (&run.ctx, run.task, &run.tokenizer);
     let mut out = Vec::new();
     for scored in scored_iterations(ctx) {
         let Scored {

@@ -39,11 +39,7 @@ pub(super) fn filler_readouts(
     run: &Labelled,
     per_step: bool,
 ) -> Result<Vec<(At, gradients::Readout)>> {
-    let Labelled {
-        ctx,
-        task,
-        tokenizer,
-    } = run;
+    let (ctx, task, tokenizer) = (&run.ctx, run.task, &run.tokenizer);
     let mut out = Vec::new();
     for scored in scored_iterations(ctx) {
         let Scored {
