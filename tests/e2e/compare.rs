@@ -130,6 +130,36 @@ fn compare_reports_paired_differences_from_the_baseline() {
     };
     assert_eq!(seed1(&md), seed1(&md2), "{md}\n{md2}");
     strata_reads_two_bases_as_blocks(&runs, &cfg, &md);
+    // The same comparison continued in a part of its own (another seed, alone): the base's
+    // readouts stay the ones drawn with the comparison's lowest seed, not redrawn with the
+    // seed this part starts at.
+    let base_readouts = || {
+        ["base-eval.parquet", "base-sampled.parquet"]
+            .map(|f| std::fs::read(runs.join("again").join(f)).unwrap())
+    };
+    let before = base_readouts();
+    ok(deltarl(
+        &runs,
+        &[
+            "compare",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--variants",
+            "dapo",
+            "--first-seed",
+            "2",
+            "--seeds",
+            "1",
+            "--iters",
+            "1",
+            "--name",
+            "again",
+            "--base",
+            base.to_str().unwrap(),
+        ],
+    ));
+    assert!(runs.join("again-dapo-s2").is_dir());
+    assert!(before == base_readouts(), "the base was graded again");
     let err = deltarl(
         &runs,
         &[

@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Manifest, Stage};
 
+use super::outcome::runs_of;
 use crate::context::Ctx;
 use crate::stage::eval::{heldout_rows, Settings};
 
@@ -69,7 +70,8 @@ pub fn base_eval(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<Eva
     base_readout(
         ctx,
         base,
-        &folder.join("base-eval.parquet"),
+        folder,
+        "base-eval.parquet",
         native_settings(&ctx.cfg),
     )
 }
@@ -82,20 +84,41 @@ pub fn base_sampled(ctx: &Ctx, base: &Path, folder: &Path) -> Result<Option<Vec<
     base_readout(
         ctx,
         base,
-        &folder.join("base-sampled.parquet"),
+        folder,
+        "base-sampled.parquet",
         sampled_settings(ctx),
     )
 }
 
-/// The shared base's held-out answers under `s`, kept in `path`.
-fn base_readout(ctx: &Ctx, base: &Path, path: &Path, s: Settings) -> Result<Option<Vec<EvalRow>>> {
+/// The shared base's held-out answers under `s`, kept as `file` in the comparison's
+/// `folder`. They are drawn with the comparison's lowest seed, not the seed of the run
+/// that asks (the first of this invocation): the base is one for all its runs, so a
+/// comparison run in parts (`--first-seed 3 --seeds 1`, ...) keeps one base readout, the
+/// one a single invocation of all its seeds draws.
+fn base_readout(
+    ctx: &Ctx,
+    base: &Path,
+    folder: &Path,
+    file: &str,
+    mut s: Settings,
+) -> Result<Option<Vec<EvalRow>>> {
     let Some(task) = s.data_source.builtin() else {
         return Ok(None);
     };
-    let rows = cached(ctx, path, weights(&base.join("manifest.json"))?, &s, || {
-        let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
-        heldout_rows(&policy, base, task, &s, 0, deltarl_schemas::Shard::WHOLE)
-    })?;
+    if let Some(lowest) = runs_of(folder)?.iter().map(|(_, seed)| *seed).min() {
+        s.sampling.seed = lowest;
+    }
+    let path = folder.join(file);
+    let rows = cached(
+        ctx,
+        &path,
+        weights(&base.join("manifest.json"))?,
+        &s,
+        || {
+            let policy = crate::stage::load_policy(base, ctx.device, s.dtype)?;
+            heldout_rows(&policy, base, task, &s, 0, deltarl_schemas::Shard::WHOLE)
+        },
+    )?;
     Ok(Some(rows))
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use deltarl_schemas::{read_path, EvalRow, Stage};
 
-use crate::cli::compare::outcome::run_name;
+use crate::cli::compare::outcome::{run_name, runs_of};
 use crate::cli::compare::tables::accuracy;
 
 /// Which held-out readout of the final policies.
@@ -56,31 +56,6 @@ fn read_accuracy(path: &Path) -> Result<f64> {
         .0;
     anyhow::ensure!(!rows.is_empty(), "{}: no graded answers", path.display());
     Ok(accuracy(&rows))
-}
-
-/// The runs of a comparison, from its `configs/<arm>-s<seed>.toml`.
-fn runs_of(folder: &Path) -> Result<Vec<(String, u64)>> {
-    let dir = folder.join("configs");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let path = e?.path();
-        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
-            continue;
-        };
-        let parsed = stem
-            .rsplit_once("-s")
-            .and_then(|(arm, seed)| Some((arm.to_string(), seed.parse::<u64>().ok()?)));
-        match parsed {
-            Some(run) => out.push(run),
-            None => anyhow::bail!(
-                "{}: not a run's configuration (<arm>-s<seed>.toml)",
-                path.display()
-            ),
-        }
-    }
-    out.sort();
-    anyhow::ensure!(!out.is_empty(), "{}: no runs", dir.display());
-    Ok(out)
 }
 
 /// Each run's final iteration, from the comparison's `compare.csv` (variant,seed,iter,...).
