@@ -82,24 +82,30 @@ fn compare_reports_paired_differences_from_the_baseline() {
     // base graded as iteration 0, and a run with the same variant and seed ends where the
     // first comparison's did.
     let base = runs.join("cmp-dapo-s1/base");
-    let again = ok(deltarl(
-        &runs,
-        &[
-            "compare",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--variants",
-            "dapo",
-            "--seeds",
-            "1",
-            "--iters",
-            "1",
-            "--name",
-            "again",
-            "--base",
-            base.to_str().unwrap(),
-        ],
-    ));
+    // `dapo` at one seed, `first_seed`, on that base.
+    let again_at = |first_seed: &str| {
+        ok(deltarl(
+            &runs,
+            &[
+                "compare",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--variants",
+                "dapo",
+                "--first-seed",
+                first_seed,
+                "--seeds",
+                "1",
+                "--iters",
+                "1",
+                "--name",
+                "again",
+                "--base",
+                base.to_str().unwrap(),
+            ],
+        ))
+    };
+    let again = again_at("1");
     let (first, said) = (
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&again.stderr),
@@ -138,26 +144,7 @@ fn compare_reports_paired_differences_from_the_baseline() {
             .map(|f| std::fs::read(runs.join("again").join(f)).unwrap())
     };
     let before = base_readouts();
-    ok(deltarl(
-        &runs,
-        &[
-            "compare",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--variants",
-            "dapo",
-            "--first-seed",
-            "2",
-            "--seeds",
-            "1",
-            "--iters",
-            "1",
-            "--name",
-            "again",
-            "--base",
-            base.to_str().unwrap(),
-        ],
-    ));
+    again_at("2");
     assert!(runs.join("again-dapo-s2").is_dir());
     assert!(before == base_readouts(), "the base was graded again");
     let err = deltarl(
